@@ -1,0 +1,53 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "plait",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "plait", targets: ["plait"]),
+        .library(name: "PlaitCore", targets: ["PlaitCore"]),
+        .library(name: "PlaitStore", targets: ["PlaitStore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+    ],
+    targets: [
+        // The replay engine: ids, summaries, changes, the lists domain, baselines. No I/O.
+        .target(name: "PlaitCore"),
+        // The SQLite store.
+        .target(
+            name: "PlaitStore",
+            dependencies: [
+                "PlaitCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]),
+        // Identity: key pair, self-signed certificate, Device ID.
+        .target(name: "PlaitTLS", dependencies: ["COpenSSL", "PlaitCore"]),
+        // Composition root: a device home (identity + store + config) and what commands do with it.
+        .target(
+            name: "PlaitSync",
+            dependencies: [
+                "PlaitCore", "PlaitStore", "PlaitTLS",
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ]),
+        .executableTarget(
+            name: "plait",
+            dependencies: [
+                "PlaitCore", "PlaitSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
+        .testTarget(name: "PlaitStoreTests", dependencies: ["PlaitCore", "PlaitStore"]),
+        .testTarget(name: "PlaitTLSTests", dependencies: ["PlaitTLS"]),
+        .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,122 @@
+/// Compacted history: a domain snapshot plus the summary of the changes folded into it.
+///
+/// Baselines form a join-semilattice (`joined(with:)`), and they travel: a device's state is
+/// replay(join of every baseline it has seen, changes not covered by that join).
+public struct Baseline: Equatable, Sendable {
+    public static let format: UInt32 = 1
+
+    public var summary: Summary
+    /// The largest Lamport time folded in.
+    public var maxLamport: UInt64
+    /// Per timeline, the hash of its last folded change, so the chain continues past the baseline.
+    public var heads: [TimelineID: [UInt8]]
+    /// Per timeline, the Lamport time of its last folded change (compaction's cut-off needs it).
+    public var headLamports: [TimelineID: UInt64]
+    /// Timelines whose `timeline.end` was folded in.
+    public var ended: Set<TimelineID>
+    /// The domain's snapshot bytes.
+    public var snapshot: [UInt8]
+
+    public init(
+        summary: Summary, maxLamport: UInt64, heads: [TimelineID: [UInt8]], headLamports: [TimelineID: UInt64],
+        ended: Set<TimelineID>, snapshot: [UInt8]
+    ) {
+        self.summary = summary
+        self.maxLamport = maxLamport
+        self.heads = heads
+        self.headLamports = headLamports
+        self.ended = ended
+        self.snapshot = snapshot
+    }
+
+    /// The join: if one covers the other, the larger; otherwise the union of both data models and the
+    /// per-timeline maximum of the summaries. Commutative, associative, idempotent.
+    public func joined<D: Domain>(with other: Baseline, domain: D) throws(CoreError) -> Baseline {
+        if self == other { return self }
+        if summary != other.summary {
+            if summary.covers(other.summary) { return self }
+            if other.summary.covers(summary) { return other }
+        }
+        var heads = self.heads
+        var lamports = headLamports
+        for timeline in other.summary.timelines {
+            let theirs = other.summary[timeline]
+            let mine = summary[timeline]
+            let theirHash = other.heads[timeline] ?? Change.zeroHash
+            if theirs > mine || (theirs == mine && (heads[timeline] ?? []).lexicographicallyPrecedes(theirHash)) {
+                heads[timeline] = theirHash
+                lamports[timeline] = other.headLamports[timeline] ?? 0
+            }
+        }
+        return Baseline(
+            summary: summary.union(other.summary), maxLamport: max(maxLamport, other.maxLamport), heads: heads,
+            headLamports: lamports, ended: ended.union(other.ended),
+            snapshot: try domain.join(snapshot, other.snapshot))
+    }
+
+    /// The protobuf `Baseline` message of `plait.proto`.
+    public func encoded() -> [UInt8] {
+        var writer = ProtoWriter()
+        writer.uint(1, UInt64(Self.format))
+        for timeline in summary.timelines {
+            writer.message(2) { entry in
+                entry.fixed64(1, timeline.rawValue)
+                entry.uint(2, summary[timeline])
+                entry.data(3, heads[timeline] ?? Change.zeroHash)
+                entry.uint(4, headLamports[timeline] ?? 0)
+                entry.bool(5, ended.contains(timeline))
+            }
+        }
+        writer.uint(3, maxLamport)
+        writer.data(4, snapshot)
+        return writer.bytes
+    }
+
+    public init(decoding bytes: ArraySlice<UInt8>) throws(CoreError) {
+        var reader = ProtoReader(bytes)
+        var format: UInt64 = 0
+        var summary = Summary()
+        var heads: [TimelineID: [UInt8]] = [:]
+        var lamports: [TimelineID: UInt64] = [:]
+        var ended: Set<TimelineID> = []
+        var maxLamport: UInt64 = 0
+        var snapshot: [UInt8] = []
+        while let (field, value) = try reader.next() {
+            switch field {
+            case 1: format = try value.uint()
+            case 2:
+                var inner = ProtoReader(try value.data())
+                var timeline: TimelineID?
+                var seq: UInt64 = 0
+                var hash = Change.zeroHash
+                var lamport: UInt64 = 0
+                var isEnded = false
+                while let (number, item) = try inner.next() {
+                    switch number {
+                    case 1: timeline = TimelineID(try item.uint())
+                    case 2: seq = try item.uint()
+                    case 3: hash = Array(try item.data())
+                    case 4: lamport = try item.uint()
+                    case 5: isEnded = try item.bool()
+                    default: continue
+                    }
+                }
+                guard let timeline, seq > 0, hash.count == 32 else { throw .corruptSnapshot("a bad baseline entry") }
+                summary[timeline] = seq
+                heads[timeline] = hash
+                lamports[timeline] = lamport
+                if isEnded { ended.insert(timeline) }
+            case 3: maxLamport = try value.uint()
+            case 4: snapshot = Array(try value.data())
+            default: continue
+            }
+        }
+        guard format >= 1 else { throw .corruptSnapshot("a baseline without a format version") }
+        guard format <= UInt64(Self.format) else {
+            throw .unsupportedFormat(found: Int(format), supported: Int(Self.format))
+        }
+        self.init(
+            summary: summary, maxLamport: maxLamport, heads: heads, headLamports: lamports, ended: ended,
+            snapshot: snapshot)
+    }
+}

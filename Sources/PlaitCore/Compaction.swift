@@ -1,0 +1,74 @@
+/// The head of one timeline as compaction sees it.
+public struct TimelineHead: Hashable, Sendable {
+    public var timeline: TimelineID
+    public var seq: UInt64
+    public var lamport: UInt64
+    /// The timeline ended (`timeline.end`), or its device is past the peer grace: it no longer holds the
+    /// cut-off down.
+    public var released: Bool
+
+    public init(timeline: TimelineID, seq: UInt64, lamport: UInt64, released: Bool = false) {
+        self.timeline = timeline
+        self.seq = seq
+        self.lamport = lamport
+        self.released = released
+    }
+}
+
+/// Why the cut-off is where it is: printed by `plait compact`.
+public enum CutOffLimit: Hashable, Sendable, CustomStringConvertible {
+    /// The minimum over timelines of their head's Lamport time.
+    case timelineHead(TimelineID, lamport: UInt64)
+    /// A paired peer has not acknowledged changes past this point.
+    case peerAcknowledgement(String, lamport: UInt64)
+    /// A change this build cannot interpret sits just after.
+    case uninterpretable(lamport: UInt64)
+
+    public var lamport: UInt64 {
+        switch self {
+        case let .timelineHead(_, lamport), let .peerAcknowledgement(_, lamport), let .uninterpretable(lamport):
+            return lamport
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .timelineHead(timeline, lamport): return "head of timeline \(timeline) (\(lamport))"
+        case let .peerAcknowledgement(peer, lamport): return "what peer \(peer) has acknowledged (\(lamport))"
+        case let .uninterpretable(lamport): return "a change this build cannot interpret (just above \(lamport))"
+        }
+    }
+}
+
+/// The compaction cut-off rule (DESIGN §2).
+public enum Compaction {
+    /// The cut-off: the minimum head Lamport time over the timelines that still hold it down, then lowered to
+    /// every extra limit (peer acknowledgements, the earliest uninterpretable change). Every change with
+    /// Lamport ≤ the result may be folded. Nil when there is nothing to hold the cut-off (no timelines).
+    public static func cutOff(heads: [TimelineHead], limits: [CutOffLimit] = []) -> CutOffLimit? {
+        let holding = heads.filter { !$0.released }
+        let candidates: [CutOffLimit]
+        if let minimum = holding.min(by: { ($0.lamport, $0.timeline) < ($1.lamport, $1.timeline) }) {
+            candidates = [.timelineHead(minimum.timeline, lamport: minimum.lamport)] + limits
+        } else if let maximum = heads.max(by: { ($0.lamport, $0.timeline) < ($1.lamport, $1.timeline) }) {
+            // Every timeline ended: everything may be folded.
+            candidates = [.timelineHead(maximum.timeline, lamport: maximum.lamport)] + limits
+        } else {
+            return nil
+        }
+        return candidates.min { $0.lamport < $1.lamport }
+    }
+
+    /// The limit a peer's acknowledged summary puts on the cut-off: just below the first change it lacks.
+    /// `firstLacking` gives, for a timeline and sequence number, the Lamport time of that change if held.
+    public static func acknowledgementLimit(
+        peer: String, acknowledged: Summary, held: Summary, lamportOf: (ChangeRef) -> UInt64?
+    ) -> CutOffLimit? {
+        var lowest: UInt64?
+        for timeline in held.timelines where held[timeline] > acknowledged[timeline] {
+            let ref = ChangeRef(timeline: timeline, seq: acknowledged[timeline] + 1)
+            if let lamport = lamportOf(ref), lamport > 0 { lowest = min(lowest ?? .max, lamport - 1) }
+        }
+        return lowest.map { .peerAcknowledgement(peer, lamport: $0) }
+    }
+}

@@ -1,0 +1,44 @@
+/// What replaying one change did.
+public enum ApplyOutcome: Sendable, Equatable {
+    /// The change changed the state.
+    case applied
+    /// The change was valid but had nothing to act on (its object is gone, a duplicate create…).
+    case noop
+    /// The kind or version is not one this build understands: stored, forwarded, skipped.
+    case uninterpretable
+}
+
+/// The seam between the engine (ordering, summaries, replay, baselines) and what changes mean.
+///
+/// A domain is deterministic: the same state and change give the same result on every device.
+public protocol Domain: Sendable {
+    associatedtype State: Sendable
+
+    /// Sent in Hello so peers know they speak the same data model.
+    static var name: String { get }
+    /// Raised when a kind gains a new version; older builds skip changes newer than they know.
+    static var version: UInt32 { get }
+
+    func emptyState() -> State
+    func canInterpret(kind: String, version: UInt32) -> Bool
+    func apply(_ change: Change, to state: inout State) -> ApplyOutcome
+
+    /// The canonical encoding whose SHA-256 is the state digest.
+    func canonicalEncoding(of state: State) -> [UInt8]
+    /// A self-contained, versioned encoding of the state for baselines and checkpoints. `weight` ranks
+    /// this snapshot's object versions against another's in `join` (a larger history weighs more).
+    func snapshot(of state: State, weight: UInt64) -> [UInt8]
+    func restore(snapshot: ArraySlice<UInt8>) throws(CoreError) -> State
+    /// The join of two snapshots: commutative, associative, idempotent; no object in either is lost.
+    func join(_ lhs: [UInt8], _ rhs: [UInt8]) throws(CoreError) -> [UInt8]
+}
+
+extension Domain {
+    /// SHA-256 of the canonical encoding.
+    public func digest(of state: State) -> [UInt8] { SHA256.hash(canonicalEncoding(of: state)) }
+
+    /// Whether the engine or the domain understands this change.
+    public func understands(_ change: Change) -> Bool {
+        change.kind == Change.timelineEndKind || canInterpret(kind: change.kind, version: change.version)
+    }
+}

@@ -1,0 +1,131 @@
+/// The lists domain: ordered lists of items with pending and completed sections (DESIGN §2).
+public struct ListsDomain: Domain {
+    public typealias State = ListsState
+
+    public static let name = "lists"
+    public static let version: UInt32 = 1
+    /// The title of a list created because an item arrived for a list this device never heard of.
+    public static let recoveredTitle = "Recovered"
+
+    public init() {}
+
+    public func emptyState() -> ListsState { ListsState() }
+
+    public func canInterpret(kind: String, version: UInt32) -> Bool {
+        version >= 1 && version <= Self.version && ListsChange.kinds.contains(kind)
+    }
+
+    public func apply(_ change: Change, to state: inout ListsState) -> ApplyOutcome {
+        guard canInterpret(kind: change.kind, version: change.version) else {
+            return change.kind == Change.timelineEndKind ? .noop : .uninterpretable
+        }
+        // A known kind whose payload does not decode is a no-op on every device of this version.
+        guard let decoded = try? ListsChange(kind: change.kind, payload: change.payload) else { return .noop }
+        return apply(decoded, ref: change.ref, key: change.orderKey, to: &state)
+    }
+
+    public func apply(_ change: ListsChange, ref: ChangeRef, key: OrderKey, to state: inout ListsState)
+        -> ApplyOutcome
+    {
+        switch change {
+        case let .listCreate(id, title, color, at):
+            guard state.lists[id] == nil else { return .noop }
+            state.lists[id] = ListRecord(title: title, color: color, deleted: false, stamp: key)
+            state.linkList(id, at: at)
+        case let .listRename(id, title):
+            guard state.lists[id]?.deleted == false else { return .noop }
+            state.lists[id]!.title = title
+            state.lists[id]!.stamp = key
+            state.touchList(id)
+        case let .listRecolor(id, color):
+            guard state.lists[id]?.deleted == false else { return .noop }
+            state.lists[id]!.color = color
+            state.lists[id]!.stamp = key
+            state.touchList(id)
+        case let .listMove(id, at):
+            guard state.lists[id]?.deleted == false else { return .noop }
+            if case let .after(anchor) = at, anchor == id { return .noop }
+            state.unlinkList(id)
+            state.lists[id]!.stamp = key
+            state.linkList(id, at: at)
+        case let .listDelete(id, observed):
+            guard state.lists[id]?.deleted == false else { return .noop }
+            var survivors = 0
+            for item in state.liveItems(of: id) {
+                if observed.contains(state.items[item]!.placedBy) {
+                    deleteItem(item, key: key, in: &state)
+                } else {
+                    survivors += 1
+                }
+            }
+            // Items placed concurrently survive, and so does their list: data is never lost.
+            if survivors == 0 {
+                state.lists[id]!.deleted = true
+                state.lists[id]!.stamp = key
+                state.touchList(id)
+            }
+        case let .itemCreate(id, list, text, at):
+            guard state.items[id] == nil else { return .noop }
+            ensureLiveList(list, key: key, in: &state)
+            state.items[id] = ItemRecord(
+                list: list, text: text, completed: false, deleted: false, placedBy: ref, stamp: key)
+            state.linkItem(id, at: at)
+        case let .itemEdit(id, text):
+            guard state.items[id]?.deleted == false else { return .noop }
+            state.items[id]!.text = text
+            state.items[id]!.stamp = key
+            state.touchItem(id)
+        case let .itemComplete(id):
+            guard let record = state.items[id], !record.deleted, !record.completed else { return .noop }
+            state.unlinkItem(id)
+            state.items[id]!.completed = true
+            state.items[id]!.stamp = key
+            // The top of completed at replay time, not a stored index.
+            state.linkItem(id, at: .top)
+        case let .itemReopen(id):
+            guard let record = state.items[id], !record.deleted, record.completed else { return .noop }
+            state.unlinkItem(id)
+            state.items[id]!.completed = false
+            state.items[id]!.stamp = key
+            state.linkItem(id, at: .bottom)
+        case let .itemMove(id, list, at):
+            guard let record = state.items[id], !record.deleted else { return .noop }
+            let target = list ?? record.list
+            guard state.lists[target] != nil else { return .noop }
+            if case let .after(anchor) = at, anchor == id { return .noop }
+            state.unlinkItem(id)
+            if target != record.list {
+                ensureLiveList(target, key: key, in: &state)
+                state.items[id]!.list = target
+                state.items[id]!.placedBy = ref
+            }
+            state.items[id]!.stamp = key
+            state.linkItem(id, at: at)
+        case let .itemDelete(id):
+            guard state.items[id]?.deleted == false else { return .noop }
+            deleteItem(id, key: key, in: &state)
+        }
+        return .applied
+    }
+
+    private func deleteItem(_ id: ObjectID, key: OrderKey, in state: inout ListsState) {
+        state.unlinkItem(id)
+        state.items[id]!.deleted = true
+        state.items[id]!.stamp = key
+        state.touchItem(id)
+    }
+
+    /// A deleted list is revived with its last title and color; an unknown one is created as "Recovered".
+    private func ensureLiveList(_ list: ObjectID, key: OrderKey, in state: inout ListsState) {
+        if let record = state.lists[list] {
+            if record.deleted {
+                state.lists[list]!.deleted = false
+                state.lists[list]!.stamp = key
+                state.touchList(list)
+            }
+        } else {
+            state.lists[list] = ListRecord(title: Self.recoveredTitle, color: nil, deleted: false, stamp: key)
+            state.linkList(list, at: .bottom)
+        }
+    }
+}

@@ -1,0 +1,301 @@
+/// Canonical encoding, snapshots and the baseline join of the lists domain.
+///
+/// A snapshot is a set of object versions. Each version carries its `stamp` (the last change that touched
+/// it), the `weight` of the history it was taken from, and its `rank` (index in its section or in the list
+/// order). The join keeps, per object, the greatest version by `(stamp, weight, rank, bytes)`: a per-object
+/// maximum, hence commutative, associative and idempotent; a snapshot whose history covers the other's wins
+/// every object (its stamps are never older and its weight is larger), so "take the larger" falls out.
+/// Orders are rebuilt by sorting on `(rank, id)`.
+extension ListsDomain {
+    static let snapshotFormat: UInt64 = 1
+
+    public func canonicalEncoding(of state: ListsState) -> [UInt8] {
+        var writer = ProtoWriter()
+        writer.uint(1, Self.snapshotFormat)
+        for listID in state.orderedListIDs {
+            let list = state.lists[listID]!
+            writer.message(2) { out in
+                out.objectID(1, listID)
+                out.string(2, list.title)
+                if let color = list.color { out.string(3, color) }
+                out.bool(4, list.deleted)
+                out.orderKey(5, list.stamp)
+                for completed in [false, true] {
+                    for itemID in state.itemIDs(in: listID, completed: completed) {
+                        out.message(completed ? 7 : 6) { item in encodeItem(itemID, state.items[itemID]!, &item) }
+                    }
+                }
+            }
+        }
+        for (itemID, item) in state.items.filter({ $0.value.deleted }).sorted(by: { $0.key < $1.key }) {
+            writer.message(3) { out in encodeItem(itemID, item, &out) }
+        }
+        return writer.bytes
+    }
+
+    private func encodeItem(_ id: ObjectID, _ item: ItemRecord, _ out: inout ProtoWriter) {
+        out.objectID(1, id)
+        out.objectID(2, item.list)
+        out.string(3, item.text)
+        out.bool(4, item.completed)
+        out.bool(5, item.deleted)
+        out.fixed64(6, item.placedBy.timeline.rawValue)
+        out.uint(7, item.placedBy.seq)
+        out.orderKey(8, item.stamp)
+    }
+
+    public func snapshot(of state: ListsState, weight: UInt64) -> [UInt8] {
+        var snapshot = ListsSnapshot()
+        for (rank, listID) in state.orderedListIDs.enumerated() {
+            let list = state.lists[listID]!
+            snapshot.lists[listID] = ListVersion(
+                title: list.title, color: list.color, deleted: list.deleted, stamp: list.stamp, rank: UInt64(rank),
+                weight: weight)
+            for completed in [false, true] {
+                for (itemRank, itemID) in state.itemIDs(in: listID, completed: completed).enumerated() {
+                    snapshot.items[itemID] = ItemVersion(state.items[itemID]!, rank: UInt64(itemRank), weight: weight)
+                }
+            }
+        }
+        for (itemID, item) in state.items where item.deleted {
+            snapshot.items[itemID] = ItemVersion(item, rank: 0, weight: weight)
+        }
+        return snapshot.encoded()
+    }
+
+    public func restore(snapshot bytes: ArraySlice<UInt8>) throws(CoreError) -> ListsState {
+        let snapshot = try ListsSnapshot(decoding: bytes)
+        var state = ListsState()
+        state.trackChanges = false
+        var lists = snapshot.lists
+        // A live item whose list is gone or deleted keeps its list alive: the join of two histories may pair
+        // a list deleted on one side with an item added to it on the other.
+        for (itemID, item) in snapshot.items.sorted(by: { $0.key < $1.key }) where !item.deleted {
+            if let list = lists[item.list] {
+                if list.deleted { lists[item.list]!.deleted = false }
+            } else {
+                lists[item.list] = ListVersion(
+                    title: Self.recoveredTitle, color: nil, deleted: false, stamp: item.stamp, rank: UInt64.max,
+                    weight: 0)
+            }
+            _ = itemID
+        }
+        for (listID, list) in lists.sorted(by: { ($0.value.rank, $0.key) < ($1.value.rank, $1.key) }) {
+            state.lists[listID] = ListRecord(title: list.title, color: list.color, deleted: list.deleted, stamp: list.stamp)
+            state.linkList(listID, at: .bottom)
+        }
+        let ordered = snapshot.items.sorted { ($0.value.rank, $0.key) < ($1.value.rank, $1.key) }
+        for (itemID, item) in ordered {
+            state.items[itemID] = ItemRecord(
+                list: item.list, text: item.text, completed: item.completed, deleted: item.deleted,
+                placedBy: item.placedBy, stamp: item.stamp)
+            if !item.deleted { state.linkItem(itemID, at: .bottom) }
+        }
+        state.trackChanges = true
+        state.markAllChanged()
+        return state
+    }
+
+    public func join(_ lhs: [UInt8], _ rhs: [UInt8]) throws(CoreError) -> [UInt8] {
+        var result = try ListsSnapshot(decoding: lhs[...])
+        let other = try ListsSnapshot(decoding: rhs[...])
+        for (id, version) in other.lists {
+            if let mine = result.lists[id], !mine.precedes(version) { continue }
+            result.lists[id] = version
+        }
+        for (id, version) in other.items {
+            if let mine = result.items[id], !mine.precedes(version) { continue }
+            result.items[id] = version
+        }
+        return result.encoded()
+    }
+}
+
+struct ListVersion: Hashable {
+    var title: String
+    var color: String?
+    var deleted: Bool
+    var stamp: OrderKey
+    var rank: UInt64
+    var weight: UInt64
+
+    func encode(_ id: ObjectID, _ out: inout ProtoWriter) {
+        out.objectID(1, id)
+        out.string(2, title)
+        if let color { out.string(3, color) }
+        out.bool(4, deleted)
+        out.orderKey(5, stamp)
+        out.uint(6, rank)
+        out.uint(7, weight)
+    }
+
+    /// The version order of the join.
+    func precedes(_ other: ListVersion) -> Bool {
+        if stamp != other.stamp { return stamp < other.stamp }
+        if weight != other.weight { return weight < other.weight }
+        if rank != other.rank { return rank < other.rank }
+        var mine = ProtoWriter()
+        var theirs = ProtoWriter()
+        encode(ObjectID(high: 0, low: 0), &mine)
+        other.encode(ObjectID(high: 0, low: 0), &theirs)
+        return mine.bytes.lexicographicallyPrecedes(theirs.bytes)
+    }
+}
+
+struct ItemVersion: Hashable {
+    var list: ObjectID
+    var text: String
+    var completed: Bool
+    var deleted: Bool
+    var placedBy: ChangeRef
+    var stamp: OrderKey
+    var rank: UInt64
+    var weight: UInt64
+
+    init(
+        list: ObjectID, text: String, completed: Bool, deleted: Bool, placedBy: ChangeRef, stamp: OrderKey,
+        rank: UInt64, weight: UInt64
+    ) {
+        self.list = list
+        self.text = text
+        self.completed = completed
+        self.deleted = deleted
+        self.placedBy = placedBy
+        self.stamp = stamp
+        self.rank = rank
+        self.weight = weight
+    }
+
+    init(_ record: ItemRecord, rank: UInt64, weight: UInt64) {
+        self.init(
+            list: record.list, text: record.text, completed: record.completed, deleted: record.deleted,
+            placedBy: record.placedBy, stamp: record.stamp, rank: rank, weight: weight)
+    }
+
+    func encode(_ id: ObjectID, _ out: inout ProtoWriter) {
+        out.objectID(1, id)
+        out.objectID(2, list)
+        out.string(3, text)
+        out.bool(4, completed)
+        out.bool(5, deleted)
+        out.fixed64(6, placedBy.timeline.rawValue)
+        out.uint(7, placedBy.seq)
+        out.orderKey(8, stamp)
+        out.uint(9, rank)
+        out.uint(10, weight)
+    }
+
+    func precedes(_ other: ItemVersion) -> Bool {
+        if stamp != other.stamp { return stamp < other.stamp }
+        if weight != other.weight { return weight < other.weight }
+        if rank != other.rank { return rank < other.rank }
+        var mine = ProtoWriter()
+        var theirs = ProtoWriter()
+        encode(ObjectID(high: 0, low: 0), &mine)
+        other.encode(ObjectID(high: 0, low: 0), &theirs)
+        return mine.bytes.lexicographicallyPrecedes(theirs.bytes)
+    }
+}
+
+/// The protobuf `ListsSnapshot` message of `plait.proto`, objects sorted by ID so equal sets encode equally.
+struct ListsSnapshot {
+    var lists: [ObjectID: ListVersion] = [:]
+    var items: [ObjectID: ItemVersion] = [:]
+
+    init() {}
+
+    func encoded() -> [UInt8] {
+        var writer = ProtoWriter()
+        writer.uint(1, ListsDomain.snapshotFormat)
+        for (id, list) in lists.sorted(by: { $0.key < $1.key }) {
+            writer.message(2) { out in list.encode(id, &out) }
+        }
+        for (id, item) in items.sorted(by: { $0.key < $1.key }) {
+            writer.message(3) { out in item.encode(id, &out) }
+        }
+        return writer.bytes
+    }
+
+    init(decoding bytes: ArraySlice<UInt8>) throws(CoreError) {
+        var reader = ProtoReader(bytes)
+        var format: UInt64 = 0
+        while let (field, value) = try reader.next() {
+            switch field {
+            case 1: format = try value.uint()
+            case 2:
+                var inner = ProtoReader(try value.data())
+                var id: ObjectID?
+                var list = ListVersion(title: "", color: nil, deleted: false, stamp: .zero, rank: 0, weight: 0)
+                while let (number, item) = try inner.next() {
+                    switch number {
+                    case 1: id = try item.objectID()
+                    case 2: list.title = try item.string()
+                    case 3: list.color = try item.string()
+                    case 4: list.deleted = try item.bool()
+                    case 5: list.stamp = try OrderKey(decoding: try item.data())
+                    case 6: list.rank = try item.uint()
+                    case 7: list.weight = try item.uint()
+                    default: continue
+                    }
+                }
+                guard let id else { throw .corruptSnapshot("a list without an ID") }
+                lists[id] = list
+            case 3:
+                var inner = ProtoReader(try value.data())
+                var id: ObjectID?
+                var list: ObjectID?
+                var item = ItemVersion(
+                    list: ObjectID(high: 0, low: 0), text: "", completed: false, deleted: false,
+                    placedBy: ChangeRef(timeline: TimelineID(0), seq: 0), stamp: .zero, rank: 0, weight: 0)
+                while let (number, field) = try inner.next() {
+                    switch number {
+                    case 1: id = try field.objectID()
+                    case 2: list = try field.objectID()
+                    case 3: item.text = try field.string()
+                    case 4: item.completed = try field.bool()
+                    case 5: item.deleted = try field.bool()
+                    case 6: item.placedBy.timeline = TimelineID(try field.uint())
+                    case 7: item.placedBy.seq = try field.uint()
+                    case 8: item.stamp = try OrderKey(decoding: try field.data())
+                    case 9: item.rank = try field.uint()
+                    case 10: item.weight = try field.uint()
+                    default: continue
+                    }
+                }
+                guard let id, let list else { throw .corruptSnapshot("an item without an ID or list") }
+                item.list = list
+                items[id] = item
+            default: continue
+            }
+        }
+        guard format >= 1 else { throw .corruptSnapshot("no snapshot format version") }
+        guard format <= ListsDomain.snapshotFormat else {
+            throw .unsupportedFormat(found: Int(format), supported: Int(ListsDomain.snapshotFormat))
+        }
+    }
+}
+
+extension ProtoWriter {
+    mutating func orderKey(_ field: UInt32, _ key: OrderKey) {
+        message(field) { out in
+            out.uint(1, key.lamport)
+            out.fixed64(2, key.timeline.rawValue)
+            out.uint(3, key.seq)
+        }
+    }
+}
+
+extension OrderKey {
+    init(decoding bytes: ArraySlice<UInt8>) throws(CoreError) {
+        var reader = ProtoReader(bytes)
+        self = .zero
+        while let (field, value) = try reader.next() {
+            switch field {
+            case 1: lamport = try value.uint()
+            case 2: timeline = TimelineID(try value.uint())
+            case 3: seq = try value.uint()
+            default: continue
+            }
+        }
+    }
+}

@@ -1,0 +1,254 @@
+/// One list, live or tombstoned. Its place in the list order and the ends of its two sections are links.
+public struct ListRecord: Hashable, Sendable {
+    public var title: String
+    public var color: String?
+    public var deleted: Bool
+    /// The replay-order key of the last change that changed this record's own fields.
+    public var stamp: OrderKey
+    public var previous: ObjectID?
+    public var next: ObjectID?
+    public var pendingHead: ObjectID?
+    public var pendingTail: ObjectID?
+    public var completedHead: ObjectID?
+    public var completedTail: ObjectID?
+
+    public init(
+        title: String, color: String?, deleted: Bool, stamp: OrderKey, previous: ObjectID? = nil,
+        next: ObjectID? = nil, pendingHead: ObjectID? = nil, pendingTail: ObjectID? = nil,
+        completedHead: ObjectID? = nil, completedTail: ObjectID? = nil
+    ) {
+        self.title = title
+        self.color = color
+        self.deleted = deleted
+        self.stamp = stamp
+        self.previous = previous
+        self.next = next
+        self.pendingHead = pendingHead
+        self.pendingTail = pendingTail
+        self.completedHead = completedHead
+        self.completedTail = completedTail
+    }
+}
+
+/// One item, live or tombstoned (a tombstone keeps its last fields and is in no section).
+public struct ItemRecord: Hashable, Sendable {
+    public var list: ObjectID
+    public var text: String
+    public var completed: Bool
+    public var deleted: Bool
+    /// The change that put the item in its list (its create, or the move into the list).
+    public var placedBy: ChangeRef
+    public var stamp: OrderKey
+    public var previous: ObjectID?
+    public var next: ObjectID?
+
+    public init(
+        list: ObjectID, text: String, completed: Bool, deleted: Bool, placedBy: ChangeRef, stamp: OrderKey,
+        previous: ObjectID? = nil, next: ObjectID? = nil
+    ) {
+        self.list = list
+        self.text = text
+        self.completed = completed
+        self.deleted = deleted
+        self.placedBy = placedBy
+        self.stamp = stamp
+        self.previous = previous
+        self.next = next
+    }
+}
+
+/// The lists domain's replayed state: every list and item ever created, with the orders as doubly linked
+/// lists so that top, bottom and `after(X)` placements are O(1).
+///
+/// Deleted lists keep their place in the list order (hidden), so a revived list comes back where it was.
+public struct ListsState: Sendable {
+    public internal(set) var lists: [ObjectID: ListRecord] = [:]
+    public internal(set) var items: [ObjectID: ItemRecord] = [:]
+    public internal(set) var listHead: ObjectID?
+    public internal(set) var listTail: ObjectID?
+    /// Records changed since the last `takeChanges()`: what a store must write back.
+    public private(set) var changedLists: Set<ObjectID> = []
+    public private(set) var changedItems: Set<ObjectID> = []
+    var trackChanges = true
+
+    public init() {}
+
+    /// Hands over and forgets the set of records changed since the last call.
+    public mutating func takeChanges() -> (lists: Set<ObjectID>, items: Set<ObjectID>) {
+        defer {
+            changedLists = []
+            changedItems = []
+        }
+        return (changedLists, changedItems)
+    }
+
+    /// Builds a state from stored records (the materialized tables).
+    public init(lists: [ObjectID: ListRecord], items: [ObjectID: ItemRecord], listHead: ObjectID?, listTail: ObjectID?) {
+        self.lists = lists
+        self.items = items
+        self.listHead = listHead
+        self.listTail = listTail
+    }
+
+    @inline(__always) mutating func touchList(_ id: ObjectID) { if trackChanges { changedLists.insert(id) } }
+    @inline(__always) mutating func touchItem(_ id: ObjectID) { if trackChanges { changedItems.insert(id) } }
+
+    mutating func markAllChanged() {
+        changedLists = Set(lists.keys)
+        changedItems = Set(items.keys)
+    }
+
+    // MARK: Reading in display order
+
+    /// All lists in order, tombstones included.
+    public var orderedListIDs: [ObjectID] {
+        var out: [ObjectID] = []
+        out.reserveCapacity(lists.count)
+        var cursor = listHead
+        while let id = cursor {
+            out.append(id)
+            cursor = lists[id]?.next
+        }
+        return out
+    }
+
+    /// Live lists in display order.
+    public var liveListIDs: [ObjectID] { orderedListIDs.filter { lists[$0]?.deleted == false } }
+
+    public func itemIDs(in list: ObjectID, completed: Bool) -> [ObjectID] {
+        guard let record = lists[list] else { return [] }
+        var out: [ObjectID] = []
+        var cursor = completed ? record.completedHead : record.pendingHead
+        while let id = cursor {
+            out.append(id)
+            cursor = items[id]?.next
+        }
+        return out
+    }
+
+    // MARK: List order
+
+    mutating func unlinkList(_ id: ObjectID) {
+        guard let record = lists[id] else { return }
+        if let previous = record.previous {
+            lists[previous]!.next = record.next
+            touchList(previous)
+        } else {
+            listHead = record.next
+        }
+        if let next = record.next {
+            lists[next]!.previous = record.previous
+            touchList(next)
+        } else {
+            listTail = record.previous
+        }
+        lists[id]!.previous = nil
+        lists[id]!.next = nil
+        touchList(id)
+    }
+
+    /// Links an unlinked list at `position`; `after(X)` with X missing, deleted or itself means top.
+    mutating func linkList(_ id: ObjectID, at position: Position) {
+        var anchor: ObjectID?
+        switch position {
+        case .top: anchor = nil
+        case .bottom: anchor = listTail
+        case let .after(other):
+            anchor = (other != id && lists[other]?.deleted == false) ? other : nil
+        }
+        let next = anchor.map { lists[$0]!.next } ?? listHead
+        lists[id]!.previous = anchor
+        lists[id]!.next = next
+        if let anchor {
+            lists[anchor]!.next = id
+            touchList(anchor)
+        } else {
+            listHead = id
+        }
+        if let next {
+            lists[next]!.previous = id
+            touchList(next)
+        } else {
+            listTail = id
+        }
+        touchList(id)
+    }
+
+    // MARK: Sections
+
+    mutating func unlinkItem(_ id: ObjectID) {
+        guard let record = items[id] else { return }
+        let list = record.list
+        if let previous = record.previous {
+            items[previous]!.next = record.next
+            touchItem(previous)
+        } else if record.completed {
+            lists[list]!.completedHead = record.next
+            touchList(list)
+        } else {
+            lists[list]!.pendingHead = record.next
+            touchList(list)
+        }
+        if let next = record.next {
+            items[next]!.previous = record.previous
+            touchItem(next)
+        } else if record.completed {
+            lists[list]!.completedTail = record.previous
+            touchList(list)
+        } else {
+            lists[list]!.pendingTail = record.previous
+            touchList(list)
+        }
+        items[id]!.previous = nil
+        items[id]!.next = nil
+        touchItem(id)
+    }
+
+    /// Links an unlinked item into the section its record names (`list`, `completed`). `after(X)` where X
+    /// is not a live item of that same section falls back to the top.
+    mutating func linkItem(_ id: ObjectID, at position: Position) {
+        let record = items[id]!
+        let list = record.list
+        var anchor: ObjectID?
+        switch position {
+        case .top: anchor = nil
+        case .bottom: anchor = record.completed ? lists[list]!.completedTail : lists[list]!.pendingTail
+        case let .after(other):
+            if other != id, let candidate = items[other], !candidate.deleted, candidate.list == list,
+                candidate.completed == record.completed
+            {
+                anchor = other
+            }
+        }
+        let head = record.completed ? lists[list]!.completedHead : lists[list]!.pendingHead
+        let next = anchor.map { items[$0]!.next } ?? head
+        items[id]!.previous = anchor
+        items[id]!.next = next
+        if let anchor {
+            items[anchor]!.next = id
+            touchItem(anchor)
+        } else if record.completed {
+            lists[list]!.completedHead = id
+            touchList(list)
+        } else {
+            lists[list]!.pendingHead = id
+            touchList(list)
+        }
+        if let next {
+            items[next]!.previous = id
+            touchItem(next)
+        } else if record.completed {
+            lists[list]!.completedTail = id
+            touchList(list)
+        } else {
+            lists[list]!.pendingTail = id
+            touchList(list)
+        }
+        touchItem(id)
+    }
+
+    /// Live items of a list, both sections.
+    func liveItems(of list: ObjectID) -> [ObjectID] {
+        itemIDs(in: list, completed: false) + itemIDs(in: list, completed: true)
+    }
+}

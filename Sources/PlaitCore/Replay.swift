@@ -1,0 +1,168 @@
+/// Where a late change's replay gets its changes: everything stored that sorts after a key, in replay order.
+public protocol ChangeSource {
+    func forEachChange(after key: OrderKey, _ body: (Change) throws -> Void) throws
+}
+
+/// A state to restart replay from when no in-memory checkpoint is early enough (a stored checkpoint, else
+/// the baseline, else the empty state).
+public typealias ReplayFallback<State> = (_ before: OrderKey) throws -> (key: OrderKey, state: State)
+
+/// What one `integrate` did.
+public struct ReplayStats: Sendable, Equatable {
+    public var applied = 0
+    public var noops = 0
+    /// Changes of a kind or version this build does not understand: kept, skipped.
+    public var skipped = 0
+    /// Changes replayed again after a rollback to a checkpoint.
+    public var replayed = 0
+    public var rolledBack = false
+    public init() {}
+}
+
+/// A periodic snapshot of the replayed state, to roll back to when a late change arrives.
+public struct Checkpoint<State: Sendable>: Sendable {
+    public var key: OrderKey
+    public var state: State
+}
+
+/// The deterministic replay engine: keeps the materialized state and the order key of the last applied
+/// change. A batch that sorts entirely after it is applied in O(batch); a late change rolls back to the
+/// nearest checkpoint before it and replays forward.
+public struct ReplayEngine<D: Domain>: Sendable {
+    public let domain: D
+    public private(set) var state: D.State
+    /// The order key of the last change applied (`.zero` right after a baseline).
+    public private(set) var position: OrderKey
+    public private(set) var checkpoints: [Checkpoint<D.State>] = []
+    /// Changes between in-memory checkpoints.
+    public var checkpointInterval: Int
+    /// In-memory checkpoints kept; older ones are thinned so they stay spread over the history.
+    public var checkpointLimit: Int
+    private var sinceCheckpoint = 0
+
+    public init(
+        domain: D, state: D.State, position: OrderKey, checkpointInterval: Int = 10_000, checkpointLimit: Int = 8
+    ) {
+        self.domain = domain
+        self.state = state
+        self.position = position
+        self.checkpointInterval = max(1, checkpointInterval)
+        self.checkpointLimit = max(1, checkpointLimit)
+    }
+
+    /// Applies one change that sorts after `position`.
+    @discardableResult
+    public mutating func applyNext(_ change: Change) -> ApplyOutcome {
+        precondition(change.orderKey > position, "applyNext takes changes in replay order")
+        let outcome = domain.apply(change, to: &state)
+        position = change.orderKey
+        sinceCheckpoint += 1
+        if sinceCheckpoint >= checkpointInterval { takeCheckpoint() }
+        return outcome
+    }
+
+    public mutating func takeCheckpoint() {
+        sinceCheckpoint = 0
+        if let last = checkpoints.last, last.key == position { return }
+        checkpoints.append(Checkpoint(key: position, state: state))
+        if checkpoints.count > checkpointLimit {
+            // Drop every other checkpoint of the older half: spacing grows with age, count stays bounded.
+            let older = checkpoints.count / 2
+            var kept: [Checkpoint<D.State>] = []
+            for (index, checkpoint) in checkpoints.enumerated() where index >= older || index % 2 == 0 {
+                kept.append(checkpoint)
+            }
+            checkpoints = kept
+        }
+    }
+
+    /// Integrates a batch of new changes that the source already holds (the store inserts them first, in the
+    /// same transaction). Changes must not already have been applied.
+    public mutating func integrate(
+        _ batch: [Change], source: ChangeSource, fallback: ReplayFallback<D.State>
+    ) throws -> ReplayStats {
+        var stats = ReplayStats()
+        guard let earliest = batch.map(\.orderKey).min() else { return stats }
+        if earliest > position {
+            for change in batch.sorted(by: { $0.orderKey < $1.orderKey }) { count(applyNext(change), in: &stats) }
+            return stats
+        }
+        // A late change: restart from the nearest checkpoint before it, never from scratch if one exists.
+        stats.rolledBack = true
+        checkpoints.removeAll { $0.key >= earliest }
+        if let checkpoint = checkpoints.last {
+            state = checkpoint.state
+            position = checkpoint.key
+        } else {
+            let restart = try fallback(earliest)
+            precondition(restart.key < earliest, "a fallback must sort before the late change")
+            state = restart.state
+            position = restart.key
+        }
+        sinceCheckpoint = 0
+        let applied = Set(batch.map(\.orderKey))
+        try source.forEachChange(after: position) { change in
+            let outcome = applyNext(change)
+            if applied.contains(change.orderKey) { count(outcome, in: &stats) } else { stats.replayed += 1 }
+        }
+        return stats
+    }
+
+    private func count(_ outcome: ApplyOutcome, in stats: inout ReplayStats) {
+        switch outcome {
+        case .applied: stats.applied += 1
+        case .noop: stats.noops += 1
+        case .uninterpretable: stats.skipped += 1
+        }
+    }
+
+    /// The state after every change up to and including `limit`, computed from the nearest checkpoint.
+    public func state(
+        through limit: OrderKey, source: ChangeSource, fallback: ReplayFallback<D.State>
+    ) throws -> D.State {
+        if limit >= position { return state }
+        var replica: ReplayEngine
+        if let checkpoint = checkpoints.last(where: { $0.key <= limit }) {
+            replica = ReplayEngine(domain: domain, state: checkpoint.state, position: checkpoint.key)
+        } else {
+            let restart = try fallback(OrderKey(lamport: limit.lamport, timeline: limit.timeline, seq: limit.seq + 1))
+            replica = ReplayEngine(domain: domain, state: restart.state, position: restart.key)
+        }
+        replica.checkpointInterval = Int.max
+        do {
+            try source.forEachChange(after: replica.position) { change in
+                guard change.orderKey <= limit else { throw StopIteration() }
+                replica.applyNext(change)
+            }
+        } catch is StopIteration {
+        }
+        return replica.state
+    }
+
+    /// Forgets checkpoints at or before `key` (they were folded into a new baseline).
+    public mutating func dropCheckpoints(through key: OrderKey) { checkpoints.removeAll { $0.key <= key } }
+
+    public var digest: [UInt8] { domain.digest(of: state) }
+}
+
+/// Thrown by a `forEachChange` body to stop early.
+public struct StopIteration: Error {
+    public init() {}
+}
+
+/// An in-memory change source (tests, simulations).
+public struct ChangeArraySource: ChangeSource {
+    public var changes: [Change]
+
+    public init(_ changes: [Change]) { self.changes = changes.sorted { $0.orderKey < $1.orderKey } }
+
+    public func forEachChange(after key: OrderKey, _ body: (Change) throws -> Void) throws {
+        var low = 0
+        var high = changes.count
+        while low < high {
+            let middle = (low + high) / 2
+            if changes[middle].orderKey <= key { low = middle + 1 } else { high = middle }
+        }
+        for change in changes[low...] { try body(change) }
+    }
+}
