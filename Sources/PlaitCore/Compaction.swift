@@ -72,3 +72,51 @@ public enum Compaction {
         return lowest.map { .peerAcknowledgement(peer, lamport: $0) }
     }
 }
+
+/// Folds changes, fed in replay order, into a new baseline on top of the previous one.
+public struct BaselineFolder<D: Domain> {
+    public let domain: D
+    private var engine: ReplayEngine<D>
+    private var summary: Summary
+    private var maxLamport: UInt64
+    private var heads: [TimelineID: [UInt8]]
+    private var lastFolded: [TimelineID: Change] = [:]
+    private var headLamports: [TimelineID: UInt64]
+    private var ended: Set<TimelineID>
+    public private(set) var folded = 0
+
+    public init(domain: D, previous: Baseline?) throws(CoreError) {
+        self.domain = domain
+        let state = try previous.map { baseline throws(CoreError) in
+            try domain.restore(snapshot: baseline.snapshot[...])
+        } ?? domain.emptyState()
+        engine = ReplayEngine(domain: domain, state: state, position: .zero, checkpointInterval: Int.max)
+        summary = previous?.summary ?? Summary()
+        maxLamport = previous?.maxLamport ?? 0
+        heads = previous?.heads ?? [:]
+        headLamports = previous?.headLamports ?? [:]
+        ended = previous?.ended ?? []
+    }
+
+    /// Adds the next change in replay order; it must continue its timeline and carry its real previous hash.
+    public mutating func add(_ change: Change) throws(CoreError) {
+        guard change.seq == summary[change.timeline] + 1 else {
+            throw .gap(timeline: change.timeline, expected: summary[change.timeline] + 1, got: change.seq)
+        }
+        engine.applyNext(change)
+        summary[change.timeline] = change.seq
+        maxLamport = max(maxLamport, change.lamport)
+        lastFolded[change.timeline] = change
+        headLamports[change.timeline] = change.lamport
+        if change.kind == Change.timelineEndKind { ended.insert(change.timeline) }
+        folded += 1
+    }
+
+    public func finish() -> Baseline {
+        var heads = heads
+        for (timeline, change) in lastFolded { heads[timeline] = change.hash }
+        return Baseline(
+            summary: summary, maxLamport: maxLamport, heads: heads, headLamports: headLamports, ended: ended,
+            snapshot: domain.snapshot(of: engine.state, weight: summary.count))
+    }
+}

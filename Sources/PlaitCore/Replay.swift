@@ -50,6 +50,9 @@ public struct ReplayEngine<D: Domain>: Sendable {
         self.checkpointLimit = max(1, checkpointLimit)
     }
 
+    /// Gives mutable access to the state for bookkeeping that is not replay (e.g. taking change marks).
+    public mutating func modifyState<T>(_ body: (inout D.State) throws -> T) rethrows -> T { try body(&state) }
+
     /// Applies one change that sorts after `position`.
     @discardableResult
     public mutating func applyNext(_ change: Change) -> ApplyOutcome {

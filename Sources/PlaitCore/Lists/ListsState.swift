@@ -98,6 +98,17 @@ public struct ListsState: Sendable {
         changedItems = Set(items.keys)
     }
 
+    /// The records that differ between two states (after a rollback and replay, what a store must rewrite).
+    public static func differences(from old: ListsState, to new: ListsState) -> (lists: Set<ObjectID>, items: Set<ObjectID>) {
+        var lists: Set<ObjectID> = []
+        var items: Set<ObjectID> = []
+        for (id, record) in new.lists where old.lists[id] != record { lists.insert(id) }
+        for id in old.lists.keys where new.lists[id] == nil { lists.insert(id) }
+        for (id, record) in new.items where old.items[id] != record { items.insert(id) }
+        for id in old.items.keys where new.items[id] == nil { items.insert(id) }
+        return (lists, items)
+    }
+
     // MARK: Reading in display order
 
     /// All lists in order, tombstones included.

@@ -1,0 +1,137 @@
+import GRDB
+import GRDBSQLite
+import PlaitCore
+
+/// The hot paths over the changes table, on SQLite's C API through GRDB's prepared statements: a full replay
+/// reads a million rows, and a pulled batch inserts thousands in one transaction.
+enum ChangeRows {
+    static let columns = "tl, seq, lamport, kind, version, wall, prev, payload"
+
+    /// Steps `statement` (selecting `columns`) and hands each change to `body`. Without `withChain` the
+    /// previous hash is left as zeros (replay does not need it) to save an allocation per row.
+    static func scan(_ statement: Statement, withChain: Bool, _ body: (Change) throws -> Void) throws {
+        let handle = statement.sqliteStatement
+        var kinds = KindCache()
+        while true {
+            let code = sqlite3_step(handle)
+            if code == SQLITE_DONE { break }
+            guard code == SQLITE_ROW else {
+                throw StoreError.sqlite(String(cString: sqlite3_errmsg(sqlite3_db_handle(handle))))
+            }
+            let timeline = TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 0)))
+            let seq = UInt64(sqlite3_column_int64(handle, 1))
+            let lamport = UInt64(sqlite3_column_int64(handle, 2))
+            let kind = kinds.string(
+                sqlite3_column_text(handle, 3), count: Int(sqlite3_column_bytes(handle, 3)))
+            let version = UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 4))
+            let wall = sqlite3_column_int64(handle, 5)
+            let previous = withChain ? blob(handle, 6) : Change.zeroHash
+            let payload = blob(handle, 7)
+            try body(
+                Change(
+                    timeline: timeline, seq: seq, lamport: lamport, previousHash: previous, kind: kind,
+                    version: version, wallTime: wall, payload: payload))
+        }
+        sqlite3_reset(handle)
+    }
+
+    @inline(__always) static func blob(_ handle: OpaquePointer, _ column: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(handle, column))
+        guard count > 0, let pointer = sqlite3_column_blob(handle, column) else { return [] }
+        return [UInt8](UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
+    /// Inserts changes with one prepared statement (the caller holds the transaction).
+    static func insert(_ changes: [Change], _ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: "INSERT INTO changes (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        let handle = statement.sqliteStatement
+        for change in changes {
+            sqlite3_reset(handle)
+            sqlite3_bind_int64(handle, 1, timelineColumn(change.timeline.rawValue))
+            sqlite3_bind_int64(handle, 2, Int64(change.seq))
+            sqlite3_bind_int64(handle, 3, Int64(change.lamport))
+            change.kind.utf8CString.withUnsafeBufferPointer { text in
+                _ = sqlite3_bind_text(handle, 4, text.baseAddress, Int32(text.count - 1), sqliteTransient)
+            }
+            sqlite3_bind_int64(handle, 5, Int64(change.version))
+            sqlite3_bind_int64(handle, 6, change.wallTime)
+            change.previousHash.withUnsafeBytes { bytes in
+                _ = sqlite3_bind_blob(handle, 7, bytes.baseAddress, Int32(bytes.count), sqliteTransient)
+            }
+            change.payload.withUnsafeBytes { bytes in
+                // A zero-length blob must still be a blob, not NULL.
+                _ = bytes.count == 0
+                    ? sqlite3_bind_zeroblob(handle, 8, 0)
+                    : sqlite3_bind_blob(handle, 8, bytes.baseAddress, Int32(bytes.count), sqliteTransient)
+            }
+            let code = sqlite3_step(handle)
+            guard code == SQLITE_DONE else {
+                let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+                sqlite3_reset(handle)
+                throw StoreError.sqlite("inserting change \(change.ref): \(message)")
+            }
+        }
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+}
+
+/// SQLite's SQLITE_TRANSIENT (a macro Swift cannot import): copy the bound bytes.
+let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+/// Kinds repeat: build each String once.
+private struct KindCache {
+    var entries: [([UInt8], String)] = []
+
+    mutating func string(_ pointer: UnsafePointer<UInt8>?, count: Int) -> String {
+        guard let pointer, count > 0 else { return "" }
+        let bytes = UnsafeBufferPointer(start: pointer, count: count)
+        for (key, value) in entries where key.count == count && key.elementsEqual(bytes) { return value }
+        let value = String(decoding: bytes, as: UTF8.self)
+        if entries.count < 64 { entries.append((Array(bytes), value)) }
+        return value
+    }
+}
+
+/// The store as the engine's change source: stored changes after a key, in replay order.
+struct StoredChanges: ChangeSource {
+    let db: Database
+
+    func forEachChange(after key: OrderKey, _ body: (Change) throws -> Void) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT \(ChangeRows.columns) FROM changes WHERE (lamport, tl, seq) > (?, ?, ?)
+                ORDER BY lamport, tl, seq
+                """)
+        let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        sqlite3_bind_int64(handle, 1, Int64(key.lamport))
+        sqlite3_bind_int64(handle, 2, timelineColumn(key.timeline.rawValue))
+        sqlite3_bind_int64(handle, 3, Int64(key.seq))
+        try ChangeRows.scanBound(handle, body)
+    }
+}
+
+extension ChangeRows {
+    /// Like `scan`, for a statement whose parameters are already bound through the C API.
+    static func scanBound(_ handle: OpaquePointer, _ body: (Change) throws -> Void) throws {
+        var kinds = KindCache()
+        defer { sqlite3_reset(handle) }
+        while true {
+            let code = sqlite3_step(handle)
+            if code == SQLITE_DONE { break }
+            guard code == SQLITE_ROW else {
+                throw StoreError.sqlite(String(cString: sqlite3_errmsg(sqlite3_db_handle(handle))))
+            }
+            let kind = kinds.string(sqlite3_column_text(handle, 3), count: Int(sqlite3_column_bytes(handle, 3)))
+            try body(
+                Change(
+                    timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 0))),
+                    seq: UInt64(sqlite3_column_int64(handle, 1)), lamport: UInt64(sqlite3_column_int64(handle, 2)),
+                    previousHash: Change.zeroHash, kind: kind,
+                    version: UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 4)),
+                    wallTime: sqlite3_column_int64(handle, 5), payload: blob(handle, 7)))
+        }
+    }
+}

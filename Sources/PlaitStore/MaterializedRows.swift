@@ -1,0 +1,182 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+import PlaitCore
+
+/// The lists domain's materialized state as rows: one per list and per item, mirroring the records
+/// (links included), so the CLI reads the state without replaying and a change rewrites only what it touched.
+enum MaterializedRows {
+    static func load(_ db: Database) throws -> ListsState {
+        var lists: [ObjectID: ListRecord] = [:]
+        var items: [ObjectID: ItemRecord] = [:]
+        let listRows = try db.makeStatement(
+            sql: """
+                SELECT id, title, color, deleted, stamp_lamport, stamp_tl, stamp_seq, prev, next,
+                pending_head, pending_tail, completed_head, completed_tail FROM lists
+                """)
+        var handle = listRows.sqliteStatement
+        while try step(handle) {
+            let id = try objectID(handle, 0)!
+            lists[id] = ListRecord(
+                title: text(handle, 1) ?? "", color: text(handle, 2), deleted: sqlite3_column_int64(handle, 3) != 0,
+                stamp: key(handle, 4), previous: try objectID(handle, 7), next: try objectID(handle, 8),
+                pendingHead: try objectID(handle, 9), pendingTail: try objectID(handle, 10),
+                completedHead: try objectID(handle, 11), completedTail: try objectID(handle, 12))
+        }
+        let itemRows = try db.makeStatement(
+            sql: """
+                SELECT id, list, text, completed, deleted, placed_tl, placed_seq, stamp_lamport, stamp_tl,
+                stamp_seq, prev, next FROM items
+                """)
+        handle = itemRows.sqliteStatement
+        while try step(handle) {
+            let id = try objectID(handle, 0)!
+            items[id] = ItemRecord(
+                list: try objectID(handle, 1)!, text: text(handle, 2) ?? "",
+                completed: sqlite3_column_int64(handle, 3) != 0, deleted: sqlite3_column_int64(handle, 4) != 0,
+                placedBy: ChangeRef(
+                    timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 5))),
+                    seq: UInt64(sqlite3_column_int64(handle, 6))),
+                stamp: key(handle, 7), previous: try objectID(handle, 10), next: try objectID(handle, 11))
+        }
+        let head: Data? = try Meta.get(db, .listHead)
+        let tail: Data? = try Meta.get(db, .listTail)
+        return ListsState(
+            lists: lists, items: items, listHead: try head.map { try ObjectID(bytes: $0) },
+            listTail: try tail.map { try ObjectID(bytes: $0) })
+    }
+
+    /// Writes the rows of the records `state` marks changed, and forgets the marks.
+    static func save(_ state: inout ListsState, _ db: Database) throws {
+        let changed = state.takeChanges()
+        try save(state, lists: changed.lists, items: changed.items, db)
+    }
+
+    static func save(_ state: ListsState, lists: Set<ObjectID>, items: Set<ObjectID>, _ db: Database) throws {
+        if !lists.isEmpty {
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT OR REPLACE INTO lists (id, title, color, deleted, stamp_lamport, stamp_tl, stamp_seq,
+                    prev, next, pending_head, pending_tail, completed_head, completed_tail)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            let handle = statement.sqliteStatement
+            for id in lists {
+                guard let list = state.lists[id] else { continue }
+                sqlite3_reset(handle)
+                bind(handle, 1, id)
+                bind(handle, 2, list.title)
+                bind(handle, 3, list.color)
+                sqlite3_bind_int64(handle, 4, list.deleted ? 1 : 0)
+                bind(handle, 5, list.stamp)
+                bind(handle, 8, list.previous)
+                bind(handle, 9, list.next)
+                bind(handle, 10, list.pendingHead)
+                bind(handle, 11, list.pendingTail)
+                bind(handle, 12, list.completedHead)
+                bind(handle, 13, list.completedTail)
+                try done(handle)
+            }
+        }
+        if !items.isEmpty {
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT OR REPLACE INTO items (id, list, text, completed, deleted, placed_tl, placed_seq,
+                    stamp_lamport, stamp_tl, stamp_seq, prev, next) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            let handle = statement.sqliteStatement
+            for id in items {
+                guard let item = state.items[id] else { continue }
+                sqlite3_reset(handle)
+                bind(handle, 1, id)
+                bind(handle, 2, item.list)
+                bind(handle, 3, item.text)
+                sqlite3_bind_int64(handle, 4, item.completed ? 1 : 0)
+                sqlite3_bind_int64(handle, 5, item.deleted ? 1 : 0)
+                sqlite3_bind_int64(handle, 6, timelineColumn(item.placedBy.timeline.rawValue))
+                sqlite3_bind_int64(handle, 7, Int64(item.placedBy.seq))
+                bind(handle, 8, item.stamp)
+                bind(handle, 11, item.previous)
+                bind(handle, 12, item.next)
+                try done(handle)
+            }
+        }
+        try Meta.set(db, .listHead, state.listHead.map { Data($0.bytes) })
+        try Meta.set(db, .listTail, state.listTail.map { Data($0.bytes) })
+    }
+
+    /// Replaces every row (after a full replay or a baseline swap).
+    static func replaceAll(_ state: inout ListsState, _ db: Database) throws {
+        _ = state.takeChanges()
+        try db.execute(sql: "DELETE FROM lists; DELETE FROM items")
+        try save(state, lists: Set(state.lists.keys), items: Set(state.items.keys), db)
+    }
+
+    // MARK: C API helpers
+
+    static func step(_ handle: OpaquePointer) throws -> Bool {
+        let code = sqlite3_step(handle)
+        if code == SQLITE_ROW { return true }
+        sqlite3_reset(handle)
+        if code == SQLITE_DONE { return false }
+        throw StoreError.sqlite(String(cString: sqlite3_errmsg(sqlite3_db_handle(handle))))
+    }
+
+    static func done(_ handle: OpaquePointer) throws {
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE else {
+            let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+            sqlite3_reset(handle)
+            throw StoreError.sqlite(message)
+        }
+    }
+
+    static func objectID(_ handle: OpaquePointer, _ column: Int32) throws -> ObjectID? {
+        guard sqlite3_column_type(handle, column) != SQLITE_NULL else { return nil }
+        let bytes = ChangeRows.blob(handle, column)
+        do {
+            return try ObjectID(bytes: bytes)
+        } catch {
+            throw StoreError.inconsistent("a materialized row holds an ID of \(bytes.count) bytes")
+        }
+    }
+
+    static func text(_ handle: OpaquePointer, _ column: Int32) -> String? {
+        guard sqlite3_column_type(handle, column) != SQLITE_NULL, let pointer = sqlite3_column_text(handle, column)
+        else { return nil }
+        return String(
+            decoding: UnsafeBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(handle, column))),
+            as: UTF8.self)
+    }
+
+    static func key(_ handle: OpaquePointer, _ column: Int32) -> OrderKey {
+        OrderKey(
+            lamport: UInt64(sqlite3_column_int64(handle, column)),
+            timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, column + 1))),
+            seq: UInt64(sqlite3_column_int64(handle, column + 2)))
+    }
+
+    static func bind(_ handle: OpaquePointer, _ index: Int32, _ id: ObjectID?) {
+        guard let id else {
+            sqlite3_bind_null(handle, index)
+            return
+        }
+        id.bytes.withUnsafeBytes { _ = sqlite3_bind_blob(handle, index, $0.baseAddress, 16, sqliteTransient) }
+    }
+
+    static func bind(_ handle: OpaquePointer, _ index: Int32, _ text: String?) {
+        guard let text else {
+            sqlite3_bind_null(handle, index)
+            return
+        }
+        text.utf8CString.withUnsafeBufferPointer { buffer in
+            _ = sqlite3_bind_text(handle, index, buffer.baseAddress, Int32(buffer.count - 1), sqliteTransient)
+        }
+    }
+
+    static func bind(_ handle: OpaquePointer, _ index: Int32, _ key: OrderKey) {
+        sqlite3_bind_int64(handle, index, Int64(key.lamport))
+        sqlite3_bind_int64(handle, index + 1, timelineColumn(key.timeline.rawValue))
+        sqlite3_bind_int64(handle, index + 2, Int64(key.seq))
+    }
+}

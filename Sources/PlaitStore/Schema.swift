@@ -1,0 +1,87 @@
+import GRDB
+
+/// Named, forward-only migrations. Never edit one that has landed; add a new one.
+enum Schema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-changes-state") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE meta (
+                        key TEXT PRIMARY KEY NOT NULL,
+                        value BLOB
+                    ) WITHOUT ROWID;
+
+                    -- tl is the timeline ID with its sign bit flipped: SQLite's signed order is then the
+                    -- unsigned order that replay order needs. A change's own hash is the next change's prev
+                    -- (or the timelines row's head_hash), so it is not stored twice.
+                    CREATE TABLE changes (
+                        tl INTEGER NOT NULL,
+                        seq INTEGER NOT NULL CHECK (seq >= 1),
+                        lamport INTEGER NOT NULL CHECK (lamport >= 1),
+                        kind TEXT NOT NULL CHECK (length(kind) > 0),
+                        version INTEGER NOT NULL CHECK (version >= 0),
+                        wall INTEGER NOT NULL,
+                        prev BLOB NOT NULL CHECK (length(prev) = 32),
+                        payload BLOB NOT NULL,
+                        PRIMARY KEY (tl, seq)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX changes_replay_order ON changes (lamport, tl, seq);
+
+                    -- One row per timeline ever held: the summary, and the head hash and Lamport time
+                    -- (also for timelines wholly folded into the baseline).
+                    CREATE TABLE timelines (
+                        tl INTEGER PRIMARY KEY NOT NULL,
+                        head_seq INTEGER NOT NULL CHECK (head_seq >= 1),
+                        head_lamport INTEGER NOT NULL,
+                        head_hash BLOB NOT NULL CHECK (length(head_hash) = 32),
+                        ended INTEGER NOT NULL DEFAULT 0 CHECK (ended IN (0, 1))
+                    );
+
+                    CREATE TABLE baseline (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        summary TEXT NOT NULL,
+                        max_lamport INTEGER NOT NULL,
+                        data BLOB NOT NULL
+                    );
+
+                    CREATE TABLE checkpoints (
+                        lamport INTEGER NOT NULL,
+                        tl INTEGER NOT NULL,
+                        seq INTEGER NOT NULL,
+                        snapshot BLOB NOT NULL,
+                        PRIMARY KEY (lamport, tl, seq)
+                    ) WITHOUT ROWID;
+
+                    -- The materialized state of the lists domain, kept in step with the changes.
+                    CREATE TABLE lists (
+                        id BLOB PRIMARY KEY NOT NULL CHECK (length(id) = 16),
+                        title TEXT NOT NULL,
+                        color TEXT,
+                        deleted INTEGER NOT NULL CHECK (deleted IN (0, 1)),
+                        stamp_lamport INTEGER NOT NULL,
+                        stamp_tl INTEGER NOT NULL,
+                        stamp_seq INTEGER NOT NULL,
+                        prev BLOB, next BLOB,
+                        pending_head BLOB, pending_tail BLOB,
+                        completed_head BLOB, completed_tail BLOB
+                    ) WITHOUT ROWID;
+
+                    CREATE TABLE items (
+                        id BLOB PRIMARY KEY NOT NULL CHECK (length(id) = 16),
+                        list BLOB NOT NULL CHECK (length(list) = 16),
+                        text TEXT NOT NULL,
+                        completed INTEGER NOT NULL CHECK (completed IN (0, 1)),
+                        deleted INTEGER NOT NULL CHECK (deleted IN (0, 1)),
+                        placed_tl INTEGER NOT NULL,
+                        placed_seq INTEGER NOT NULL,
+                        stamp_lamport INTEGER NOT NULL,
+                        stamp_tl INTEGER NOT NULL,
+                        stamp_seq INTEGER NOT NULL,
+                        prev BLOB, next BLOB
+                    ) WITHOUT ROWID;
+                    """)
+        }
+        return migrator
+    }
+}

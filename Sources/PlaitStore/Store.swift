@@ -1,0 +1,292 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+import PlaitCore
+
+/// One SQLite file per device home, in WAL mode so the CLI and the agent use it at once.
+///
+/// The store holds the changes (contiguous prefixes of timelines), the timeline heads (the summary), the
+/// baseline, checkpoints and the materialized state. Writes go through `Replica`, one transaction each.
+public final class Store: @unchecked Sendable {
+    public let path: String
+    let pool: DatabasePool
+
+    private init(path: String, pool: DatabasePool) {
+        self.path = path
+        self.pool = pool
+    }
+
+    static func configuration(synchronousFull: Bool) -> Configuration {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: synchronousFull ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+        }
+        return configuration
+    }
+
+    /// Creates a new store with its first timeline. Refuses an existing file.
+    public static func create(at path: String, timeline: TimelineID, synchronousFull: Bool = true) throws(StoreError)
+        -> Store
+    {
+        guard !FileManager.default.fileExists(atPath: path) else { throw .alreadyExists(path: path) }
+        do {
+            let pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
+            try Schema.migrator.migrate(pool)
+            try pool.write { db in
+                try Meta.set(db, .ownTimeline, Int64(bitPattern: timeline.rawValue))
+                try Meta.set(db, .generation, 1)
+                try Meta.set(db, .formatNote, "plait store; see plait.proto and Sources/PlaitStore/Schema.swift")
+            }
+            return Store(path: path, pool: pool)
+        } catch {
+            throw .sqlite("\(error)")
+        }
+    }
+
+    /// Opens an existing store; refuses a missing file, a damaged one, and one written by a newer plait.
+    /// Nothing is written before those checks pass.
+    public static func open(at path: String, synchronousFull: Bool = true) throws(StoreError) -> Store {
+        guard FileManager.default.fileExists(atPath: path) else { throw .missing(path: path) }
+        // Look before opening in WAL mode (which writes): the header must be SQLite's.
+        if let handle = FileHandle(forReadingAtPath: path) {
+            let header = handle.readData(ofLength: 16)
+            try? handle.close()
+            guard header.count == 16, String(decoding: header.prefix(15), as: UTF8.self) == "SQLite format 3" else {
+                throw .corrupt(path: path, detail: "not a SQLite database")
+            }
+        }
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
+        } catch {
+            throw .corrupt(path: path, detail: "\(error)")
+        }
+        let migrator = Schema.migrator
+        do {
+            let (superseded, applied) = try pool.read { db in
+                (try migrator.hasBeenSuperseded(db), try migrator.appliedIdentifiers(db))
+            }
+            if superseded {
+                throw StoreError.newerSchema(path: path, unknown: applied.subtracting(migrator.migrations).sorted())
+            }
+            guard applied.contains("v1-changes-state") else {
+                throw StoreError.corrupt(path: path, detail: "it has no plait tables")
+            }
+            try migrator.migrate(pool)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw .corrupt(path: path, detail: "\(error)")
+        }
+        return Store(path: path, pool: pool)
+    }
+
+    /// Runs `body` in a read transaction (a consistent snapshot, concurrent with writers).
+    public func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do {
+            return try pool.read(body)
+        } catch let error as StoreError {
+            throw error
+        } catch let error as CoreError {
+            throw .rejected(error)
+        } catch {
+            throw .sqlite("\(error)")
+        }
+    }
+
+    /// Runs `body` in one write transaction: it commits whole or not at all.
+    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do {
+            return try pool.write(body)
+        } catch let error as StoreError {
+            throw error
+        } catch let error as CoreError {
+            throw .rejected(error)
+        } catch {
+            throw .sqlite("\(error)")
+        }
+    }
+
+    // MARK: Queries
+
+    /// The device's display name.
+    public func deviceName() throws(StoreError) -> String {
+        try read { db in try Meta.get(db, .deviceName) ?? "" }
+    }
+
+    public func setDeviceName(_ name: String) throws(StoreError) {
+        try write { db in try Meta.set(db, .deviceName, name) }
+    }
+
+    public func ownTimeline() throws(StoreError) -> TimelineID {
+        try read { db in try Self.ownTimeline(db) }
+    }
+
+    static func ownTimeline(_ db: Database) throws -> TimelineID {
+        guard let raw: Int64 = try Meta.get(db, .ownTimeline) else {
+            throw StoreError.inconsistent("the store names no own timeline")
+        }
+        return TimelineID(UInt64(bitPattern: raw))
+    }
+
+    public func summary() throws(StoreError) -> Summary { try read { db in try Self.summary(db) } }
+
+    static func summary(_ db: Database) throws -> Summary {
+        var summary = Summary()
+        let rows = try Row.fetchCursor(db, sql: "SELECT tl, head_seq FROM timelines")
+        while let row = try rows.next() {
+            summary[TimelineID(timelineFromColumn(row[0] as Int64))] = UInt64(row[1] as Int64)
+        }
+        return summary
+    }
+
+    public func heads() throws(StoreError) -> [TimelineHeadRow] { try read { db in try Self.heads(db) } }
+
+    static func heads(_ db: Database) throws -> [TimelineHeadRow] {
+        try Row.fetchAll(db, sql: "SELECT tl, head_seq, head_lamport, head_hash, ended FROM timelines ORDER BY tl")
+            .map { row in
+                TimelineHeadRow(
+                    timeline: TimelineID(timelineFromColumn(row[0] as Int64)), seq: UInt64(row[1] as Int64),
+                    lamport: UInt64(row[2] as Int64), hash: [UInt8](row[3] as Data), ended: (row[4] as Int64) != 0)
+            }
+    }
+
+    public func baseline() throws(StoreError) -> Baseline? { try read { db in try Self.baseline(db) } }
+
+    static func baseline(_ db: Database) throws -> Baseline? {
+        guard let data = try Data.fetchOne(db, sql: "SELECT data FROM baseline WHERE id = 1") else { return nil }
+        return try Baseline(decoding: [UInt8](data)[...])
+    }
+
+    /// Number of stored changes (not folded into the baseline).
+    public func changeCount() throws(StoreError) -> Int {
+        try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0 }
+    }
+
+    /// Stored changes grouped by kind and version, to count those this build cannot interpret.
+    public func kindCounts() throws(StoreError) -> [(kind: String, version: UInt32, count: Int)] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT kind, version, count(*) FROM changes GROUP BY kind, version").map {
+                (kind: $0[0] as String, version: UInt32($0[1] as Int64), count: $0[2] as Int)
+            }
+        }
+    }
+
+    /// The earliest stored change (in replay order) that `understands` rejects.
+    static func earliestUninterpretable(_ db: Database, understands: (String, UInt32) -> Bool) throws -> OrderKey? {
+        let groups = try Row.fetchAll(db, sql: "SELECT DISTINCT kind, version FROM changes")
+        var earliest: OrderKey?
+        for group in groups {
+            let kind: String = group[0]
+            let version = UInt32(group[1] as Int64)
+            if understands(kind, version) { continue }
+            if let row = try Row.fetchOne(
+                db,
+                sql: "SELECT lamport, tl, seq FROM changes WHERE kind = ? AND version = ? ORDER BY lamport, tl, seq LIMIT 1",
+                arguments: [kind, Int64(version)])
+            {
+                let key = OrderKey(
+                    lamport: UInt64(row[0] as Int64), timeline: TimelineID(timelineFromColumn(row[1] as Int64)),
+                    seq: UInt64(row[2] as Int64))
+                earliest = earliest.map { min($0, key) } ?? key
+            }
+        }
+        return earliest
+    }
+
+    /// Changes in replay order, for `plait log` (newest last). `limit` keeps the newest `limit` ones.
+    public func changesInReplayOrder(limit: Int?) throws(StoreError) -> [Change] {
+        try read { db in
+            var out: [Change] = []
+            let sql: String
+            if let limit {
+                sql = """
+                    SELECT * FROM (SELECT tl, seq, lamport, kind, version, wall, prev, payload FROM changes
+                    ORDER BY lamport DESC, tl DESC, seq DESC LIMIT \(max(0, limit))) ORDER BY lamport, tl, seq
+                    """
+            } else {
+                sql = "SELECT tl, seq, lamport, kind, version, wall, prev, payload FROM changes ORDER BY lamport, tl, seq"
+            }
+            let statement = try db.makeStatement(sql: sql)
+            try ChangeRows.scan(statement, withChain: true) { out.append($0) }
+            return out
+        }
+    }
+
+    /// Changes of one timeline from `seq` on, in sequence order.
+    public func changes(of timeline: TimelineID, from seq: UInt64, limit: Int) throws(StoreError) -> [Change] {
+        try read { db in
+            let statement = try db.makeStatement(
+                sql: """
+                    SELECT tl, seq, lamport, kind, version, wall, prev, payload FROM changes
+                    WHERE tl = ? AND seq >= ? ORDER BY seq LIMIT ?
+                    """)
+            statement.arguments = [timelineColumn(timeline.rawValue), Int64(seq), limit]
+            var out: [Change] = []
+            try ChangeRows.scan(statement, withChain: true) { out.append($0) }
+            return out
+        }
+    }
+
+    /// Runs SQLite's integrity check: "ok" or the problems found.
+    public func integrityCheck() throws(StoreError) -> [String] {
+        try read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
+    }
+
+    /// Size of the database file and its WAL, in bytes.
+    public func fileSize() -> Int {
+        let manager = FileManager.default
+        return [path, path + "-wal"].reduce(0) { total, file in
+            total + ((try? manager.attributesOfItem(atPath: file)[.size] as? Int) ?? 0)
+        }
+    }
+
+    /// Folds the WAL back into the main file (for measuring, and before copying a home).
+    public func checkpointWAL() throws(StoreError) {
+        do {
+            _ = try pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        } catch {
+            throw .sqlite("\(error)")
+        }
+    }
+}
+
+/// One row of the timelines table.
+public struct TimelineHeadRow: Hashable, Sendable {
+    public var timeline: TimelineID
+    public var seq: UInt64
+    public var lamport: UInt64
+    public var hash: [UInt8]
+    public var ended: Bool
+}
+
+/// Timeline IDs are stored with the sign bit flipped so SQLite's signed integer order is unsigned order.
+@inline(__always) func timelineColumn(_ raw: UInt64) -> Int64 { Int64(bitPattern: raw ^ 0x8000_0000_0000_0000) }
+@inline(__always) func timelineFromColumn(_ value: Int64) -> UInt64 { UInt64(bitPattern: value) ^ 0x8000_0000_0000_0000 }
+
+/// Keys of the meta table.
+enum Meta {
+    enum Key: String {
+        case ownTimeline = "own_timeline"
+        /// Bumped by every write transaction, so a process notices another one wrote.
+        case generation
+        /// The order key of the last change the materialized state includes.
+        case position
+        case listHead = "list_head"
+        case listTail = "list_tail"
+        case formatNote = "format_note"
+        /// The device's display name, chosen at `plait init`.
+        case deviceName = "device_name"
+    }
+
+    static func get<T: DatabaseValueConvertible>(_ db: Database, _ key: Key) throws -> T? {
+        try T.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key.rawValue])
+    }
+
+    static func set(_ db: Database, _ key: Key, _ value: (any DatabaseValueConvertible)?) throws {
+        try db.execute(
+            sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            arguments: [key.rawValue, value])
+    }
+}
