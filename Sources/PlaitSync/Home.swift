@@ -1,0 +1,122 @@
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitTLS
+
+/// A device home: identity (key and certificate), the store, and the config in force.
+public final class Home: @unchecked Sendable {
+    public static let storeFileName = "plait.db"
+
+    public let path: String
+    public let config: Config
+    public let identity: Identity
+    public let store: Store
+    public let replica: Replica
+
+    public var storePath: String { path + "/" + Self.storeFileName }
+
+    /// `--home`, else `$PLAIT_HOME`, else `$XDG_DATA_HOME/plait` (default `~/.local/share/plait`).
+    public static func resolvePath(explicit: String?, environment: [String: String]) -> String {
+        if let explicit, !explicit.isEmpty { return absolute(explicit) }
+        if let home = environment["PLAIT_HOME"], !home.isEmpty { return absolute(home) }
+        let data = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/share")
+        return absolute(data + "/plait")
+    }
+
+    static func absolute(_ path: String) -> String {
+        let url = URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath))
+        return url.standardizedFileURL.path
+    }
+
+    private init(path: String, config: Config, identity: Identity, store: Store) throws(PlaitError) {
+        self.path = path
+        self.config = config
+        self.identity = identity
+        self.store = store
+        do {
+            replica = try Replica(store: store)
+        } catch {
+            throw .store(error)
+        }
+        replica.maxChangeBytes = config.maxChangeBytes
+        replica.storedCheckpointInterval = config.checkpointInterval
+    }
+
+    /// Creates a home: directory (mode 0700), key and certificate, store and first timeline. Refuses an
+    /// existing device; if any step fails, removes what it created.
+    public static func create(at path: String, name: String, config: Config) throws(PlaitError) -> Home {
+        let manager = FileManager.default
+        let storePath = path + "/" + storeFileName
+        for file in [storePath, path + "/" + Identity.keyFileName, path + "/" + Identity.certificateFileName]
+        where manager.fileExists(atPath: file) {
+            throw .homeExists(path: path)
+        }
+        var createdDirectory = false
+        if !manager.fileExists(atPath: path) {
+            do {
+                try manager.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw .file(path: path, problem: "cannot create the directory (\(error.localizedDescription))")
+            }
+            createdDirectory = true
+        }
+        var created: [String] = []
+        let result = Result<Home, PlaitError> { () throws(PlaitError) -> Home in
+            let identity: Identity
+            do {
+                identity = try Identity.create(directory: path, commonName: name)
+            } catch {
+                throw Self.wrap(error)
+            }
+            created += [path + "/" + Identity.keyFileName, path + "/" + Identity.certificateFileName]
+            let store: Store
+            do {
+                store = try Store.create(at: storePath, timeline: TimelineID.random(), synchronousFull: config.synchronousFull)
+            } catch {
+                throw Self.wrap(error)
+            }
+            created += [storePath, storePath + "-wal", storePath + "-shm"]
+            do {
+                try store.setDeviceName(name)
+            } catch {
+                throw Self.wrap(error)
+            }
+            return try Home(path: path, config: config, identity: identity, store: store)
+        }
+        if case .failure = result {
+            for file in created { try? manager.removeItem(atPath: file) }
+            if createdDirectory { try? manager.removeItem(atPath: path) }
+        }
+        return try result.get()
+    }
+
+    static func wrap(_ error: any Error) -> PlaitError {
+        if let error = error as? PlaitError { return error }
+        if let error = error as? IdentityError { return .identity(error) }
+        if let error = error as? StoreError { return .store(error) }
+        if let error = error as? CoreError { return .core(error) }
+        return .file(path: "", problem: "\(error)")
+    }
+
+    /// Opens an existing home.
+    public static func open(at path: String, config: Config) throws(PlaitError) -> Home {
+        let storePath = path + "/" + storeFileName
+        guard FileManager.default.fileExists(atPath: storePath) else { throw .noHome(path: path) }
+        let identity: Identity
+        do {
+            identity = try Identity.load(directory: path)
+        } catch {
+            throw wrap(error)
+        }
+        let store: Store
+        do {
+            store = try Store.open(at: storePath, synchronousFull: config.synchronousFull)
+        } catch {
+            throw .store(error)
+        }
+        return try Home(path: path, config: config, identity: identity, store: store)
+    }
+
+    public var deviceName: String { (try? store.deviceName()) ?? identity.commonName }
+}

@@ -1,0 +1,48 @@
+import PlaitCore
+import PlaitStore
+import PlaitTLS
+
+/// Errors of the composition layer; the CLI prints `description` as one sentence and exits non-zero.
+public enum PlaitError: Error, CustomStringConvertible, Sendable {
+    /// The config file does not parse or holds an unknown key or a bad value.
+    case config(path: String, problem: String)
+    /// There is no device home where one was expected.
+    case noHome(path: String)
+    /// `plait init` found an existing home.
+    case homeExists(path: String)
+    /// A file in the home could not be created or read.
+    case file(path: String, problem: String)
+    /// A LIST or ITEM argument matches nothing.
+    case notFound(what: String, query: String, candidates: [String])
+    /// A LIST or ITEM argument matches several objects.
+    case ambiguous(what: String, query: String, candidates: [String])
+    /// A command's arguments are wrong in a way the parser cannot see.
+    case usage(String)
+    case store(StoreError)
+    case identity(IdentityError)
+    case core(CoreError)
+    /// A line of `plait batch` failed; nothing of the batch was written.
+    case batchLine(number: Int, text: String, problem: String)
+
+    public var description: String {
+        switch self {
+        case let .config(path, problem): return "config \(path): \(problem). See config/plait.toml for every key."
+        case let .noHome(path): return "no plait device at \(path): run `plait init` first, or pass --home."
+        case let .homeExists(path):
+            return "\(path) already holds a plait device; nothing was changed. Use another --home to create a new one."
+        case let .file(path, problem): return "\(path): \(problem)."
+        case let .notFound(what, query, candidates):
+            let list = candidates.isEmpty ? "there are none" : "candidates: " + candidates.joined(separator: "; ")
+            return "no \(what) matches '\(query)' (\(list)); nothing was changed."
+        case let .ambiguous(what, query, candidates):
+            return "'\(query)' matches several \(what)s: \(candidates.joined(separator: "; ")); "
+                + "give a longer ID prefix. Nothing was changed."
+        case let .usage(message): return message
+        case let .store(error): return error.description
+        case let .identity(error): return error.description
+        case let .core(error): return error.description
+        case let .batchLine(number, text, problem):
+            return "batch line \(number) (\(text)): \(problem) Nothing of the batch was written."
+        }
+    }
+}
