@@ -20,7 +20,7 @@ public final class Replica: @unchecked Sendable {
     /// Stored checkpoints kept.
     public var storedCheckpointLimit = 4
 
-    public init(store: Store) throws(StoreError) {
+    public init(store: Store) throws {
         self.store = store
         engine = ReplayEngine(domain: domain, state: ListsState(), position: .zero)
         try store.read { db in try self.reload(db) }
@@ -32,7 +32,7 @@ public final class Replica: @unchecked Sendable {
     public var digest: [UInt8] { lock.withLock { engine.digest } }
 
     /// Reloads the state if another process wrote since.
-    public func refresh() throws(StoreError) {
+    public func refresh() throws {
         try store.read { db in
             try lock.withLock {
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
@@ -67,7 +67,7 @@ public final class Replica: @unchecked Sendable {
     }
 
     /// One write transaction. On any error nothing is written and the in-memory state is reloaded.
-    func transaction<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+    func transaction<T>(_ body: (Database) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         do {
@@ -100,6 +100,8 @@ public final class Replica: @unchecked Sendable {
         fileprivate var lamport: UInt64
         fileprivate let now: Int64
         public private(set) var appended: [Change] = []
+        /// The newest change of this edit, whose head row is written once at the end.
+        fileprivate var lastAppended: Change?
 
         fileprivate init(replica: Replica, db: Database, now: Int64) throws {
             self.replica = replica
@@ -112,6 +114,20 @@ public final class Replica: @unchecked Sendable {
             head = row.map { (UInt64($0[0] as Int64), UInt64($0[1] as Int64), [UInt8]($0[2] as Data)) }
                 ?? (0, 0, Change.zeroHash)
             lamport = UInt64(try Int64.fetchOne(db, sql: "SELECT max(head_lamport) FROM timelines") ?? 0)
+        }
+
+        /// The summary of everything the store holds, this edit's changes included: what a `list.delete`
+        /// made now has observed.
+        public func observedSummary() throws -> Summary {
+            var summary = try Store.summary(db)
+            if head.seq > 0 { summary[timeline] = head.seq }
+            return summary
+        }
+
+        /// Writes the head row of the own timeline (once per edit, not per change).
+        fileprivate func finish() throws {
+            if let lastAppended { try Replica.setHead(db, lastAppended, hash: head.hash) }
+            lastAppended = nil
         }
 
         /// The state including every change appended so far.
@@ -136,7 +152,7 @@ public final class Replica: @unchecked Sendable {
             }
             try ChangeRows.insert([change], db)
             head = (change.seq, change.lamport, change.hash)
-            try Replica.setHead(db, change, hash: head.hash)
+            lastAppended = change
             replica.engine.applyNext(change)
             appended.append(change)
             return change
@@ -144,6 +160,7 @@ public final class Replica: @unchecked Sendable {
 
         /// Starts a new own timeline (after ending the old one).
         fileprivate func switchTimeline(to new: TimelineID) throws {
+            try finish()
             try Meta.set(db, .ownTimeline, Int64(bitPattern: new.rawValue))
             timeline = new
             head = (0, 0, Change.zeroHash)
@@ -151,10 +168,11 @@ public final class Replica: @unchecked Sendable {
     }
 
     /// Runs `body` as one transaction of local changes; a throw writes nothing.
-    public func edit<T>(now: Int64 = Replica.now(), _ body: (LocalEdit) throws -> T) throws(StoreError) -> T {
+    public func edit<T>(now: Int64 = Replica.now(), _ body: (LocalEdit) throws -> T) throws -> T {
         try transaction { db in
             let edit = try LocalEdit(replica: self, db: db, now: now)
             let result = try body(edit)
+            try edit.finish()
             try persistCheckpointIfDue(db, added: edit.appended.count)
             return result
         }
@@ -177,7 +195,7 @@ public final class Replica: @unchecked Sendable {
 
     /// Ends the own timeline with `timeline.end`, starts a new one, and re-emits the current state as creates
     /// (and completes), which collapse as duplicates on devices that already have them.
-    public func rejoin(now: Int64 = Replica.now()) throws(StoreError) -> (old: TimelineID, new: TimelineID, emitted: Int) {
+    public func rejoin(now: Int64 = Replica.now()) throws -> (old: TimelineID, new: TimelineID, emitted: Int) {
         try edit(now: now) { edit in
             let old = edit.ownTimeline
             try edit.appendRaw(kind: Change.timelineEndKind, version: 1, payload: [])
@@ -223,7 +241,7 @@ public final class Replica: @unchecked Sendable {
     /// Integrates changes pulled from a peer in one transaction: checks each timeline continues without a
     /// gap, the hash chain and Lamport times, stores them and replays (rolling back to a checkpoint for late
     /// changes). A bad batch is refused whole.
-    public func integrate(_ batch: [Change]) throws(StoreError) -> IntegrateResult {
+    public func integrate(_ batch: [Change]) throws -> IntegrateResult {
         try transaction { db in
             var result = IntegrateResult()
             var heads: [TimelineID: (seq: UInt64, lamport: UInt64, hash: [UInt8])] = [:]
@@ -344,7 +362,7 @@ public final class Replica: @unchecked Sendable {
     /// Replays everything from the baseline (or nothing) and rewrites the materialized state. Returns the
     /// number of changes replayed and the seconds replay took (reading and applying, not the rewrite).
     @discardableResult
-    public func rebuild() throws(StoreError) -> (changes: Int, replaySeconds: Double) {
+    public func rebuild() throws -> (changes: Int, replaySeconds: Double) {
         try transaction { db in
             let start = DispatchTime.now().uptimeNanoseconds
             let restart = try restartPoint(db, before: .zero)
@@ -373,7 +391,7 @@ public final class Replica: @unchecked Sendable {
     /// Folds every change with Lamport ≤ the cut-off into the baseline (DESIGN §2). `limits` lowers the
     /// cut-off further (what paired peers have acknowledged); the earliest change this build cannot
     /// interpret always does. The state, and so the digest, do not change.
-    public func compact(limits: [CutOffLimit] = []) throws(StoreError) -> CompactionReport {
+    public func compact(limits: [CutOffLimit] = []) throws -> CompactionReport {
         try transaction { db in
             let heads = try Store.heads(db).map {
                 TimelineHead(timeline: $0.timeline, seq: $0.seq, lamport: $0.lamport, released: $0.ended)
@@ -409,7 +427,7 @@ public final class Replica: @unchecked Sendable {
     }
 
     /// Stored changes this build cannot interpret (a newer plait wrote them): kept, forwarded, skipped.
-    public func uninterpretableCount() throws(StoreError) -> Int {
+    public func uninterpretableCount() throws -> Int {
         try store.kindCounts().filter { !domain.understands(kind: $0.kind, version: $0.version) }.reduce(0) { $0 + $1.count }
     }
 }

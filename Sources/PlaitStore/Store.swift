@@ -26,10 +26,10 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Creates a new store with its first timeline. Refuses an existing file.
-    public static func create(at path: String, timeline: TimelineID, synchronousFull: Bool = true) throws(StoreError)
+    public static func create(at path: String, timeline: TimelineID, synchronousFull: Bool = true) throws
         -> Store
     {
-        guard !FileManager.default.fileExists(atPath: path) else { throw .alreadyExists(path: path) }
+        guard !FileManager.default.fileExists(atPath: path) else { throw StoreError.alreadyExists(path: path) }
         do {
             let pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
             try Schema.migrator.migrate(pool)
@@ -40,27 +40,27 @@ public final class Store: @unchecked Sendable {
             }
             return Store(path: path, pool: pool)
         } catch {
-            throw .sqlite("\(error)")
+            throw StoreError.sqlite("\(error)")
         }
     }
 
     /// Opens an existing store; refuses a missing file, a damaged one, and one written by a newer plait.
     /// Nothing is written before those checks pass.
-    public static func open(at path: String, synchronousFull: Bool = true) throws(StoreError) -> Store {
-        guard FileManager.default.fileExists(atPath: path) else { throw .missing(path: path) }
+    public static func open(at path: String, synchronousFull: Bool = true) throws -> Store {
+        guard FileManager.default.fileExists(atPath: path) else { throw StoreError.missing(path: path) }
         // Look before opening in WAL mode (which writes): the header must be SQLite's.
         if let handle = FileHandle(forReadingAtPath: path) {
             let header = handle.readData(ofLength: 16)
             try? handle.close()
             guard header.count == 16, String(decoding: header.prefix(15), as: UTF8.self) == "SQLite format 3" else {
-                throw .corrupt(path: path, detail: "not a SQLite database")
+                throw StoreError.corrupt(path: path, detail: "not a SQLite database")
             }
         }
         let pool: DatabasePool
         do {
             pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
         } catch {
-            throw .corrupt(path: path, detail: "\(error)")
+            throw StoreError.corrupt(path: path, detail: "\(error)")
         }
         let migrator = Schema.migrator
         do {
@@ -77,49 +77,46 @@ public final class Store: @unchecked Sendable {
         } catch let error as StoreError {
             throw error
         } catch {
-            throw .corrupt(path: path, detail: "\(error)")
+            throw StoreError.corrupt(path: path, detail: "\(error)")
         }
         return Store(path: path, pool: pool)
     }
 
-    /// Runs `body` in a read transaction (a consistent snapshot, concurrent with writers).
-    public func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+    /// Runs `body` in a read transaction (a consistent snapshot, concurrent with writers). Errors the body
+    /// throws pass through; SQLite's become `StoreError.sqlite`.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
         do {
             return try pool.read(body)
-        } catch let error as StoreError {
-            throw error
+        } catch let error as DatabaseError {
+            throw StoreError.sqlite(error.message ?? "\(error)")
         } catch let error as CoreError {
-            throw .rejected(error)
-        } catch {
-            throw .sqlite("\(error)")
+            throw StoreError.rejected(error)
         }
     }
 
     /// Runs `body` in one write transaction: it commits whole or not at all.
-    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
         do {
             return try pool.write(body)
-        } catch let error as StoreError {
-            throw error
+        } catch let error as DatabaseError {
+            throw StoreError.sqlite(error.message ?? "\(error)")
         } catch let error as CoreError {
-            throw .rejected(error)
-        } catch {
-            throw .sqlite("\(error)")
+            throw StoreError.rejected(error)
         }
     }
 
     // MARK: Queries
 
     /// The device's display name.
-    public func deviceName() throws(StoreError) -> String {
+    public func deviceName() throws -> String {
         try read { db in try Meta.get(db, .deviceName) ?? "" }
     }
 
-    public func setDeviceName(_ name: String) throws(StoreError) {
+    public func setDeviceName(_ name: String) throws {
         try write { db in try Meta.set(db, .deviceName, name) }
     }
 
-    public func ownTimeline() throws(StoreError) -> TimelineID {
+    public func ownTimeline() throws -> TimelineID {
         try read { db in try Self.ownTimeline(db) }
     }
 
@@ -130,7 +127,7 @@ public final class Store: @unchecked Sendable {
         return TimelineID(UInt64(bitPattern: raw))
     }
 
-    public func summary() throws(StoreError) -> Summary { try read { db in try Self.summary(db) } }
+    public func summary() throws -> Summary { try read { db in try Self.summary(db) } }
 
     static func summary(_ db: Database) throws -> Summary {
         var summary = Summary()
@@ -141,7 +138,7 @@ public final class Store: @unchecked Sendable {
         return summary
     }
 
-    public func heads() throws(StoreError) -> [TimelineHeadRow] { try read { db in try Self.heads(db) } }
+    public func heads() throws -> [TimelineHeadRow] { try read { db in try Self.heads(db) } }
 
     static func heads(_ db: Database) throws -> [TimelineHeadRow] {
         try Row.fetchAll(db, sql: "SELECT tl, head_seq, head_lamport, head_hash, ended FROM timelines ORDER BY tl")
@@ -152,7 +149,7 @@ public final class Store: @unchecked Sendable {
             }
     }
 
-    public func baseline() throws(StoreError) -> Baseline? { try read { db in try Self.baseline(db) } }
+    public func baseline() throws -> Baseline? { try read { db in try Self.baseline(db) } }
 
     static func baseline(_ db: Database) throws -> Baseline? {
         guard let data = try Data.fetchOne(db, sql: "SELECT data FROM baseline WHERE id = 1") else { return nil }
@@ -160,12 +157,12 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Number of stored changes (not folded into the baseline).
-    public func changeCount() throws(StoreError) -> Int {
+    public func changeCount() throws -> Int {
         try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0 }
     }
 
     /// Stored changes grouped by kind and version, to count those this build cannot interpret.
-    public func kindCounts() throws(StoreError) -> [(kind: String, version: UInt32, count: Int)] {
+    public func kindCounts() throws -> [(kind: String, version: UInt32, count: Int)] {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT kind, version, count(*) FROM changes GROUP BY kind, version").map {
                 (kind: $0[0] as String, version: UInt32($0[1] as Int64), count: $0[2] as Int)
@@ -196,7 +193,7 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Changes in replay order, for `plait log` (newest last). `limit` keeps the newest `limit` ones.
-    public func changesInReplayOrder(limit: Int?) throws(StoreError) -> [Change] {
+    public func changesInReplayOrder(limit: Int?) throws -> [Change] {
         try read { db in
             var out: [Change] = []
             let sql: String
@@ -215,7 +212,7 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Changes of one timeline from `seq` on, in sequence order.
-    public func changes(of timeline: TimelineID, from seq: UInt64, limit: Int) throws(StoreError) -> [Change] {
+    public func changes(of timeline: TimelineID, from seq: UInt64, limit: Int) throws -> [Change] {
         try read { db in
             let statement = try db.makeStatement(
                 sql: """
@@ -230,7 +227,7 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Runs SQLite's integrity check: "ok" or the problems found.
-    public func integrityCheck() throws(StoreError) -> [String] {
+    public func integrityCheck() throws -> [String] {
         try read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
     }
 
@@ -243,11 +240,11 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Folds the WAL back into the main file (for measuring, and before copying a home).
-    public func checkpointWAL() throws(StoreError) {
+    public func checkpointWAL() throws {
         do {
             _ = try pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         } catch {
-            throw .sqlite("\(error)")
+            throw StoreError.sqlite("\(error)")
         }
     }
 }

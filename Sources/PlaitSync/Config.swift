@@ -19,42 +19,42 @@ public struct Config: Sendable, Equatable {
     ]
 
     /// Parses TOML text. `origin` names the file in errors.
-    public init(toml text: String, origin: String) throws(PlaitError) {
+    public init(toml text: String, origin: String) throws {
         let table: TOMLTable
         do {
             table = try TOMLTable(string: text)
         } catch let error as TOMLParseError {
-            throw .config(path: origin, problem: "line \(error.source.begin.line): \(error.description)")
+            throw PlaitError.config(path: origin, problem: "line \(error.source.begin.line): \(error.description)")
         } catch {
-            throw .config(path: origin, problem: "\(error)")
+            throw PlaitError.config(path: origin, problem: "\(error)")
         }
         for key in table.keys {
             guard let section = Self.knownKeys[key] else {
-                throw .config(path: origin, problem: "unknown section [\(key)]")
+                throw PlaitError.config(path: origin, problem: "unknown section [\(key)]")
             }
             guard let inner = table[key]?.table else {
-                throw .config(path: origin, problem: "\(key) must be a table ([\(key)])")
+                throw PlaitError.config(path: origin, problem: "\(key) must be a table ([\(key)])")
             }
             for innerKey in inner.keys where section[innerKey] == nil {
-                throw .config(path: origin, problem: "unknown key \(key).\(innerKey)")
+                throw PlaitError.config(path: origin, problem: "unknown key \(key).\(innerKey)")
             }
         }
         if let store = table["store"]?.table {
             if let value = store["max_change_bytes"] {
                 guard let number = value.int, number >= 1024, number <= 64 << 20 else {
-                    throw .config(path: origin, problem: "store.max_change_bytes must be an integer from 1024 to 67108864")
+                    throw PlaitError.config(path: origin, problem: "store.max_change_bytes must be an integer from 1024 to 67108864")
                 }
                 maxChangeBytes = number
             }
             if let value = store["synchronous"] {
                 guard let text = value.string, ["full", "normal"].contains(text) else {
-                    throw .config(path: origin, problem: "store.synchronous must be \"full\" or \"normal\"")
+                    throw PlaitError.config(path: origin, problem: "store.synchronous must be \"full\" or \"normal\"")
                 }
                 synchronousFull = text == "full"
             }
             if let value = store["checkpoint_interval"] {
                 guard let number = value.int, number >= 100 else {
-                    throw .config(path: origin, problem: "store.checkpoint_interval must be an integer of at least 100")
+                    throw PlaitError.config(path: origin, problem: "store.checkpoint_interval must be an integer of at least 100")
                 }
                 checkpointInterval = number
             }
@@ -63,13 +63,13 @@ public struct Config: Sendable, Equatable {
 
     /// Where the config is: `--config`, else `$PLAIT_CONFIG`, else `$XDG_CONFIG_HOME/plait/plait.toml`
     /// (default `~/.config`). An explicitly named file must exist; the XDG one may be absent (defaults).
-    public static func load(explicitPath: String?, environment: [String: String]) throws(PlaitError) -> (Config, String?) {
+    public static func load(explicitPath: String?, environment: [String: String]) throws -> (Config, String?) {
         let explicit = explicitPath ?? environment["PLAIT_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
         let path: String
         if let explicit {
             path = explicit
             guard FileManager.default.fileExists(atPath: path) else {
-                throw .config(path: path, problem: "no such file")
+                throw PlaitError.config(path: path, problem: "no such file")
             }
         } else {
             let base = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
@@ -78,7 +78,7 @@ public struct Config: Sendable, Equatable {
             guard FileManager.default.fileExists(atPath: path) else { return (Config(), nil) }
         }
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw .config(path: path, problem: "cannot be read as UTF-8 text")
+            throw PlaitError.config(path: path, problem: "cannot be read as UTF-8 text")
         }
         return (try Config(toml: text, origin: path), path)
     }

@@ -29,7 +29,7 @@ public final class Home: @unchecked Sendable {
         return url.standardizedFileURL.path
     }
 
-    private init(path: String, config: Config, identity: Identity, store: Store) throws(PlaitError) {
+    private init(path: String, config: Config, identity: Identity, store: Store) throws {
         self.path = path
         self.config = config
         self.identity = identity
@@ -37,7 +37,7 @@ public final class Home: @unchecked Sendable {
         do {
             replica = try Replica(store: store)
         } catch {
-            throw .store(error)
+            throw Self.wrap(error)
         }
         replica.maxChangeBytes = config.maxChangeBytes
         replica.storedCheckpointInterval = config.checkpointInterval
@@ -45,24 +45,24 @@ public final class Home: @unchecked Sendable {
 
     /// Creates a home: directory (mode 0700), key and certificate, store and first timeline. Refuses an
     /// existing device; if any step fails, removes what it created.
-    public static func create(at path: String, name: String, config: Config) throws(PlaitError) -> Home {
+    public static func create(at path: String, name: String, config: Config) throws -> Home {
         let manager = FileManager.default
         let storePath = path + "/" + storeFileName
         for file in [storePath, path + "/" + Identity.keyFileName, path + "/" + Identity.certificateFileName]
         where manager.fileExists(atPath: file) {
-            throw .homeExists(path: path)
+            throw PlaitError.homeExists(path: path)
         }
         var createdDirectory = false
         if !manager.fileExists(atPath: path) {
             do {
                 try manager.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw .file(path: path, problem: "cannot create the directory (\(error.localizedDescription))")
+                throw PlaitError.file(path: path, problem: "cannot create the directory (\(error.localizedDescription))")
             }
             createdDirectory = true
         }
         var created: [String] = []
-        let result = Result<Home, PlaitError> { () throws(PlaitError) -> Home in
+        let result = Result<Home, any Error> { () throws -> Home in
             let identity: Identity
             do {
                 identity = try Identity.create(directory: path, commonName: name)
@@ -100,9 +100,9 @@ public final class Home: @unchecked Sendable {
     }
 
     /// Opens an existing home.
-    public static func open(at path: String, config: Config) throws(PlaitError) -> Home {
+    public static func open(at path: String, config: Config) throws -> Home {
         let storePath = path + "/" + storeFileName
-        guard FileManager.default.fileExists(atPath: storePath) else { throw .noHome(path: path) }
+        guard FileManager.default.fileExists(atPath: storePath) else { throw PlaitError.noHome(path: path) }
         let identity: Identity
         do {
             identity = try Identity.load(directory: path)
@@ -113,7 +113,7 @@ public final class Home: @unchecked Sendable {
         do {
             store = try Store.open(at: storePath, synchronousFull: config.synchronousFull)
         } catch {
-            throw .store(error)
+            throw Self.wrap(error)
         }
         return try Home(path: path, config: config, identity: identity, store: store)
     }

@@ -1,0 +1,67 @@
+import PlaitCore
+
+/// Turns what a user typed (LIST: a title or an ID prefix; ITEM: an ID prefix of 4+ characters or the exact
+/// text) into an object, or an error listing the candidates.
+public enum Resolve {
+    public static let minimumPrefix = 4
+
+    /// The short form of an ID shown to users.
+    public static func short(_ id: ObjectID) -> String { String(id.description.prefix(8)) }
+
+    public static func list(_ query: String, in state: ListsState) throws -> ObjectID {
+        let live = state.liveListIDs
+        let describe = { (id: ObjectID) in "\(short(id)) '\(state.lists[id]!.title)'" }
+        let exact = live.filter { state.lists[$0]!.title == query }
+        if exact.count == 1 { return exact[0] }
+        if exact.count > 1 { throw PlaitError.ambiguous(what: "list", query: query, candidates: exact.map(describe)) }
+        let prefix = normalizedPrefix(query)
+        if let prefix {
+            let byID = live.filter { $0.description.hasPrefix(prefix) }
+            if byID.count == 1 { return byID[0] }
+            if byID.count > 1 { throw PlaitError.ambiguous(what: "list", query: query, candidates: byID.map(describe)) }
+        }
+        let folded = live.filter { state.lists[$0]!.title.lowercased() == query.lowercased() }
+        if folded.count == 1 { return folded[0] }
+        if folded.count > 1 { throw PlaitError.ambiguous(what: "list", query: query, candidates: folded.map(describe)) }
+        throw PlaitError.notFound(what: "list", query: query, candidates: live.prefix(20).map(describe))
+    }
+
+    /// Resolves an item among live items (of `list` if given). When several match and exactly one of them
+    /// satisfies `prefer` (say, the pending one for `done`), that one is taken.
+    public static func item(
+        _ query: String, in state: ListsState, list: ObjectID? = nil, prefer: ((ItemRecord) -> Bool)? = nil
+    ) throws -> ObjectID {
+        let scope = (list.map { [$0] } ?? state.liveListIDs).flatMap { listID in
+            state.itemIDs(in: listID, completed: false) + state.itemIDs(in: listID, completed: true)
+        }
+        let describe = { (id: ObjectID) -> String in
+            let item = state.items[id]!
+            return "\(short(id)) '\(item.text)' in \(state.lists[item.list]?.title ?? "?")"
+        }
+        if let full = try? ObjectID(parsing: query), let record = state.items[full], !record.deleted,
+            list == nil || record.list == list
+        {
+            return full
+        }
+        var matches = scope.filter { state.items[$0]!.text == query }
+        if let prefix = normalizedPrefix(query) {
+            for id in scope where id.description.hasPrefix(prefix) && !matches.contains(id) { matches.append(id) }
+        }
+        if matches.count == 1 { return matches[0] }
+        if matches.count > 1, let prefer {
+            let preferred = matches.filter { prefer(state.items[$0]!) }
+            if preferred.count == 1 { return preferred[0] }
+        }
+        if matches.count > 1 { throw PlaitError.ambiguous(what: "item", query: query, candidates: matches.map(describe)) }
+        let lowered = query.lowercased()
+        let similar = scope.filter { state.items[$0]!.text.lowercased().contains(lowered) }
+        throw PlaitError.notFound(what: "item", query: query, candidates: similar.prefix(20).map(describe))
+    }
+
+    /// An ID prefix: 4+ hexadecimal digits (dashes ignored), lower-cased; nil if the query is not one.
+    static func normalizedPrefix(_ query: String) -> String? {
+        let digits = query.lowercased().filter { $0 != "-" }
+        guard digits.count >= minimumPrefix, digits.count <= 32, digits.allSatisfy({ $0.isHexDigit }) else { return nil }
+        return digits
+    }
+}

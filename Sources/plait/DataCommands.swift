@@ -1,0 +1,238 @@
+import ArgumentParser
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitSync
+
+/// A command that edits the data: it runs alone (one transaction) or as a line of `plait batch`.
+protocol DataCommand: ParsableCommand {
+    var global: GlobalOptions { get }
+    var json: Bool { get }
+    /// Appends this command's change(s) to `edit`; returns what to print and a JSON object.
+    func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any])
+}
+
+extension DataCommand {
+    func run() throws {
+        let home = try global.openHome()
+        let result = try home.replica.edit { edit in try perform(edit) }
+        if json { printJSON(result.object) } else { print(result.message) }
+    }
+}
+
+/// `--top` / `--after X` (and `--bottom` where it makes sense) as one position.
+struct PlacementOptions: ParsableArguments {
+    @Flag(help: "Put it at the top.")
+    var top = false
+
+    @Option(help: ArgumentHelp("Put it right after this one.", valueName: "other"))
+    var after: String?
+
+    func validate() throws {
+        if top && after != nil { throw ValidationError("give either --top or --after, not both") }
+    }
+}
+
+extension Plait {
+    struct ListCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list",
+            abstract: "Create, rename, recolor, move or delete lists.",
+            subcommands: [AddList.self, RenameList.self, RecolorList.self, MoveList.self, RemoveList.self])
+    }
+
+    struct AddList: DataCommand {
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Create a list (at the bottom).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The list's title.") var title: String
+        @Option(help: "A color name or #rrggbb.") var color: String?
+        @OptionGroup var placement: PlacementOptions
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            guard !title.isEmpty else { throw ValidationError("a list needs a title") }
+            let position: Position = try placement.after.map { .after(try Resolve.list($0, in: edit.state)) }
+                ?? (placement.top ? .top : .bottom)
+            let id = ObjectID.random()
+            try edit.append(.listCreate(id: id, title: title, color: color, at: position))
+            return ("created list '\(title)' (\(Resolve.short(id)))", ["id": id.description, "title": title])
+        }
+    }
+
+    struct RenameList: DataCommand {
+        static let configuration = CommandConfiguration(commandName: "rename", abstract: "Rename a list.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The list (title or ID prefix).") var list: String
+        @Argument(help: "The new title.") var title: String
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            guard !title.isEmpty else { throw ValidationError("a list needs a title") }
+            let id = try Resolve.list(list, in: edit.state)
+            try edit.append(.listRename(id: id, title: title))
+            return ("renamed list \(Resolve.short(id)) to '\(title)'", ["id": id.description, "title": title])
+        }
+    }
+
+    struct RecolorList: DataCommand {
+        static let configuration = CommandConfiguration(commandName: "recolor", abstract: "Change a list's color.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The list (title or ID prefix).") var list: String
+        @Argument(help: "A color name or #rrggbb; \"none\" clears it.") var color: String
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            let id = try Resolve.list(list, in: edit.state)
+            let value = color == "none" ? nil : color
+            try edit.append(.listRecolor(id: id, color: value))
+            return ("recolored list \(Resolve.short(id)) to \(value ?? "none")",
+                ["id": id.description, "color": value ?? NSNull()])
+        }
+    }
+
+    struct MoveList: DataCommand {
+        static let configuration = CommandConfiguration(commandName: "move", abstract: "Move a list (--top or --after LIST).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The list (title or ID prefix).") var list: String
+        @OptionGroup var placement: PlacementOptions
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func validate() throws {
+            if !placement.top && placement.after == nil { throw ValidationError("say where: --top or --after LIST") }
+        }
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            let id = try Resolve.list(list, in: edit.state)
+            let position: Position = try placement.after.map { .after(try Resolve.list($0, in: edit.state)) } ?? .top
+            if case let .after(anchor) = position, anchor == id { throw ValidationError("a list cannot go after itself") }
+            try edit.append(.listMove(id: id, at: position))
+            return ("moved list \(Resolve.short(id))", ["id": id.description])
+        }
+    }
+
+    struct RemoveList: DataCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rm", abstract: "Delete a list and the items in it.",
+            discussion: "Items another device adds to it at the same time survive, and keep the list alive.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The list (title or ID prefix).") var list: String
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            let id = try Resolve.list(list, in: edit.state)
+            let title = edit.state.lists[id]!.title
+            let observed = try edit.observedSummary()
+            try edit.append(.listDelete(id: id, observed: observed))
+            return ("deleted list '\(title)' (\(Resolve.short(id)))", ["id": id.description])
+        }
+    }
+
+    struct Add: DataCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add an item to a list (at the bottom of pending, or --top / --after ITEM).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The list (title or ID prefix).") var list: String
+        @Argument(help: "The item's text.") var text: String
+        @OptionGroup var placement: PlacementOptions
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            guard !text.isEmpty else { throw ValidationError("an item needs text") }
+            let listID = try Resolve.list(list, in: edit.state)
+            let position: Position = try placement.after.map {
+                .after(try Resolve.item($0, in: edit.state, list: listID))
+            } ?? (placement.top ? .top : .bottom)
+            let id = ObjectID.random()
+            try edit.append(.itemCreate(id: id, list: listID, text: text, at: position))
+            return ("added '\(text)' (\(Resolve.short(id))) to \(edit.state.lists[listID]!.title)",
+                ["id": id.description, "list": listID.description, "text": text])
+        }
+    }
+
+    struct Edit: DataCommand {
+        static let configuration = CommandConfiguration(abstract: "Change an item's text.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The item (ID prefix or exact text).") var item: String
+        @Argument(help: "The new text.") var text: String
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            guard !text.isEmpty else { throw ValidationError("an item needs text") }
+            let id = try Resolve.item(item, in: edit.state)
+            try edit.append(.itemEdit(id: id, text: text))
+            return ("edited \(Resolve.short(id)): '\(text)'", ["id": id.description, "text": text])
+        }
+    }
+
+    struct Done: DataCommand {
+        static let configuration = CommandConfiguration(abstract: "Mark an item completed (it goes to the top of completed).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The item (ID prefix or exact text).") var item: String
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            let id = try Resolve.item(item, in: edit.state, prefer: { !$0.completed })
+            guard !edit.state.items[id]!.completed else {
+                throw PlaitError.usage("'\(edit.state.items[id]!.text)' is already completed; nothing was changed.")
+            }
+            try edit.append(.itemComplete(id: id))
+            return ("completed '\(edit.state.items[id]!.text)'", ["id": id.description])
+        }
+    }
+
+    struct Reopen: DataCommand {
+        static let configuration = CommandConfiguration(abstract: "Mark a completed item pending again (at the bottom).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The item (ID prefix or exact text).") var item: String
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            let id = try Resolve.item(item, in: edit.state, prefer: { $0.completed })
+            guard edit.state.items[id]!.completed else {
+                throw PlaitError.usage("'\(edit.state.items[id]!.text)' is not completed; nothing was changed.")
+            }
+            try edit.append(.itemReopen(id: id))
+            return ("reopened '\(edit.state.items[id]!.text)'", ["id": id.description])
+        }
+    }
+
+    struct Move: DataCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Move an item: --top, --after ITEM, and/or --to LIST (then to its top unless --after).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The item (ID prefix or exact text).") var item: String
+        @OptionGroup var placement: PlacementOptions
+        @Option(help: ArgumentHelp("Move it into this list.", valueName: "list")) var to: String?
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func validate() throws {
+            if !placement.top && placement.after == nil && to == nil {
+                throw ValidationError("say where: --top, --after ITEM or --to LIST")
+            }
+        }
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            let id = try Resolve.item(item, in: edit.state)
+            let target = try to.map { try Resolve.list($0, in: edit.state) }
+            let scope = target ?? edit.state.items[id]!.list
+            let position: Position = try placement.after.map { .after(try Resolve.item($0, in: edit.state, list: scope)) } ?? .top
+            if case let .after(anchor) = position, anchor == id { throw ValidationError("an item cannot go after itself") }
+            try edit.append(.itemMove(id: id, list: target, at: position))
+            return ("moved '\(edit.state.items[id]!.text)'", ["id": id.description])
+        }
+    }
+
+    struct Remove: DataCommand {
+        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete an item.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The item (ID prefix or exact text).") var item: String
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+            let id = try Resolve.item(item, in: edit.state)
+            let text = edit.state.items[id]!.text
+            try edit.append(.itemDelete(id: id))
+            return ("deleted '\(text)' (\(Resolve.short(id)))", ["id": id.description])
+        }
+    }
+}

@@ -1,0 +1,158 @@
+import ArgumentParser
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitSync
+
+extension Plait {
+    struct Init: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create this device: a key pair, a certificate, the store and a first timeline.",
+            discussion: "Refuses to touch an existing device home.")
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(help: "A name for this device, shown to peers (default: the host name).")
+        var name: String?
+
+        @Flag(help: "Print the result as JSON.")
+        var json = false
+
+        func run() throws {
+            let config = try global.loadConfig()
+            let name = self.name ?? ProcessInfo.processInfo.hostName
+            let home = try Home.create(at: global.homePath, name: name, config: config)
+            let timeline = try home.store.ownTimeline()
+            if json {
+                printJSON([
+                    "home": home.path, "name": name, "device": home.identity.deviceID.description,
+                    "timeline": timeline.description,
+                ])
+            } else {
+                print("Created device '\(name)' in \(home.path)")
+                print("timeline \(timeline)")
+                print("Device ID (give it to the devices you pair with):")
+                print(home.identity.deviceID.description)
+            }
+        }
+    }
+
+    struct Id: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print this device's ID (on the last line), to pair other devices with it.")
+
+        @OptionGroup var global: GlobalOptions
+
+        @Flag(help: "Print the result as JSON.")
+        var json = false
+
+        func run() throws {
+            let home = try global.openHome()
+            if json {
+                printJSON(["device": home.identity.deviceID.description, "name": home.deviceName])
+            } else {
+                print("\(home.deviceName)")
+                print(home.identity.deviceID.description)
+            }
+        }
+    }
+
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show this device's timeline, summary, state digest and stored changes.")
+
+        @OptionGroup var global: GlobalOptions
+
+        @Flag(help: "Print the result as JSON.")
+        var json = false
+
+        func run() throws {
+            let home = try global.openHome()
+            let store = home.store
+            let summary = try store.summary()
+            let baseline = try store.baseline()
+            let unknown = try home.replica.uninterpretableCount()
+            let changes = try store.changeCount()
+            let timeline = try store.ownTimeline()
+            let digest = home.replica.digest.hex
+            let state = home.replica.state
+            let liveLists = state.liveListIDs.count
+            let liveItems = state.items.values.filter { !$0.deleted }.count
+            if json {
+                printJSON([
+                    "device": home.identity.deviceID.description, "name": home.deviceName,
+                    "timeline": timeline.description, "summary": summary.description, "digest": digest,
+                    "changes": changes, "baseline": baseline.map { $0.summary.description } ?? NSNull(),
+                    "unknown": unknown, "lists": liveLists, "items": liveItems, "home": home.path,
+                ] as [String: Any])
+                return
+            }
+            print("device    \(home.identity.deviceID) (\(home.deviceName))")
+            print("home      \(home.path)")
+            print("timeline  \(timeline)")
+            print("summary   \(summary.isEmpty ? "(empty)" : summary.description)")
+            print("digest    \(digest)")
+            print("changes   \(changes) stored" + (baseline.map { ", baseline \($0.summary)" } ?? ", no baseline"))
+            print("data      \(liveLists) lists, \(liveItems) items")
+            if unknown > 0 { print("unknown   \(unknown) changes need a newer plait (kept and forwarded, not shown)") }
+        }
+    }
+
+    struct Rejoin: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "End this device's timeline and start a new one, re-sending the current state.",
+            discussion: """
+                Appends `timeline.end` to the old timeline, so it no longer holds compaction back, starts a \
+                new timeline and re-emits every list and item as create changes; other devices collapse the \
+                duplicates.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let home = try global.openHome()
+            let result = try home.replica.rejoin()
+            print("ended timeline \(result.old); now on \(result.new); re-sent \(result.emitted) changes")
+        }
+    }
+
+    struct Compact: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Fold history into the baseline, up to the cut-off every timeline has passed.",
+            discussion: """
+                The cut-off is the smallest Lamport time among the timelines' head changes (ended timelines \
+                do not count), lowered below the earliest change this build cannot interpret. Every change \
+                at or below it is folded; the state does not change.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+
+        @Flag(help: "Print the result as JSON.")
+        var json = false
+
+        func run() throws {
+            let home = try global.openHome()
+            let report = try home.replica.compact()
+            if json {
+                printJSON([
+                    "cutoff": report.cutOff.map { Int($0.lamport) } ?? NSNull(),
+                    "limit": report.cutOff?.description ?? NSNull(), "folded": report.folded,
+                    "remaining": report.remaining,
+                    "baseline": report.baseline.map { $0.summary.description } ?? NSNull(),
+                ] as [String: Any])
+                return
+            }
+            guard let cut = report.cutOff else {
+                print("nothing to compact: no changes yet")
+                return
+            }
+            print("cut-off \(cut.lamport), set by \(cut)")
+            if report.folded == 0 {
+                print("nothing new to fold; \(report.remaining) changes stay")
+            } else {
+                print("folded \(report.folded) changes into the baseline (now \(report.baseline!.summary)); "
+                    + "\(report.remaining) changes stay")
+            }
+        }
+    }
+}

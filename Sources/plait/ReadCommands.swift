@@ -1,0 +1,138 @@
+import ArgumentParser
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitSync
+
+extension Plait {
+    struct Lists: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the lists, in order, with item counts.")
+        @OptionGroup var global: GlobalOptions
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func run() throws {
+            let state = try global.openHome().replica.state
+            let rows = state.liveListIDs.map { id -> [String: Any] in
+                let list = state.lists[id]!
+                return [
+                    "id": id.description, "title": list.title, "color": list.color ?? NSNull(),
+                    "pending": state.itemIDs(in: id, completed: false).count,
+                    "completed": state.itemIDs(in: id, completed: true).count,
+                ]
+            }
+            if json {
+                printJSON(["lists": rows])
+                return
+            }
+            if rows.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
+            for (id, row) in zip(state.liveListIDs, rows) {
+                let color = (row["color"] as? String).map { " (\($0))" } ?? ""
+                print("\(Resolve.short(id))  \(row["title"]!)\(color)  \(row["pending"]!) pending, \(row["completed"]!) done")
+            }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show lists and their items in display order.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "Only this list (title or ID prefix).") var list: String?
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func run() throws {
+            let state = try global.openHome().replica.state
+            let ids = try list.map { [try Resolve.list($0, in: state)] } ?? state.liveListIDs
+            let items = { (list: ObjectID, completed: Bool) in
+                state.itemIDs(in: list, completed: completed).map { ["id": $0.description, "text": state.items[$0]!.text] }
+            }
+            if json {
+                printJSON([
+                    "lists": ids.map { id -> [String: Any] in
+                        let list = state.lists[id]!
+                        return [
+                            "id": id.description, "title": list.title, "color": list.color ?? NSNull(),
+                            "pending": items(id, false), "completed": items(id, true),
+                        ]
+                    }
+                ])
+                return
+            }
+            if ids.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
+            for id in ids {
+                let list = state.lists[id]!
+                print("\(list.title)\(list.color.map { " (\($0))" } ?? "")  [\(Resolve.short(id))]")
+                for item in state.itemIDs(in: id, completed: false) {
+                    print("  [ ] \(state.items[item]!.text)  \(Resolve.short(item))")
+                }
+                for item in state.itemIDs(in: id, completed: true) {
+                    print("  [x] \(state.items[item]!.text)  \(Resolve.short(item))")
+                }
+            }
+        }
+    }
+
+    struct Log: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show stored changes in replay order: timeline:seq, Lamport time, kind, description.",
+            discussion: "Changes folded into the baseline are no longer listed (see `plait status`).")
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "Show only the newest N changes.") var limit: Int?
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func validate() throws {
+            if let limit, limit < 0 { throw ValidationError("--limit must be 0 or more") }
+        }
+
+        func run() throws {
+            let home = try global.openHome()
+            let changes = try home.store.changesInReplayOrder(limit: limit)
+            let state = home.replica.state
+            let domain = ListsDomain()
+            let rows = changes.map { change -> [String: Any] in
+                [
+                    "change": change.ref.description, "lamport": Int(change.lamport), "kind": change.kind,
+                    "version": Int(change.version), "description": describe(change, state: state, domain: domain),
+                    "time": ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(change.wallTime) / 1000)),
+                ]
+            }
+            if json {
+                printJSON(["changes": rows])
+                return
+            }
+            for row in rows {
+                print("\(row["change"]!)  \(row["lamport"]!)  \(row["kind"]!)  \(row["description"]!)  \(row["time"]!)")
+            }
+        }
+
+        func describe(_ change: Change, state: ListsState, domain: ListsDomain) -> String {
+            if change.kind == Change.timelineEndKind { return "timeline ended" }
+            guard domain.canInterpret(kind: change.kind, version: change.version) else {
+                return "(needs a newer plait: \(change.kind) v\(change.version))"
+            }
+            guard let decoded = try? ListsChange(kind: change.kind, payload: change.payload) else {
+                return "(payload does not decode)"
+            }
+            let list = { (id: ObjectID) in "'\(state.lists[id]?.title ?? Resolve.short(id))'" }
+            let item = { (id: ObjectID) in "'\(state.items[id]?.text ?? Resolve.short(id))'" }
+            let place = { (position: Position) -> String in
+                switch position {
+                case .top: return "at the top"
+                case .bottom: return "at the bottom"
+                case let .after(id): return "after \(state.lists[id] != nil ? list(id) : item(id))"
+                }
+            }
+            switch decoded {
+            case let .listCreate(_, title, color, at): return "create list '\(title)'\(color.map { " (\($0))" } ?? "") \(place(at))"
+            case let .listRename(id, title): return "rename list \(Resolve.short(id)) to '\(title)'"
+            case let .listRecolor(id, color): return "recolor list \(list(id)) to \(color ?? "none")"
+            case let .listMove(id, at): return "move list \(list(id)) \(place(at))"
+            case let .listDelete(id, observed): return "delete list \(list(id)) (seen: \(observed.isEmpty ? "nothing" : observed.description))"
+            case let .itemCreate(_, listID, text, at): return "add '\(text)' to \(list(listID)) \(place(at))"
+            case let .itemEdit(id, text): return "edit \(Resolve.short(id)) to '\(text)'"
+            case let .itemComplete(id): return "complete \(item(id))"
+            case let .itemReopen(id): return "reopen \(item(id))"
+            case let .itemMove(id, listID, at): return "move \(item(id))\(listID.map { " to \(list($0))" } ?? "") \(place(at))"
+            case let .itemDelete(id): return "delete \(item(id))"
+            }
+        }
+    }
+}
