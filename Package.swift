@@ -16,7 +16,7 @@ let package = Package(
     ],
     targets: [
         // The replay engine: ids, summaries, changes, the lists domain, baselines. No I/O.
-        .target(name: "PlaitCore"),
+        .target(name: "PlaitCore", exclude: ["plait.proto"]),
         // The SQLite store.
         .target(
             name: "PlaitStore",

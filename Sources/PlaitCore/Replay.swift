@@ -41,7 +41,7 @@ public struct ReplayEngine<D: Domain>: Sendable {
     private var sinceCheckpoint = 0
 
     public init(
-        domain: D, state: D.State, position: OrderKey, checkpointInterval: Int = 10_000, checkpointLimit: Int = 8
+        domain: D, state: D.State, position: OrderKey, checkpointInterval: Int = 5_000, checkpointLimit: Int = 8
     ) {
         self.domain = domain
         self.state = state

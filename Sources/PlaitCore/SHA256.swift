@@ -30,24 +30,24 @@ public struct SHA256: Sendable {
 
     public mutating func update(_ bytes: [UInt8]) {
         length &+= UInt64(bytes.count)
-        var index = 0
-        if !buffer.isEmpty {
-            while index < bytes.count && buffer.count < 64 {
-                buffer.append(bytes[index])
-                index += 1
+        bytes.withUnsafeBytes { input in
+            var index = 0
+            if !buffer.isEmpty {
+                let take = min(64 - buffer.count, input.count)
+                buffer.append(contentsOf: input[0..<take])
+                index = take
+                if buffer.count == 64 {
+                    let block = buffer
+                    block.withUnsafeBytes { compress($0) }
+                    buffer.removeAll(keepingCapacity: true)
+                }
             }
-            if buffer.count == 64 {
-                compress()
-                buffer.removeAll(keepingCapacity: true)
+            while input.count - index >= 64 {
+                compress(UnsafeRawBufferPointer(rebasing: input[index..<index + 64]))
+                index += 64
             }
+            buffer.append(contentsOf: input[index...])
         }
-        while bytes.count - index >= 64 {
-            buffer.append(contentsOf: bytes[index..<index + 64])
-            compress()
-            buffer.removeAll(keepingCapacity: true)
-            index += 64
-        }
-        buffer.append(contentsOf: bytes[index...])
     }
 
     public mutating func update(_ string: String) { update(Array(string.utf8)) }
@@ -59,15 +59,11 @@ public struct SHA256: Sendable {
         let pad = used <= 56 ? 56 - used : 120 - used
         tail.append(contentsOf: repeatElement(0, count: pad))
         for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        let savedLength = length
-        for byte in tail {
-            buffer.append(byte)
-            if buffer.count == 64 {
-                compress()
-                buffer.removeAll(keepingCapacity: true)
-            }
+        let blocks = buffer + tail
+        for offset in stride(from: 0, to: blocks.count, by: 64) {
+            blocks.withUnsafeBytes { all in compress(UnsafeRawBufferPointer(rebasing: all[offset..<offset + 64])) }
         }
-        length = savedLength
+        buffer.removeAll(keepingCapacity: true)
         var out: [UInt8] = []
         out.reserveCapacity(32)
         for word in [h.0, h.1, h.2, h.3, h.4, h.5, h.6, h.7] {
@@ -81,13 +77,16 @@ public struct SHA256: Sendable {
 
     @inline(__always) private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
 
-    private mutating func compress() {
-        var w = [UInt32](repeating: 0, count: 64)
-        buffer.withUnsafeBufferPointer { block in
-            for i in 0..<16 {
-                w[i] = UInt32(block[i * 4]) << 24 | UInt32(block[i * 4 + 1]) << 16
-                    | UInt32(block[i * 4 + 2]) << 8 | UInt32(block[i * 4 + 3])
-            }
+    private mutating func compress(_ block: UnsafeRawBufferPointer) {
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
+            compress(block, schedule: w)
+        }
+    }
+
+    private mutating func compress(_ block: UnsafeRawBufferPointer, schedule w: UnsafeMutableBufferPointer<UInt32>) {
+        for i in 0..<16 {
+            w[i] = UInt32(block[i * 4]) << 24 | UInt32(block[i * 4 + 1]) << 16
+                | UInt32(block[i * 4 + 2]) << 8 | UInt32(block[i * 4 + 3])
         }
         for i in 16..<64 {
             let s0 = Self.rotr(w[i - 15], 7) ^ Self.rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
@@ -98,7 +97,7 @@ public struct SHA256: Sendable {
         for i in 0..<64 {
             let s1 = Self.rotr(e, 6) ^ Self.rotr(e, 11) ^ Self.rotr(e, 25)
             let ch = (e & f) ^ (~e & g)
-            let t1 = hh &+ s1 &+ ch &+ Self.k[i] &+ w[i]
+            let t1 = hh &+ s1 &+ ch &+ Self.k.withUnsafeBufferPointer { $0[i] } &+ w[i]
             let s0 = Self.rotr(a, 2) ^ Self.rotr(a, 13) ^ Self.rotr(a, 22)
             let maj = (a & b) ^ (a & c) ^ (b & c)
             let t2 = s0 &+ maj

@@ -133,12 +133,11 @@ enum MaterializedRows {
 
     static func objectID(_ handle: OpaquePointer, _ column: Int32) throws -> ObjectID? {
         guard sqlite3_column_type(handle, column) != SQLITE_NULL else { return nil }
-        let bytes = ChangeRows.blob(handle, column)
-        do {
-            return try ObjectID(bytes: bytes)
-        } catch {
-            throw StoreError.inconsistent("a materialized row holds an ID of \(bytes.count) bytes")
+        let count = Int(sqlite3_column_bytes(handle, column))
+        guard count == 16, let pointer = sqlite3_column_blob(handle, column) else {
+            throw StoreError.inconsistent("a materialized row holds an ID of \(count) bytes")
         }
+        return ObjectID(raw: UnsafeRawBufferPointer(start: pointer, count: 16))
     }
 
     static func text(_ handle: OpaquePointer, _ column: Int32) -> String? {

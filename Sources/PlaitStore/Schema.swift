@@ -13,7 +13,8 @@ enum Schema {
                     ) WITHOUT ROWID;
 
                     -- tl is the timeline ID with its sign bit flipped: SQLite's signed order is then the
-                    -- unsigned order that replay order needs. A change's own hash is the next change's prev
+                    -- unsigned order that replay order needs. The table is clustered in replay order, so a
+                    -- full replay is one sequential scan; (tl, seq) is unique through its own index. A change's own hash is the next change's prev
                     -- (or the timelines row's head_hash), so it is not stored twice.
                     CREATE TABLE changes (
                         tl INTEGER NOT NULL,
@@ -24,9 +25,9 @@ enum Schema {
                         wall INTEGER NOT NULL,
                         prev BLOB NOT NULL CHECK (length(prev) = 32),
                         payload BLOB NOT NULL,
-                        PRIMARY KEY (tl, seq)
+                        PRIMARY KEY (lamport, tl, seq)
                     ) WITHOUT ROWID;
-                    CREATE INDEX changes_replay_order ON changes (lamport, tl, seq);
+                    CREATE UNIQUE INDEX changes_by_timeline ON changes (tl, seq);
 
                     -- One row per timeline ever held: the summary, and the head hash and Lamport time
                     -- (also for timelines wholly folded into the baseline).

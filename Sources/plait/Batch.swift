@@ -56,13 +56,9 @@ extension Plait {
                         throw PlaitError.batchLine(number: number, text: line, problem: "\(error)")
                     }
                     if tokens.isEmpty { continue }
-                    let command: DataCommand
+                    let operation: DataOperation
                     do {
-                        let parsed = try BatchLine.parseAsRoot(tokens)
-                        guard let data = parsed as? DataCommand else {
-                            throw PlaitError.usage("not a data command (use list add|rename|recolor|move|rm, add, edit, done, reopen, move or rm)")
-                        }
-                        command = data
+                        operation = try parseDataLine(tokens)
                     } catch let error as PlaitError {
                         throw PlaitError.batchLine(number: number, text: line, problem: error.description)
                     } catch {
@@ -70,7 +66,7 @@ extension Plait {
                         throw PlaitError.batchLine(number: number, text: line, problem: message + ".")
                     }
                     do {
-                        _ = try command.perform(edit)
+                        _ = try operation.perform(edit)
                     } catch {
                         throw PlaitError.batchLine(number: number, text: line, problem: "\(error)")
                     }
@@ -79,6 +75,111 @@ extension Plait {
                 return edit.appended.count
             }
             return (commands, changes)
+        }
+    }
+}
+
+/// Parses one batch line. The common forms take a hand-written fast path (ArgumentParser costs about a
+/// millisecond per line, which would make a 100,000-line import take minutes); anything else, errors
+/// included, goes through ArgumentParser, which stays the grammar's reference.
+func parseDataLine(_ tokens: [String]) throws -> DataOperation {
+    if let operation = DataLineParser.parse(tokens) {
+        try operation.validate()
+        return operation
+    }
+    let parsed = try BatchLine.parseAsRoot(tokens)
+    guard let command = parsed as? DataCommand else {
+        throw PlaitError.usage("not a data command (use list add|rename|recolor|move|rm, add, edit, done, reopen, move or rm)")
+    }
+    return command.operation
+}
+
+/// The fast path of `parse`: nil for anything it does not recognise exactly.
+enum DataLineParser {
+    static func parse(_ tokens: [String]) -> DataOperation? {
+        guard let first = tokens.first else { return nil }
+        if first == "list" {
+            guard tokens.count >= 2, let parsed = Options(tokens.dropFirst(2)) else { return nil }
+            let words = parsed.positional
+            switch tokens[1] {
+            case "add":
+                guard words.count == 1, parsed.to == nil else { return nil }
+                return .listAdd(title: words[0], color: parsed.color, top: parsed.top, after: parsed.after)
+            case "rename":
+                guard words.count == 2, parsed.isPlain else { return nil }
+                return .listRename(list: words[0], title: words[1])
+            case "recolor":
+                guard words.count == 2, parsed.isPlain else { return nil }
+                return .listRecolor(list: words[0], color: words[1])
+            case "move":
+                guard words.count == 1, parsed.color == nil, parsed.to == nil else { return nil }
+                return .listMove(list: words[0], top: parsed.top, after: parsed.after)
+            case "rm":
+                guard words.count == 1, parsed.isPlain else { return nil }
+                return .listRemove(list: words[0])
+            default: return nil
+            }
+        }
+        guard let parsed = Options(tokens.dropFirst()) else { return nil }
+        let words = parsed.positional
+        switch first {
+        case "add":
+            guard words.count == 2, parsed.color == nil, parsed.to == nil else { return nil }
+            return .add(list: words[0], text: words[1], top: parsed.top, after: parsed.after)
+        case "edit":
+            guard words.count == 2, parsed.isPlain else { return nil }
+            return .edit(item: words[0], text: words[1])
+        case "done", "reopen", "rm":
+            guard words.count == 1, parsed.isPlain else { return nil }
+            return first == "done" ? .done(item: words[0]) : first == "reopen" ? .reopen(item: words[0]) : .remove(item: words[0])
+        case "move":
+            guard words.count == 1, parsed.color == nil else { return nil }
+            return .move(item: words[0], top: parsed.top, after: parsed.after, to: parsed.to)
+        default:
+            return nil
+        }
+    }
+
+    /// Positional words and the few options data commands take; nil on anything unexpected.
+    struct Options {
+        var positional: [String] = []
+        var top = false
+        var after: String?
+        var to: String?
+        var color: String?
+
+        var isPlain: Bool { !top && after == nil && to == nil && color == nil }
+
+        init?(_ tokens: ArraySlice<String>) {
+            var iterator = tokens.makeIterator()
+            while let token = iterator.next() {
+                guard token.hasPrefix("-") else {
+                    positional.append(token)
+                    continue
+                }
+                var name = token
+                var inline: String?
+                if let equals = token.firstIndex(of: "=") {
+                    name = String(token[..<equals])
+                    inline = String(token[token.index(after: equals)...])
+                }
+                switch name {
+                case "--top":
+                    guard inline == nil, !top else { return nil }
+                    top = true
+                case "--json":
+                    guard inline == nil else { return nil }
+                case "--after", "--to", "--color":
+                    guard let value = inline ?? iterator.next(), !value.hasPrefix("-") || inline != nil else { return nil }
+                    switch name {
+                    case "--after": after = value
+                    case "--to": to = value
+                    default: color = value
+                    }
+                default:
+                    return nil
+                }
+            }
         }
     }
 }

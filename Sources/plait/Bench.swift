@@ -18,10 +18,13 @@ extension Plait {
 
         @Option(help: "Changes in the synthetic history.") var changes = 1_000_000
         @Option(help: "Lists in the synthetic history.") var lists = 100
+        @Option(help: "Live items the synthetic history keeps (once reached, adds are matched by deletes).")
+        var items = 10_000
         @Option(help: "Lines fed to the batch benchmark.") var batchLines = 100_000
         @Option(help: "Seed of the synthetic workload.") var seed: UInt64 = 1
         @Flag(help: "Keep the temporary home and print its path.") var keep = false
         @Flag(help: "Print the result as JSON.") var json = false
+        @Option(help: .hidden) var replayOnly: String?
 
         func validate() throws {
             if changes < 1_000 { throw ValidationError("--changes must be at least 1000") }
@@ -29,14 +32,24 @@ extension Plait {
         }
 
         func run() throws {
+            if let replayOnly {
+                // Profiling aid: replay an existing home (kept with --keep) a few times.
+                let home = try Home.open(at: replayOnly, config: Config())
+                for _ in 0..<3 {
+                    print(String(format: "scan only: %.3f s", try home.replica.measureScan()))
+                    let result = try home.replica.rebuild()
+                    print(String(format: "replayed %d changes in %.3f s", result.changes, result.replaySeconds))
+                }
+                return
+            }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("plait-bench-\(UUID().uuidString)").path
             defer { if !keep { try? FileManager.default.removeItem(atPath: directory) } }
             var results: [String: Any] = ["changes": changes, "seed": Int(seed)]
             let log = { (line: String) in if !json { print(line) } }
-            log("building a history of \(changes) changes over \(lists) lists (seed \(seed)) in \(directory)")
+            log("building a history of \(changes) changes over \(lists) lists and about \(items) live items (seed \(seed)) in \(directory)")
 
             let home = try Home.create(at: directory + "/history", name: "bench", config: Config())
-            var workload = Workload(seed: seed, lists: lists)
+            var workload = Workload(seed: seed, lists: lists, items: items)
             let buildStart = Date()
             var written = 0
             while written < changes {
@@ -128,10 +141,12 @@ struct Workload {
     var completed: Set<ObjectID> = []
     var listOf: [ObjectID: ObjectID] = [:]
     let listCount: Int
+    let itemCap: Int
 
-    init(seed: UInt64, lists: Int) {
+    init(seed: UInt64, lists: Int, items: Int) {
         random = SplitMix(state: seed)
         listCount = lists
+        itemCap = max(50, items)
     }
 
     mutating func next() -> ListsChange {
@@ -140,7 +155,9 @@ struct Workload {
             lists.append(id)
             return .listCreate(id: id, title: "List \(lists.count)", color: nil, at: .bottom)
         }
-        let roll = Int(random.next() % 100)
+        var roll = Int(random.next() % 100)
+        // At the cap, an add becomes an edit: the state stays about the same size while the history grows.
+        if roll < 35 && live.count >= itemCap { roll = 40 }
         if live.count < 50 || roll < 35 {
             let id = ObjectID.random(using: &random)
             let list = lists[Int(random.next() % UInt64(lists.count))]
@@ -168,7 +185,7 @@ struct Workload {
                 return .itemMove(id: item, list: list, at: .top)
             }
             return .itemMove(id: item, list: nil, at: other == item ? .top : .after(other))
-        case 87..<92:
+        case 87..<89:
             live.swapAt(index, live.count - 1)
             live.removeLast()
             completed.remove(item)

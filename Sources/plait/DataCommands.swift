@@ -8,28 +8,132 @@ import PlaitSync
 protocol DataCommand: ParsableCommand {
     var global: GlobalOptions { get }
     var json: Bool { get }
-    /// Appends this command's change(s) to `edit`; returns what to print and a JSON object.
-    func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any])
+    /// What the command asks for, independent of how it was parsed.
+    var operation: DataOperation { get }
 }
 
 extension DataCommand {
+    func validate() throws { try operation.validate() }
+
     func run() throws {
         let home = try global.openHome()
-        let result = try home.replica.edit { edit in try perform(edit) }
+        let result = try home.replica.edit { edit in try operation.perform(edit) }
         if json { printJSON(result.object) } else { print(result.message) }
     }
 }
 
-/// `--top` / `--after X` (and `--bottom` where it makes sense) as one position.
+/// `--top` / `--after X` as one position.
 struct PlacementOptions: ParsableArguments {
     @Flag(help: "Put it at the top.")
     var top = false
 
     @Option(help: ArgumentHelp("Put it right after this one.", valueName: "other"))
     var after: String?
+}
+
+/// One data edit as the user asked for it, with names not yet resolved.
+enum DataOperation: Equatable {
+    case listAdd(title: String, color: String?, top: Bool, after: String?)
+    case listRename(list: String, title: String)
+    case listRecolor(list: String, color: String)
+    case listMove(list: String, top: Bool, after: String?)
+    case listRemove(list: String)
+    case add(list: String, text: String, top: Bool, after: String?)
+    case edit(item: String, text: String)
+    case done(item: String)
+    case reopen(item: String)
+    case move(item: String, top: Bool, after: String?, to: String?)
+    case remove(item: String)
 
     func validate() throws {
-        if top && after != nil { throw ValidationError("give either --top or --after, not both") }
+        switch self {
+        case let .listAdd(_, _, top, after), let .add(_, _, top, after):
+            if top && after != nil { throw ValidationError("give either --top or --after, not both") }
+        case let .listMove(_, top, after):
+            if top && after != nil { throw ValidationError("give either --top or --after, not both") }
+            if !top && after == nil { throw ValidationError("say where: --top or --after LIST") }
+        case let .move(_, top, after, to):
+            if top && after != nil { throw ValidationError("give either --top or --after, not both") }
+            if !top && after == nil && to == nil { throw ValidationError("say where: --top, --after ITEM or --to LIST") }
+        default: break
+        }
+    }
+
+    /// Resolves names against the edit's current state and appends the change.
+    func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+        switch self {
+        case let .listAdd(title, color, top, after):
+            guard !title.isEmpty else { throw ValidationError("a list needs a title") }
+            let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? (top ? .top : .bottom)
+            let id = ObjectID.random()
+            try edit.append(.listCreate(id: id, title: title, color: color, at: position))
+            return ("created list '\(title)' (\(Resolve.short(id)))", ["id": id.description, "title": title])
+        case let .listRename(list, title):
+            guard !title.isEmpty else { throw ValidationError("a list needs a title") }
+            let id = try Resolve.list(list, in: edit.state)
+            try edit.append(.listRename(id: id, title: title))
+            return ("renamed list \(Resolve.short(id)) to '\(title)'", ["id": id.description, "title": title])
+        case let .listRecolor(list, color):
+            let id = try Resolve.list(list, in: edit.state)
+            let value = color == "none" ? nil : color
+            try edit.append(.listRecolor(id: id, color: value))
+            return ("recolored list \(Resolve.short(id)) to \(value ?? "none")", ["id": id.description, "color": value ?? NSNull()])
+        case let .listMove(list, _, after):
+            let id = try Resolve.list(list, in: edit.state)
+            let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? .top
+            if case let .after(anchor) = position, anchor == id { throw ValidationError("a list cannot go after itself") }
+            try edit.append(.listMove(id: id, at: position))
+            return ("moved list \(Resolve.short(id))", ["id": id.description])
+        case let .listRemove(list):
+            let id = try Resolve.list(list, in: edit.state)
+            let title = edit.state.lists[id]!.title
+            let observed = try edit.observedSummary()
+            try edit.append(.listDelete(id: id, observed: observed))
+            return ("deleted list '\(title)' (\(Resolve.short(id)))", ["id": id.description])
+        case let .add(list, text, top, after):
+            guard !text.isEmpty else { throw ValidationError("an item needs text") }
+            let listID = try Resolve.list(list, in: edit.state)
+            let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: listID)) }
+                ?? (top ? .top : .bottom)
+            let id = ObjectID.random()
+            try edit.append(.itemCreate(id: id, list: listID, text: text, at: position))
+            return ("added '\(text)' (\(Resolve.short(id))) to \(edit.state.lists[listID]!.title)",
+                ["id": id.description, "list": listID.description, "text": text])
+        case let .edit(item, text):
+            guard !text.isEmpty else { throw ValidationError("an item needs text") }
+            let id = try Resolve.item(item, in: edit.state)
+            try edit.append(.itemEdit(id: id, text: text))
+            return ("edited \(Resolve.short(id)): '\(text)'", ["id": id.description, "text": text])
+        case let .done(item):
+            let id = try Resolve.item(item, in: edit.state, prefer: { !$0.completed })
+            let record = edit.state.items[id]!
+            guard !record.completed else {
+                throw PlaitError.usage("'\(record.text)' is already completed; nothing was changed.")
+            }
+            try edit.append(.itemComplete(id: id))
+            return ("completed '\(record.text)'", ["id": id.description])
+        case let .reopen(item):
+            let id = try Resolve.item(item, in: edit.state, prefer: { $0.completed })
+            let record = edit.state.items[id]!
+            guard record.completed else {
+                throw PlaitError.usage("'\(record.text)' is not completed; nothing was changed.")
+            }
+            try edit.append(.itemReopen(id: id))
+            return ("reopened '\(record.text)'", ["id": id.description])
+        case let .move(item, _, after, to):
+            let id = try Resolve.item(item, in: edit.state)
+            let target = try to.map { try Resolve.list($0, in: edit.state) }
+            let scope = target ?? edit.state.items[id]!.list
+            let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: scope)) } ?? .top
+            if case let .after(anchor) = position, anchor == id { throw ValidationError("an item cannot go after itself") }
+            try edit.append(.itemMove(id: id, list: target, at: position))
+            return ("moved '\(edit.state.items[id]!.text)'", ["id": id.description])
+        case let .remove(item):
+            let id = try Resolve.item(item, in: edit.state)
+            let text = edit.state.items[id]!.text
+            try edit.append(.itemDelete(id: id))
+            return ("deleted '\(text)' (\(Resolve.short(id)))", ["id": id.description])
+        }
     }
 }
 
@@ -49,14 +153,8 @@ extension Plait {
         @OptionGroup var placement: PlacementOptions
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            guard !title.isEmpty else { throw ValidationError("a list needs a title") }
-            let position: Position = try placement.after.map { .after(try Resolve.list($0, in: edit.state)) }
-                ?? (placement.top ? .top : .bottom)
-            let id = ObjectID.random()
-            try edit.append(.listCreate(id: id, title: title, color: color, at: position))
-            return ("created list '\(title)' (\(Resolve.short(id)))", ["id": id.description, "title": title])
-        }
+
+        var operation: DataOperation { .listAdd(title: title, color: color, top: placement.top, after: placement.after) }
     }
 
     struct RenameList: DataCommand {
@@ -66,12 +164,8 @@ extension Plait {
         @Argument(help: "The new title.") var title: String
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            guard !title.isEmpty else { throw ValidationError("a list needs a title") }
-            let id = try Resolve.list(list, in: edit.state)
-            try edit.append(.listRename(id: id, title: title))
-            return ("renamed list \(Resolve.short(id)) to '\(title)'", ["id": id.description, "title": title])
-        }
+
+        var operation: DataOperation { .listRename(list: list, title: title) }
     }
 
     struct RecolorList: DataCommand {
@@ -81,13 +175,8 @@ extension Plait {
         @Argument(help: "A color name or #rrggbb; \"none\" clears it.") var color: String
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            let id = try Resolve.list(list, in: edit.state)
-            let value = color == "none" ? nil : color
-            try edit.append(.listRecolor(id: id, color: value))
-            return ("recolored list \(Resolve.short(id)) to \(value ?? "none")",
-                ["id": id.description, "color": value ?? NSNull()])
-        }
+
+        var operation: DataOperation { .listRecolor(list: list, color: color) }
     }
 
     struct MoveList: DataCommand {
@@ -97,17 +186,9 @@ extension Plait {
         @OptionGroup var placement: PlacementOptions
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func validate() throws {
-            if !placement.top && placement.after == nil { throw ValidationError("say where: --top or --after LIST") }
-        }
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            let id = try Resolve.list(list, in: edit.state)
-            let position: Position = try placement.after.map { .after(try Resolve.list($0, in: edit.state)) } ?? .top
-            if case let .after(anchor) = position, anchor == id { throw ValidationError("a list cannot go after itself") }
-            try edit.append(.listMove(id: id, at: position))
-            return ("moved list \(Resolve.short(id))", ["id": id.description])
-        }
+
+        var operation: DataOperation { .listMove(list: list, top: placement.top, after: placement.after) }
     }
 
     struct RemoveList: DataCommand {
@@ -118,13 +199,8 @@ extension Plait {
         @Argument(help: "The list (title or ID prefix).") var list: String
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            let id = try Resolve.list(list, in: edit.state)
-            let title = edit.state.lists[id]!.title
-            let observed = try edit.observedSummary()
-            try edit.append(.listDelete(id: id, observed: observed))
-            return ("deleted list '\(title)' (\(Resolve.short(id)))", ["id": id.description])
-        }
+
+        var operation: DataOperation { .listRemove(list: list) }
     }
 
     struct Add: DataCommand {
@@ -136,17 +212,8 @@ extension Plait {
         @OptionGroup var placement: PlacementOptions
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            guard !text.isEmpty else { throw ValidationError("an item needs text") }
-            let listID = try Resolve.list(list, in: edit.state)
-            let position: Position = try placement.after.map {
-                .after(try Resolve.item($0, in: edit.state, list: listID))
-            } ?? (placement.top ? .top : .bottom)
-            let id = ObjectID.random()
-            try edit.append(.itemCreate(id: id, list: listID, text: text, at: position))
-            return ("added '\(text)' (\(Resolve.short(id))) to \(edit.state.lists[listID]!.title)",
-                ["id": id.description, "list": listID.description, "text": text])
-        }
+
+        var operation: DataOperation { .add(list: list, text: text, top: placement.top, after: placement.after) }
     }
 
     struct Edit: DataCommand {
@@ -156,12 +223,8 @@ extension Plait {
         @Argument(help: "The new text.") var text: String
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            guard !text.isEmpty else { throw ValidationError("an item needs text") }
-            let id = try Resolve.item(item, in: edit.state)
-            try edit.append(.itemEdit(id: id, text: text))
-            return ("edited \(Resolve.short(id)): '\(text)'", ["id": id.description, "text": text])
-        }
+
+        var operation: DataOperation { .edit(item: item, text: text) }
     }
 
     struct Done: DataCommand {
@@ -170,14 +233,8 @@ extension Plait {
         @Argument(help: "The item (ID prefix or exact text).") var item: String
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            let id = try Resolve.item(item, in: edit.state, prefer: { !$0.completed })
-            guard !edit.state.items[id]!.completed else {
-                throw PlaitError.usage("'\(edit.state.items[id]!.text)' is already completed; nothing was changed.")
-            }
-            try edit.append(.itemComplete(id: id))
-            return ("completed '\(edit.state.items[id]!.text)'", ["id": id.description])
-        }
+
+        var operation: DataOperation { .done(item: item) }
     }
 
     struct Reopen: DataCommand {
@@ -186,14 +243,8 @@ extension Plait {
         @Argument(help: "The item (ID prefix or exact text).") var item: String
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            let id = try Resolve.item(item, in: edit.state, prefer: { $0.completed })
-            guard edit.state.items[id]!.completed else {
-                throw PlaitError.usage("'\(edit.state.items[id]!.text)' is not completed; nothing was changed.")
-            }
-            try edit.append(.itemReopen(id: id))
-            return ("reopened '\(edit.state.items[id]!.text)'", ["id": id.description])
-        }
+
+        var operation: DataOperation { .reopen(item: item) }
     }
 
     struct Move: DataCommand {
@@ -205,21 +256,9 @@ extension Plait {
         @Option(help: ArgumentHelp("Move it into this list.", valueName: "list")) var to: String?
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func validate() throws {
-            if !placement.top && placement.after == nil && to == nil {
-                throw ValidationError("say where: --top, --after ITEM or --to LIST")
-            }
-        }
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            let id = try Resolve.item(item, in: edit.state)
-            let target = try to.map { try Resolve.list($0, in: edit.state) }
-            let scope = target ?? edit.state.items[id]!.list
-            let position: Position = try placement.after.map { .after(try Resolve.item($0, in: edit.state, list: scope)) } ?? .top
-            if case let .after(anchor) = position, anchor == id { throw ValidationError("an item cannot go after itself") }
-            try edit.append(.itemMove(id: id, list: target, at: position))
-            return ("moved '\(edit.state.items[id]!.text)'", ["id": id.description])
-        }
+
+        var operation: DataOperation { .move(item: item, top: placement.top, after: placement.after, to: to) }
     }
 
     struct Remove: DataCommand {
@@ -228,11 +267,7 @@ extension Plait {
         @Argument(help: "The item (ID prefix or exact text).") var item: String
         @Flag(help: "Print the result as JSON.") var json = false
 
-        func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
-            let id = try Resolve.item(item, in: edit.state)
-            let text = edit.state.items[id]!.text
-            try edit.append(.itemDelete(id: id))
-            return ("deleted '\(text)' (\(Resolve.short(id)))", ["id": id.description])
-        }
+
+        var operation: DataOperation { .remove(item: item) }
     }
 }

@@ -86,97 +86,192 @@ public enum ListsChange: Hashable, Sendable {
 
     /// Decodes a version-1 payload of a known kind; nil for a kind this build does not know.
     public init?(kind: String, payload: [UInt8]) throws(CoreError) {
-        guard Self.kinds.contains(kind) else { return nil }
-        var fields = PayloadFields()
-        do {
-            var reader = ProtoReader(payload)
-            while let (field, value) = try reader.next() {
-                switch value {
-                case .bytes(let slice): fields.bytes[field] = slice
-                case .varint(let number), .fixed64(let number): fields.numbers[field] = number
-                case .fixed32(let number): fields.numbers[field] = UInt64(number)
-                }
-                if field == 2 && kind == "list.delete", case .bytes(let slice) = value { fields.entries.append(slice) }
-            }
-        } catch {
-            throw .malformedPayload(kind: kind, reason: error.description)
-        }
-        do {
-            switch kind {
-            case "list.create":
-                self = .listCreate(
-                    id: try fields.id(1), title: try fields.string(2), color: try fields.optionalString(3),
-                    at: try fields.position(4))
-            case "list.rename": self = .listRename(id: try fields.id(1), title: try fields.string(2))
-            case "list.recolor": self = .listRecolor(id: try fields.id(1), color: try fields.optionalString(2))
-            case "list.move": self = .listMove(id: try fields.id(1), at: try fields.position(2))
-            case "list.delete":
-                var observed = Summary()
-                for entry in fields.entries {
-                    var reader = ProtoReader(entry)
-                    var timeline: UInt64?
-                    var seq: UInt64 = 0
-                    while let (field, value) = try reader.next() {
-                        if field == 1 { timeline = try value.uint() } else if field == 2 { seq = try value.uint() }
-                    }
-                    guard let timeline else { throw CoreError.corruptSnapshot("an observed entry has no timeline") }
-                    observed[TimelineID(timeline)] = max(observed[TimelineID(timeline)], seq)
-                }
-                self = .listDelete(id: try fields.id(1), observed: observed)
-            case "item.create":
-                self = .itemCreate(
-                    id: try fields.id(1), list: try fields.id(2), text: try fields.string(3), at: try fields.position(4))
-            case "item.edit": self = .itemEdit(id: try fields.id(1), text: try fields.string(2))
-            case "item.complete": self = .itemComplete(id: try fields.id(1))
-            case "item.reopen": self = .itemReopen(id: try fields.id(1))
-            case "item.delete": self = .itemDelete(id: try fields.id(1))
-            case "item.move":
-                self = .itemMove(
-                    id: try fields.id(1), list: fields.bytes[2] == nil ? nil : try fields.id(2),
-                    at: try fields.position(3))
-            default: return nil
-            }
-        } catch let error as CoreError {
+        guard let code = KindCode(kind) else { return nil }
+        let decoded = payload.withUnsafeBytes { raw in Result { () throws(CoreError) in try Self.decode(code, raw) } }
+        switch decoded {
+        case let .success(change): self = change
+        case let .failure(error):
             if case .malformedPayload = error { throw error }
             throw .malformedPayload(kind: kind, reason: error.description)
-        } catch {
-            throw .malformedPayload(kind: kind, reason: "\(error)")
+        }
+    }
+
+    /// Decodes straight from the payload's bytes: replay decodes every change, so no slices, no dictionaries.
+    private static func decode(_ code: KindCode, _ raw: UnsafeRawBufferPointer) throws(CoreError) -> ListsChange {
+        var fields = RawFields()
+        var reader = RawProtoReader(raw)
+        var entries: [Range<Int>] = []
+        while let field = try reader.next() {
+            guard let range = field.bytes else { continue }
+            if code == .listDelete && field.number == 2 { entries.append(range) } else { fields[field.number] = range }
+        }
+        func id(_ number: UInt32) throws(CoreError) -> ObjectID {
+            guard let range = fields[number] else { throw .corruptSnapshot("field \(number) (an ID) is missing") }
+            guard range.count == 16 else { throw .corruptSnapshot("an ID is \(range.count) bytes, not 16") }
+            return ObjectID(raw: UnsafeRawBufferPointer(rebasing: raw[range]))
+        }
+        func string(_ number: UInt32) throws(CoreError) -> String {
+            guard let range = fields[number] else { return "" }
+            let bytes = UnsafeRawBufferPointer(rebasing: raw[range]).bindMemory(to: UInt8.self)
+            guard let text = String(validating: bytes, as: UTF8.self) else { throw .corruptSnapshot("invalid UTF-8") }
+            return text
+        }
+        func optionalString(_ number: UInt32) throws(CoreError) -> String? {
+            fields[number] == nil ? nil : try string(number)
+        }
+        func position(_ number: UInt32) throws(CoreError) -> Position {
+            guard let range = fields[number] else { return .bottom }
+            var inner = RawProtoReader(UnsafeRawBufferPointer(rebasing: raw[range]))
+            var result = Position.bottom
+            while let field = try inner.next() {
+                switch field.number {
+                case 1: if field.value != 0 { result = .top }
+                case 2: if field.value != 0 { result = .bottom }
+                case 3:
+                    guard let bytes = field.bytes, bytes.count == 16 else { throw .corruptSnapshot("a bad anchor ID") }
+                    let start = range.lowerBound + bytes.lowerBound
+                    result = .after(ObjectID(raw: UnsafeRawBufferPointer(rebasing: raw[start..<start + 16])))
+                default: continue
+                }
+            }
+            return result
+        }
+        switch code {
+        case .listCreate:
+            return .listCreate(id: try id(1), title: try string(2), color: try optionalString(3), at: try position(4))
+        case .listRename: return .listRename(id: try id(1), title: try string(2))
+        case .listRecolor: return .listRecolor(id: try id(1), color: try optionalString(2))
+        case .listMove: return .listMove(id: try id(1), at: try position(2))
+        case .listDelete:
+            var observed = Summary()
+            for range in entries {
+                var inner = RawProtoReader(UnsafeRawBufferPointer(rebasing: raw[range]))
+                var timeline: UInt64?
+                var seq: UInt64 = 0
+                while let field = try inner.next() {
+                    if field.number == 1 { timeline = field.value } else if field.number == 2 { seq = field.value }
+                }
+                guard let timeline else { throw .corruptSnapshot("an observed entry has no timeline") }
+                observed[TimelineID(timeline)] = max(observed[TimelineID(timeline)], seq)
+            }
+            return .listDelete(id: try id(1), observed: observed)
+        case .itemCreate:
+            return .itemCreate(id: try id(1), list: try id(2), text: try string(3), at: try position(4))
+        case .itemEdit: return .itemEdit(id: try id(1), text: try string(2))
+        case .itemComplete: return .itemComplete(id: try id(1))
+        case .itemReopen: return .itemReopen(id: try id(1))
+        case .itemDelete: return .itemDelete(id: try id(1))
+        case .itemMove:
+            return .itemMove(id: try id(1), list: fields[2] == nil ? nil : try id(2), at: try position(3))
         }
     }
 }
 
-private struct PayloadFields {
-    var bytes: [UInt32: ArraySlice<UInt8>] = [:]
-    var numbers: [UInt32: UInt64] = [:]
-    var entries: [ArraySlice<UInt8>] = []
+/// The kinds of version 1, matched once per change.
+enum KindCode {
+    case listCreate, listRename, listRecolor, listMove, listDelete
+    case itemCreate, itemEdit, itemComplete, itemReopen, itemMove, itemDelete
 
-    func id(_ field: UInt32) throws(CoreError) -> ObjectID {
-        guard let slice = bytes[field] else { throw .corruptSnapshot("field \(field) (an ID) is missing") }
-        return try ObjectID(bytes: slice)
+    init?(_ kind: String) {
+        switch kind {
+        case "item.edit": self = .itemEdit
+        case "item.create": self = .itemCreate
+        case "item.complete": self = .itemComplete
+        case "item.reopen": self = .itemReopen
+        case "item.move": self = .itemMove
+        case "item.delete": self = .itemDelete
+        case "list.create": self = .listCreate
+        case "list.rename": self = .listRename
+        case "list.recolor": self = .listRecolor
+        case "list.move": self = .listMove
+        case "list.delete": self = .listDelete
+        default: return nil
+        }
     }
+}
 
-    func string(_ field: UInt32) throws(CoreError) -> String {
-        guard let slice = bytes[field] else { return "" }
-        return try ProtoReader.Value.bytes(slice).string()
-    }
+/// Byte ranges of fields 1…4 (payloads have no more).
+private struct RawFields {
+    var slots: (Range<Int>?, Range<Int>?, Range<Int>?, Range<Int>?) = (nil, nil, nil, nil)
 
-    func optionalString(_ field: UInt32) throws(CoreError) -> String? {
-        bytes[field] == nil ? nil : try string(field)
-    }
-
-    func position(_ field: UInt32) throws(CoreError) -> Position {
-        guard let slice = bytes[field] else { return .bottom }
-        var reader = ProtoReader(slice)
-        var result = Position.bottom
-        while let (number, value) = try reader.next() {
+    subscript(number: UInt32) -> Range<Int>? {
+        get {
             switch number {
-            case 1: if try value.bool() { result = .top }
-            case 2: if try value.bool() { result = .bottom }
-            case 3: result = .after(try value.objectID())
-            default: continue
+            case 1: return slots.0
+            case 2: return slots.1
+            case 3: return slots.2
+            case 4: return slots.3
+            default: return nil
             }
         }
-        return result
+        set {
+            switch number {
+            case 1: slots.0 = newValue
+            case 2: slots.1 = newValue
+            case 3: slots.2 = newValue
+            case 4: slots.3 = newValue
+            default: break
+            }
+        }
+    }
+}
+
+/// A protobuf reader over raw bytes: yields each field's number and either its integer value or the range
+/// of its bytes (relative to the buffer).
+struct RawProtoReader {
+    struct Field {
+        var number: UInt32
+        var value: UInt64
+        var bytes: Range<Int>?
+    }
+
+    let raw: UnsafeRawBufferPointer
+    var index = 0
+
+    init(_ raw: UnsafeRawBufferPointer) { self.raw = raw }
+
+    @inline(__always) mutating func varint() throws(CoreError) -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard index < raw.count else { throw .corruptSnapshot("truncated varint") }
+            guard shift < 64 else { throw .corruptSnapshot("varint longer than 10 bytes") }
+            let byte = raw[index]
+            index += 1
+            result |= UInt64(byte & 0x7f) << shift
+            if byte & 0x80 == 0 { return result }
+            shift += 7
+        }
+    }
+
+    mutating func next() throws(CoreError) -> Field? {
+        guard index < raw.count else { return nil }
+        let key = try varint()
+        let number = UInt32(truncatingIfNeeded: key >> 3)
+        guard number > 0 else { throw .corruptSnapshot("field number 0") }
+        switch key & 7 {
+        case 0: return Field(number: number, value: try varint(), bytes: nil)
+        case 1:
+            guard raw.count - index >= 8 else { throw .corruptSnapshot("truncated fixed64") }
+            var value: UInt64 = 0
+            for offset in 0..<8 { value |= UInt64(raw[index + offset]) << UInt64(offset * 8) }
+            index += 8
+            return Field(number: number, value: value, bytes: nil)
+        case 2:
+            let length = try varint()
+            guard length <= UInt64(raw.count - index) else { throw .corruptSnapshot("length beyond the end") }
+            let range = index..<index + Int(length)
+            index += Int(length)
+            return Field(number: number, value: 0, bytes: range)
+        case 5:
+            guard raw.count - index >= 4 else { throw .corruptSnapshot("truncated fixed32") }
+            var value: UInt64 = 0
+            for offset in 0..<4 { value |= UInt64(raw[index + offset]) << UInt64(offset * 8) }
+            index += 4
+            return Field(number: number, value: value, bytes: nil)
+        default:
+            throw .corruptSnapshot("unsupported wire type \(key & 7)")
+        }
     }
 }
 

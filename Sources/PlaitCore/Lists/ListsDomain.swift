@@ -16,7 +16,7 @@ public struct ListsDomain: Domain {
     }
 
     public func apply(_ change: Change, to state: inout ListsState) -> ApplyOutcome {
-        guard canInterpret(kind: change.kind, version: change.version) else {
+        guard change.version >= 1 && change.version <= Self.version, KindCode(change.kind) != nil else {
             return change.kind == Change.timelineEndKind ? .noop : .uninterpretable
         }
         // A known kind whose payload does not decode is a no-op on every device of this version.

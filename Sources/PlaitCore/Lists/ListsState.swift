@@ -69,7 +69,8 @@ public struct ListsState: Sendable {
     /// Records changed since the last `takeChanges()`: what a store must write back.
     public private(set) var changedLists: Set<ObjectID> = []
     public private(set) var changedItems: Set<ObjectID> = []
-    var trackChanges = true
+    /// Whether records changed are remembered for `takeChanges()` (off while a store rewrites everything).
+    public var trackChanges = true
 
     public init() {}
 
