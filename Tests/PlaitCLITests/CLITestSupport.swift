@@ -1,0 +1,290 @@
+import Foundation
+import PlaitCore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The built `plait` executable, found next to the running test binary.
+///
+/// SwiftPM puts the test bundle and the executables in the same products directory
+/// (`<scratch>/debug/plaitPackageTests.xctest` beside `<scratch>/debug/plait`), whatever the scratch path.
+/// `PLAIT_EXECUTABLE` overrides the search.
+enum PlaitExecutable {
+    static let path: Result<String, LocateFailure> = locate()
+
+    struct LocateFailure: Error, CustomStringConvertible {
+        let searched: [String]
+        var description: String {
+            "cannot find the built `plait` executable; looked for an executable file named plait in:\n"
+                + searched.map { "  " + $0 }.joined(separator: "\n")
+                + "\nBuild it first (`swift build --build-tests`), or set PLAIT_EXECUTABLE to its path."
+        }
+    }
+
+    static func locate() -> Result<String, LocateFailure> {
+        let manager = FileManager.default
+        if let explicit = ProcessInfo.processInfo.environment["PLAIT_EXECUTABLE"], !explicit.isEmpty {
+            return isExecutableFile(explicit) ? .success(explicit) : .failure(LocateFailure(searched: [explicit]))
+        }
+        let cwd = URL(fileURLWithPath: manager.currentDirectoryPath, isDirectory: true)
+        var starts: [URL] = []
+        if let main = Bundle.main.executableURL { starts.append(main) }
+        if let first = CommandLine.arguments.first { starts.append(URL(fileURLWithPath: first, relativeTo: cwd)) }
+        starts.append(Bundle.main.bundleURL)
+        var searched: [String] = []
+        for start in starts {
+            var directory = start.standardizedFileURL.resolvingSymlinksInPath().deletingLastPathComponent()
+            // The products directory is the binary's own, or a few levels up from inside a bundle (macOS).
+            for _ in 0..<5 {
+                let candidate = directory.appendingPathComponent("plait").path
+                if !searched.contains(candidate) { searched.append(candidate) }
+                if isExecutableFile(candidate) { return .success(candidate) }
+                let parent = directory.deletingLastPathComponent()
+                if parent.path == directory.path { break }
+                directory = parent
+            }
+        }
+        return .failure(LocateFailure(searched: searched))
+    }
+
+    static func isExecutableFile(_ path: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue
+            && FileManager.default.isExecutableFile(atPath: path)
+    }
+}
+
+/// What one run of `plait` did.
+struct PlaitRun: CustomStringConvertible {
+    let arguments: [String]
+    let status: Int32
+    let stdout: String
+    let stderr: String
+
+    var succeeded: Bool { status == 0 }
+    var lines: [String] { stdout.split(separator: "\n", omittingEmptySubsequences: true).map(String.init) }
+
+    /// The standard output parsed as a JSON object.
+    func json() throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any] else {
+            throw CLITestFailure("`plait \(arguments.joined(separator: " "))` did not print a JSON object: \(stdout)")
+        }
+        return object
+    }
+
+    var description: String {
+        "`plait \(arguments.joined(separator: " "))` exited \(status)\nstdout: \(stdout)\nstderr: \(stderr)"
+    }
+}
+
+struct CLITestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A private world for one test: a temporary directory holding the device home, the XDG directories and
+/// `HOME`, so the machine's real config and data are never read. Every process it starts has exited (or
+/// been killed) when `run` returns.
+final class Sandbox {
+    let root: String
+    /// The default device home (`PLAIT_HOME` of every run unless a test says otherwise).
+    let home: String
+    let configHome: String
+
+    init(_ label: String) throws {
+        let name = "plait-cli-tests-" + label.filter { $0.isLetter || $0.isNumber } + "-" + UUID().uuidString
+        root = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
+        home = root + "/home"
+        configHome = root + "/xdg-config"
+        for directory in [root, configHome, root + "/xdg-data", root + "/user", root + "/io"] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: root) }
+
+    /// The environment of every run: nothing inherited but PATH and the locale.
+    var baseEnvironment: [String: String] {
+        var environment = [
+            "HOME": root + "/user",
+            "XDG_CONFIG_HOME": configHome,
+            "XDG_DATA_HOME": root + "/xdg-data",
+            "PLAIT_HOME": home,
+            "COLUMNS": "80",
+        ]
+        let inherited = ProcessInfo.processInfo.environment
+        environment["PATH"] = inherited["PATH"] ?? "/usr/bin:/bin"
+        if let lang = inherited["LANG"] { environment["LANG"] = lang }
+        return environment
+    }
+
+    private var runs = 0
+
+    /// Runs `plait ARGUMENTS` to completion. `environment` entries override the base ones; a nil value
+    /// removes one. Kills the process if it runs longer than `timeout` seconds.
+    @discardableResult
+    func run(
+        _ arguments: [String], stdin: String? = nil, environment overrides: [String: String?] = [:],
+        timeout: Double = 30
+    ) throws -> PlaitRun {
+        let executable = try PlaitExecutable.path.get()
+        runs += 1
+        let io = root + "/io/\(runs)"
+        let manager = FileManager.default
+        for suffix in [".in", ".out", ".err"] {
+            guard manager.createFile(atPath: io + suffix, contents: suffix == ".in" ? Data((stdin ?? "").utf8) : nil)
+            else { throw CLITestFailure("cannot create \(io + suffix)") }
+        }
+        var environment = baseEnvironment
+        for (key, value) in overrides { environment[key] = value }
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = environment
+        process.currentDirectoryURL = URL(fileURLWithPath: root, isDirectory: true)
+        let input = try FileHandle(forReadingFrom: URL(fileURLWithPath: io + ".in"))
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: io + ".out"))
+        let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: io + ".err"))
+        defer {
+            try? input.close()
+            try? output.close()
+            try? errors.close()
+        }
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = errors
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        try process.run()
+        if exited.wait(timeout: .now() + timeout) == .timedOut {
+            process.terminate()
+            if exited.wait(timeout: .now() + 5) == .timedOut {
+                kill(process.processIdentifier, SIGKILL)
+                exited.wait()
+            }
+            throw CLITestFailure("`plait \(arguments.joined(separator: " "))` ran over \(timeout) s and was killed")
+        }
+        let read = { (path: String) in String(decoding: manager.contents(atPath: path) ?? Data(), as: UTF8.self) }
+        return PlaitRun(
+            arguments: arguments, status: process.terminationStatus, stdout: read(io + ".out"),
+            stderr: read(io + ".err"))
+    }
+
+    /// Runs a command that must succeed; records the output as the failure otherwise.
+    @discardableResult
+    func ok(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String?] = [:],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> PlaitRun {
+        let result = try run(arguments, stdin: stdin, environment: environment)
+        guard result.succeeded else {
+            Issue.record("expected success: \(result)", sourceLocation: sourceLocation)
+            throw CLITestFailure("command failed")
+        }
+        return result
+    }
+
+    /// Runs a command that must fail with a non-zero status and a message on standard error.
+    @discardableResult
+    func fails(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String?] = [:],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> PlaitRun {
+        let result = try run(arguments, stdin: stdin, environment: environment)
+        #expect(result.status != 0, "expected a failure: \(result)", sourceLocation: sourceLocation)
+        #expect(!result.stderr.isEmpty, "a failure must say why on stderr: \(result)", sourceLocation: sourceLocation)
+        #expect(
+            !result.stderr.contains("Fatal error"), "never a crash on user input: \(result)",
+            sourceLocation: sourceLocation)
+        return result
+    }
+
+    /// `plait init` of the default home.
+    func initialize(name: String = "test-device") throws {
+        try ok(["init", "--name", name])
+    }
+
+    /// `status --json`.
+    func status(_ extra: [String] = []) throws -> [String: Any] { try ok(["status", "--json"] + extra).json() }
+
+    /// The state a refused command must leave: summary and digest.
+    func fingerprint() throws -> String {
+        let status = try status()
+        return
+            "summary \(status["summary"] ?? "?") digest \(status["digest"] ?? "?") changes \(status["changes"] ?? "?")"
+    }
+
+    /// `show --json`, as lists of (title, color, pending texts, completed texts).
+    func shown() throws -> [ShownList] {
+        let object = try ok(["show", "--json"]).json()
+        guard let lists = object["lists"] as? [[String: Any]] else { throw CLITestFailure("show --json: no lists") }
+        return try lists.map { try ShownList($0) }
+    }
+}
+
+/// One list of `show --json`, checked for exactly the documented keys.
+struct ShownList: Equatable, CustomStringConvertible {
+    var id: String
+    var title: String
+    var color: String?
+    var pending: [ShownItem]
+    var completed: [ShownItem]
+
+    init(_ object: [String: Any]) throws {
+        guard Set(object.keys) == ["id", "title", "color", "pending", "completed"] else {
+            throw CLITestFailure("a list in show --json has keys \(object.keys.sorted())")
+        }
+        guard let id = object["id"] as? String, let title = object["title"] as? String,
+            let pending = object["pending"] as? [[String: Any]], let completed = object["completed"] as? [[String: Any]]
+        else { throw CLITestFailure("a list in show --json has values of the wrong type: \(object)") }
+        self.id = id
+        self.title = title
+        color = object["color"] as? String
+        if color == nil && !(object["color"] is NSNull) { throw CLITestFailure("color is neither a string nor null") }
+        self.pending = try pending.map { try ShownItem($0) }
+        self.completed = try completed.map { try ShownItem($0) }
+    }
+
+    var pendingTexts: [String] { pending.map(\.text) }
+    var completedTexts: [String] { completed.map(\.text) }
+    var description: String { "\(title) (\(color ?? "no color")): \(pendingTexts) done \(completedTexts)" }
+}
+
+struct ShownItem: Equatable {
+    var id: String
+    var text: String
+
+    init(_ object: [String: Any]) throws {
+        guard Set(object.keys) == ["id", "text"], let id = object["id"] as? String, let text = object["text"] as? String
+        else { throw CLITestFailure("an item in show --json is \(object)") }
+        self.id = id
+        self.text = text
+    }
+}
+
+/// Runs `body` in a fresh sandbox, removed afterwards whatever happens.
+func withSandbox<T>(_ label: String = #function, _ body: (Sandbox) throws -> T) throws -> T {
+    let sandbox = try Sandbox(label)
+    defer { sandbox.remove() }
+    return try body(sandbox)
+}
+
+/// A file's size and SHA-256: compared instead of the bytes, so a failure prints two short lines.
+func fingerprint(ofFile path: String) -> String {
+    guard let data = FileManager.default.contents(atPath: path) else { return "(no file)" }
+    return "\(data.count) bytes, sha256 \(SHA256.hash([UInt8](data)).hexString)"
+}
+
+/// The shortest prefix (at least 4 characters) of `id` that no other of `ids` shares.
+func uniquePrefix(of id: String, among ids: [String]) -> String {
+    var length = 4
+    while length < id.count, ids.contains(where: { $0 != id && $0.hasPrefix(id.prefix(length)) }) { length += 1 }
+    return String(id.prefix(length))
+}

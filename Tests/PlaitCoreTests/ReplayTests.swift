@@ -1,0 +1,210 @@
+import Testing
+
+@testable import PlaitCore
+
+/// Incremental replay (in-order batches, late batches with rollback to a checkpoint or to the fallback) must
+/// always equal a replay from scratch.
+@Suite("Incremental replay")
+struct ReplayTests {
+    /// Delivers `history` in random batches: each continues, for a random subset of timelines, a random prefix
+    /// (so some timelines lag and their changes arrive late).
+    static func randomBatches(_ history: [Change], using rng: inout SplitMix64) -> [[Change]] {
+        var byTimeline: [TimelineID: [Change]] = [:]
+        for change in history { byTimeline[change.timeline, default: []].append(change) }
+        var delivered: [TimelineID: Int] = [:]
+        var batches: [[Change]] = []
+        while delivered.values.reduce(0, +) < history.count {
+            var batch: [Change] = []
+            for timeline in byTimeline.keys.sorted() where rng.chance(40) {
+                let done = delivered[timeline] ?? 0
+                let total = byTimeline[timeline]!.count
+                guard done < total else { continue }
+                let length = rng.int(1...min(total - done, 12))
+                batch += byTimeline[timeline]![done..<(done + length)]
+                delivered[timeline] = done + length
+            }
+            if !batch.isEmpty { batches.append(batch.shuffled(using: &rng)) }
+        }
+        return batches
+    }
+
+    enum Restart: CaseIterable {
+        /// Periodic in-memory checkpoints.
+        case checkpoints
+        /// No in-memory checkpoint: every late change goes through the fallback (empty state).
+        case fallbackOnly
+        /// No in-memory checkpoint; the fallback restarts from a stored state somewhere before the late change.
+        case storedCheckpoint
+    }
+
+    @Test("late batches integrate to the same state as a replay from scratch", arguments: Restart.allCases)
+    func lateBatchesEqualFullReplay(restart: Restart) throws {
+        var rollbacks = 0
+        var fallbacks = 0
+        for seed in UInt64(0)..<40 {
+            let history = Histories.history(seed: seed)
+            var rng = SplitMix64(seed: seed ^ 0xBA7C4)
+            let interval = restart == .checkpoints ? rng.int(2...12) : Int.max
+            var engine = ReplayEngine(
+                domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: interval,
+                checkpointLimit: rng.int(1...6))
+            var held: [Change] = []
+            for batch in Self.randomBatches(history, using: &rng) {
+                held += batch
+                let source = ChangeArraySource(held)
+                let stats = try engine.integrate(batch, source: source) { before in
+                    fallbacks += 1
+                    guard restart == .storedCheckpoint else { return emptyFallback(before) }
+                    // A stored state at a random held change before the late one (or the very start).
+                    let earlier = source.changes.filter { $0.orderKey < before }
+                    guard let stop = rng.pick(earlier + [nil]) ?? nil else { return emptyFallback(before) }
+                    let prefix = earlier.filter { $0.orderKey <= stop.orderKey }
+                    return (stop.orderKey, replayFromScratch(prefix).state)
+                }
+                if stats.rolledBack { rollbacks += 1 }
+                #expect(stats.applied + stats.noops + stats.skipped == batch.count, "seed \(seed)")
+                #expect(engine.position == source.changes.last!.orderKey, "seed \(seed)")
+                #expect(engine.digest == digestOfReplay(held), "seed \(seed): after \(held.count) changes")
+                #expect(
+                    zip(engine.checkpoints, engine.checkpoints.dropFirst()).allSatisfy { $0.key < $1.key },
+                    "seed \(seed): checkpoints out of order")
+            }
+            #expect(engine.digest == digestOfReplay(history), "seed \(seed)")
+        }
+        #expect(rollbacks > 0)
+        if restart == .checkpoints {
+            #expect(rollbacks > fallbacks, "checkpoints should usually spare the fallback")
+        } else {
+            #expect(fallbacks == rollbacks)
+        }
+    }
+
+    @Test("a late change rolls back to the nearest checkpoint, not to the start")
+    func lateChangeUsesNearestCheckpoint() throws {
+        var a = TimelineAuthor(1)
+        var b = TimelineAuthor(2)
+        let list = objectID(1)
+        a.append(.listCreate(id: list, title: "l", color: nil, at: .top), lamport: 1)
+        for i in 2...30 {
+            a.append(.itemCreate(id: objectID(100 + UInt64(i)), list: list, text: "\(i)", at: .top), lamport: UInt64(i))
+        }
+        var engine = ReplayEngine(
+            domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 5, checkpointLimit: 100)
+        var held = a.changes
+        _ = try engine.integrate(a.changes, source: ChangeArraySource(held), fallback: emptyFallback)
+        #expect(engine.checkpoints.map(\.key.lamport) == [5, 10, 15, 20, 25, 30])
+
+        // B's change at Lamport 22 arrives late: restart at the checkpoint at 20, replay 21…30 again.
+        let late = b.append(.itemDelete(id: objectID(110)), lamport: 22)
+        held.append(late)
+        var fallbackCalls = 0
+        let stats = try engine.integrate([late], source: ChangeArraySource(held)) { before in
+            fallbackCalls += 1
+            return emptyFallback(before)
+        }
+        #expect(stats.rolledBack)
+        #expect(fallbackCalls == 0)
+        #expect(stats.applied == 1)
+        #expect(stats.replayed == 10)
+        #expect(engine.digest == digestOfReplay(held))
+
+        // A change before every checkpoint goes through the fallback.
+        let earlier = b.append(.itemEdit(id: objectID(103), text: "x"), lamport: 23)
+        _ = earlier
+        var c = TimelineAuthor(3)
+        let veryLate = c.append(.itemEdit(id: objectID(102), text: "early"), lamport: 3)
+        held += [earlier, veryLate]
+        let second = try engine.integrate([earlier, veryLate], source: ChangeArraySource(held)) { before in
+            fallbackCalls += 1
+            #expect(before == veryLate.orderKey)
+            return emptyFallback(before)
+        }
+        #expect(fallbackCalls == 1)
+        #expect(second.applied + second.noops == 2)
+        #expect(engine.digest == digestOfReplay(held))
+    }
+
+    @Test("state(through:) equals the replay of the changes up to the limit")
+    func stateThroughLimit() throws {
+        for seed in UInt64(40)..<70 {
+            let history = Histories.history(seed: seed)
+            var rng = SplitMix64(seed: seed)
+            for interval in [3, Int.max] {
+                var engine = ReplayEngine(
+                    domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: interval,
+                    checkpointLimit: 4)
+                let source = ChangeArraySource(history)
+                _ = try engine.integrate(history, source: source, fallback: emptyFallback)
+                let ordered = source.changes
+                for _ in 0..<8 {
+                    // A change's own key, or a key between changes.
+                    let pivot = rng.pick(ordered)!.orderKey
+                    let between = OrderKey(lamport: pivot.lamport, timeline: pivot.timeline, seq: pivot.seq + 1)
+                    let limit = rng.chance(50) ? pivot : between
+                    let state = try engine.state(through: limit, source: source, fallback: emptyFallback)
+                    let expected = digestOfReplay(ordered.filter { $0.orderKey <= limit })
+                    #expect(
+                        ListsDomain().digest(of: state) == expected,
+                        "seed \(seed), interval \(interval), limit \(limit)")
+                }
+                let before = try engine.state(through: .zero, source: source, fallback: emptyFallback)
+                #expect(ListsDomain().digest(of: before) == ListsDomain().digest(of: ListsState()), "seed \(seed)")
+                let after = try engine.state(through: ordered.last!.orderKey, source: source, fallback: emptyFallback)
+                #expect(ListsDomain().digest(of: after) == engine.digest, "seed \(seed)")
+                // Asking does not move the engine.
+                #expect(engine.digest == digestOfReplay(history), "seed \(seed)")
+            }
+        }
+    }
+
+    /// `checkpointLimit`: "In-memory checkpoints kept".
+    @Test("the number of in-memory checkpoints never exceeds checkpointLimit", arguments: 1...8)
+    func checkpointLimitIsHonoured(limit: Int) {
+        var author = TimelineAuthor(9)
+        author.append(.listCreate(id: objectID(1), title: "l", color: nil, at: .top), lamport: 1)
+        for i in 2...100 { author.append(.listRename(id: objectID(1), title: "\(i)"), lamport: UInt64(i)) }
+        var engine = ReplayEngine(
+            domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 3, checkpointLimit: limit)
+        var most = 0
+        for change in author.changes {
+            engine.applyNext(change)
+            most = max(most, engine.checkpoints.count)
+        }
+        #expect(most <= limit, "kept \(most) checkpoints with checkpointLimit \(limit)")
+        #expect(engine.checkpoints.last?.key.lamport == 99)
+    }
+
+    /// `checkpointLimit`'s contract: "older ones are thinned so they stay spread over the history". A late
+    /// change rolls back to the nearest checkpoint before it, so a hole in the middle of the history makes a
+    /// moderately late change replay almost everything.
+    @Test func checkpointsStayBoundedAndSpreadOverTheHistory() throws {
+        var author = TimelineAuthor(9)
+        let list = objectID(1)
+        author.append(.listCreate(id: list, title: "l", color: nil, at: .top), lamport: 1)
+        for i in 2...1_000 {
+            author.append(.itemCreate(id: objectID(UInt64(i)), list: list, text: "", at: .bottom), lamport: UInt64(i))
+        }
+        var engine = ReplayEngine(
+            domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 10, checkpointLimit: 8)
+        for change in author.changes { engine.applyNext(change) }
+        let lamports = engine.checkpoints.map(\.key.lamport)
+        #expect(lamports.count <= 8)
+        #expect(lamports.last == 1_000)
+        #expect(lamports == lamports.sorted())
+        // Spread: no stretch of the history (from the start, or between two checkpoints) longer than 3/4 of it.
+        let gaps = zip([0] + lamports, lamports).map { $1 - $0 }
+        #expect(gaps.max()! <= 750, "checkpoints at Lamport \(lamports)")
+        // What that costs: a change from another device at Lamport 500 arrives late.
+        var held = author.changes
+        var other = TimelineAuthor(10)
+        let late = other.append(.itemEdit(id: objectID(2), text: "late"), lamport: 500)
+        held.append(late)
+        var probe = engine
+        let stats = try probe.integrate([late], source: ChangeArraySource(held), fallback: emptyFallback)
+        #expect(stats.replayed <= 750, "a change late by 500 replayed \(stats.replayed) of 1000 (\(lamports))")
+        #expect(probe.digest == digestOfReplay(held))
+
+        engine.dropCheckpoints(through: OrderKey(lamport: 995, timeline: TimelineID(9), seq: 995))
+        #expect(engine.checkpoints.allSatisfy { $0.key.lamport > 995 })
+    }
+}
