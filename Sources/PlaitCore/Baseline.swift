@@ -29,14 +29,13 @@ public struct Baseline: Equatable, Sendable {
         self.snapshot = snapshot
     }
 
-    /// The join: if one covers the other, the larger; otherwise the union of both data models and the
-    /// per-timeline maximum of the summaries. Commutative, associative, idempotent.
+    /// The join: the union of both data models (per object, the greater version) and the per-timeline
+    /// maximum of the summaries; when one covers the other the result holds the larger's data.
+    /// Commutative, associative, idempotent.
     public func joined<D: Domain>(with other: Baseline, domain: D) throws(CoreError) -> Baseline {
         if self == other { return self }
-        if summary != other.summary {
-            if summary.covers(other.summary) { return self }
-            if other.summary.covers(summary) { return other }
-        }
+        // No "covers" shortcut: the per-object join already returns the covering baseline's objects (stamps
+        // never older, weight larger), and taking it whole would break associativity when it is not.
         var heads = self.heads
         var lamports = headLamports
         for timeline in other.summary.timelines {

@@ -21,13 +21,13 @@ public struct TimelineID: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// Parses exactly 13 characters of the alphabet (upper case).
     public init(parsing text: Substring) throws(CoreError) {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 13 else {
-            throw .malformedTimelineID(String(text), reason: bytes.isEmpty ? "it is empty" : "it must be 13 characters")
+        let scalars = Array(text.unicodeScalars)
+        guard scalars.count == 13 else {
+            throw .malformedTimelineID(String(text), reason: scalars.isEmpty ? "it is empty" : "it must be 13 characters")
         }
         var value: UInt64 = 0
-        for (index, byte) in bytes.enumerated() {
-            let digit = Self.reverse[Int(byte)]
+        for (index, scalar) in scalars.enumerated() {
+            let digit = scalar.value < 128 ? Self.reverse[Int(scalar.value)] : -1
             guard digit >= 0 else {
                 throw .malformedTimelineID(String(text), reason: "character \(index + 1) is not in 0-9A-Z (without I, L, O, U)")
             }

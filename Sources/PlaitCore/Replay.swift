@@ -23,6 +23,8 @@ public struct ReplayStats: Sendable, Equatable {
 public struct Checkpoint<State: Sendable>: Sendable {
     public var key: OrderKey
     public var state: State
+    /// How many changes the engine had applied when it was taken.
+    public var ordinal: Int
 }
 
 /// The deterministic replay engine: keeps the materialized state and the order key of the last applied
@@ -39,6 +41,8 @@ public struct ReplayEngine<D: Domain>: Sendable {
     /// In-memory checkpoints kept; older ones are thinned so they stay spread over the history.
     public var checkpointLimit: Int
     private var sinceCheckpoint = 0
+    /// Changes applied by this engine so far: checkpoints remember it to measure gaps.
+    private var applied = 0
 
     public init(
         domain: D, state: D.State, position: OrderKey, checkpointInterval: Int = 5_000, checkpointLimit: Int = 8
@@ -59,6 +63,7 @@ public struct ReplayEngine<D: Domain>: Sendable {
         precondition(change.orderKey > position, "applyNext takes changes in replay order")
         let outcome = domain.apply(change, to: &state)
         position = change.orderKey
+        applied += 1
         sinceCheckpoint += 1
         if sinceCheckpoint >= checkpointInterval { takeCheckpoint() }
         return outcome
@@ -67,16 +72,28 @@ public struct ReplayEngine<D: Domain>: Sendable {
     public mutating func takeCheckpoint() {
         sinceCheckpoint = 0
         if let last = checkpoints.last, last.key == position { return }
-        checkpoints.append(Checkpoint(key: position, state: state))
-        if checkpoints.count > checkpointLimit {
-            // Drop every other checkpoint of the older half: spacing grows with age, count stays bounded.
-            let older = checkpoints.count / 2
-            var kept: [Checkpoint<D.State>] = []
-            for (index, checkpoint) in checkpoints.enumerated() where index >= older || index % 2 == 0 {
-                kept.append(checkpoint)
+        checkpoints.append(Checkpoint(key: position, state: state, ordinal: applied))
+        while checkpoints.count > checkpointLimit { thinCheckpoints() }
+    }
+
+    /// Drops the checkpoint whose removal leaves the smallest gap relative to the square root of its age,
+    /// never the newest: spacing grows with age (late changes are usually recent) without leaving the old
+    /// half of the history bare, and the count stays bounded.
+    private mutating func thinCheckpoints() {
+        guard checkpoints.count > 1 else { return }
+        var victim = 0
+        var best = Double.infinity
+        for index in 0..<(checkpoints.count - 1) {
+            let older = index == 0 ? 0 : checkpoints[index - 1].ordinal
+            let gap = Double(checkpoints[index + 1].ordinal - older)
+            let age = Double(applied - checkpoints[index + 1].ordinal + checkpointInterval)
+            let cost = gap / age.squareRoot()
+            if cost < best {
+                best = cost
+                victim = index
             }
-            checkpoints = kept
         }
+        checkpoints.remove(at: victim)
     }
 
     /// Integrates a batch of new changes that the source already holds (the store inserts them first, in the

@@ -242,7 +242,17 @@ public final class Replica: @unchecked Sendable {
     /// gap, the hash chain and Lamport times, stores them and replays (rolling back to a checkpoint for late
     /// changes). A bad batch is refused whole.
     public func integrate(_ batch: [Change]) throws -> IntegrateResult {
-        try transaction { db in
+        // A batch already held entirely (a re-pull) writes nothing, so other processes need not reload.
+        let held = try store.read { db in
+            let summary = try Store.summary(db)
+            return batch.allSatisfy { summary.contains($0.ref) }
+        }
+        if held {
+            var result = IntegrateResult()
+            result.duplicates = batch.count
+            return result
+        }
+        return try transaction { db in
             var result = IntegrateResult()
             var heads: [TimelineID: (seq: UInt64, lamport: UInt64, hash: [UInt8])] = [:]
             var fresh: [Change] = []
@@ -292,11 +302,13 @@ public final class Replica: @unchecked Sendable {
             try db.execute(
                 sql: "DELETE FROM checkpoints WHERE (lamport, tl, seq) >= (?, ?, ?)",
                 arguments: [Int64(earliest.lamport), timelineColumn(earliest.timeline.rawValue), Int64(earliest.seq)])
-            let before = engine.state
+            // Keep the old state only when replay will roll back: holding a copy makes the next mutation
+            // copy the whole state.
+            let before: ListsState? = earliest <= engine.position ? engine.state : nil
             result.stats = try engine.integrate(fresh, source: StoredChanges(db: db)) { key in
                 try self.restartPoint(db, before: key)
             }
-            if result.stats.rolledBack {
+            if result.stats.rolledBack, let before {
                 // The change marks of a checkpoint are stale: rewrite exactly the records that differ.
                 let differences = ListsState.differences(from: before, to: engine.state)
                 engine.modifyState { state in

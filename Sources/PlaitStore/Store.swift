@@ -56,26 +56,37 @@ public final class Store: @unchecked Sendable {
                 throw StoreError.corrupt(path: path, detail: "not a SQLite database")
             }
         }
-        let pool: DatabasePool
+        // Check through a read-only connection first: opening the pool switches the file to WAL mode and
+        // writes, which must not happen to a foreign or newer file.
+        let migrator = Schema.migrator
         do {
-            pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
+            var readOnly = Configuration()
+            readOnly.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: readOnly)
+            let (hasMigrations, superseded, applied) = try queue.read { db in
+                let hasMigrations = try db.tableExists("grdb_migrations")
+                guard hasMigrations else { return (false, false, Set<String>()) }
+                return (true, try migrator.hasBeenSuperseded(db), try migrator.appliedIdentifiers(db))
+            }
+            try queue.close()
+            guard hasMigrations, applied.contains("v1-changes-state") else {
+                throw StoreError.corrupt(path: path, detail: "it has no plait tables")
+            }
+            if superseded {
+                let unknown = try DatabaseQueue(path: path, configuration: readOnly).read { db in
+                    try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
+                }
+                throw StoreError.newerSchema(path: path, unknown: Set(unknown).subtracting(migrator.migrations).sorted())
+            }
+        } catch let error as StoreError {
+            throw error
         } catch {
             throw StoreError.corrupt(path: path, detail: "\(error)")
         }
-        let migrator = Schema.migrator
+        let pool: DatabasePool
         do {
-            let (superseded, applied) = try pool.read { db in
-                (try migrator.hasBeenSuperseded(db), try migrator.appliedIdentifiers(db))
-            }
-            if superseded {
-                throw StoreError.newerSchema(path: path, unknown: applied.subtracting(migrator.migrations).sorted())
-            }
-            guard applied.contains("v1-changes-state") else {
-                throw StoreError.corrupt(path: path, detail: "it has no plait tables")
-            }
+            pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
             try migrator.migrate(pool)
-        } catch let error as StoreError {
-            throw error
         } catch {
             throw StoreError.corrupt(path: path, detail: "\(error)")
         }

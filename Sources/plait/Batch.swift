@@ -24,8 +24,11 @@ extension Plait {
                 with # are skipped. Later lines see what earlier lines did. If any line fails, the error names \
                 its line number and nothing at all is written.
 
-                Example:
-                  printf '%s\\n' 'list add Groceries' 'add Groceries "oat milk"' 'done "oat milk"' | plait batch
+                Example (a file, then standard input):
+                  list add Groceries --color green
+                  add Groceries "oat milk"
+                  done "oat milk"
+                plait batch < shopping.txt
                 """)
 
         @OptionGroup var global: GlobalOptions

@@ -38,7 +38,8 @@ struct IdentifierTests {
         ("000000000000U", "not in 0-9A-Z"),
         ("000000000000a", "not in 0-9A-Z"),
         ("000000000000-", "not in 0-9A-Z"),
-        ("00000000000é", "not in 0-9A-Z"),  // 12 characters but 13 bytes: é is two
+        ("00000000000é", "13 characters"),  // 12 characters (13 bytes: é is two); characters count
+        ("000000000000é", "not in 0-9A-Z"),  // 13 characters, the last not in the alphabet
         ("G000000000000", "larger than 64 bits"),
         ("Z000000000000", "larger than 64 bits"),
     ]

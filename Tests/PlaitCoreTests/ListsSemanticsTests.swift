@@ -260,9 +260,15 @@ struct ListsSemanticsTests {
             let outcome = ListsDomain().apply(wrapped, to: &state)
             #expect(outcome == .noop, "\(index): \(change)")
             #expect(ListsDomain().digest(of: state) == base.digest, "\(index): \(change)")
-            #expect(state.lists == base.state.lists && state.items == base.state.items, "\(index): \(change)")
+            // A no-op changes no field but the stamp of the object it names (if that object exists): the
+            // join of baselines relies on stamps covering every change addressed to an object.
+            var unstamped = state
+            for (id, record) in base.state.lists { unstamped.lists[id]?.stamp = record.stamp }
+            for (id, record) in base.state.items { unstamped.items[id]?.stamp = record.stamp }
+            #expect(unstamped.lists == base.state.lists && unstamped.items == base.state.items, "\(index): \(change)")
             let touched = state.takeChanges()
-            #expect(touched.lists.isEmpty && touched.items.isEmpty, "\(index): \(change) marked records changed")
+            let stamped = touched.lists.union(touched.items)
+            #expect(stamped.count <= 1, "\(index): \(change) marked \(stamped.count) records changed")
         }
         // And the engine counts them.
         var author = TimelineAuthor(Self.b)

@@ -27,6 +27,30 @@ public struct ListsDomain: Domain {
     public func apply(_ change: ListsChange, ref: ChangeRef, key: OrderKey, to state: inout ListsState)
         -> ApplyOutcome
     {
+        let outcome = applyOnce(change, ref: ref, key: key, to: &state)
+        // Every change addressed to an existing object raises its stamp, no-ops included: an object's stamp is
+        // then the largest key among the changes a history holds for it, so a baseline whose history covers
+        // another's never holds an older version of any object, and the per-object join picks the larger.
+        switch change {
+        case let .listCreate(id, _, _, _), let .listRename(id, _), let .listRecolor(id, _), let .listMove(id, _),
+            let .listDelete(id, _):
+            if let stamp = state.lists[id]?.stamp, stamp < key {
+                state.lists[id]!.stamp = key
+                state.touchList(id)
+            }
+        case let .itemCreate(id, _, _, _), let .itemEdit(id, _), let .itemComplete(id), let .itemReopen(id),
+            let .itemMove(id, _, _), let .itemDelete(id):
+            if let stamp = state.items[id]?.stamp, stamp < key {
+                state.items[id]!.stamp = key
+                state.touchItem(id)
+            }
+        }
+        return outcome
+    }
+
+    private func applyOnce(_ change: ListsChange, ref: ChangeRef, key: OrderKey, to state: inout ListsState)
+        -> ApplyOutcome
+    {
         switch change {
         case let .listCreate(id, title, color, at):
             guard state.lists[id] == nil else { return .noop }
@@ -35,18 +59,18 @@ public struct ListsDomain: Domain {
         case let .listRename(id, title):
             guard state.lists[id]?.deleted == false else { return .noop }
             state.lists[id]!.title = title
-            state.lists[id]!.stamp = key
+            state.lists[id]!.stamp = max(state.lists[id]!.stamp, key)
             state.touchList(id)
         case let .listRecolor(id, color):
             guard state.lists[id]?.deleted == false else { return .noop }
             state.lists[id]!.color = color
-            state.lists[id]!.stamp = key
+            state.lists[id]!.stamp = max(state.lists[id]!.stamp, key)
             state.touchList(id)
         case let .listMove(id, at):
             guard state.lists[id]?.deleted == false else { return .noop }
             if case let .after(anchor) = at, anchor == id { return .noop }
             state.unlinkList(id)
-            state.lists[id]!.stamp = key
+            state.lists[id]!.stamp = max(state.lists[id]!.stamp, key)
             state.linkList(id, at: at)
         case let .listDelete(id, observed):
             guard state.lists[id]?.deleted == false else { return .noop }
@@ -61,7 +85,7 @@ public struct ListsDomain: Domain {
             // Items placed concurrently survive, and so does their list: data is never lost.
             if survivors == 0 {
                 state.lists[id]!.deleted = true
-                state.lists[id]!.stamp = key
+                state.lists[id]!.stamp = max(state.lists[id]!.stamp, key)
                 state.touchList(id)
             }
         case let .itemCreate(id, list, text, at):
@@ -73,20 +97,20 @@ public struct ListsDomain: Domain {
         case let .itemEdit(id, text):
             guard state.items[id]?.deleted == false else { return .noop }
             state.items[id]!.text = text
-            state.items[id]!.stamp = key
+            state.items[id]!.stamp = max(state.items[id]!.stamp, key)
             state.touchItem(id)
         case let .itemComplete(id):
             guard let record = state.items[id], !record.deleted, !record.completed else { return .noop }
             state.unlinkItem(id)
             state.items[id]!.completed = true
-            state.items[id]!.stamp = key
+            state.items[id]!.stamp = max(state.items[id]!.stamp, key)
             // The top of completed at replay time, not a stored index.
             state.linkItem(id, at: .top)
         case let .itemReopen(id):
             guard let record = state.items[id], !record.deleted, record.completed else { return .noop }
             state.unlinkItem(id)
             state.items[id]!.completed = false
-            state.items[id]!.stamp = key
+            state.items[id]!.stamp = max(state.items[id]!.stamp, key)
             state.linkItem(id, at: .bottom)
         case let .itemMove(id, list, at):
             guard let record = state.items[id], !record.deleted else { return .noop }
@@ -99,7 +123,7 @@ public struct ListsDomain: Domain {
                 state.items[id]!.list = target
                 state.items[id]!.placedBy = ref
             }
-            state.items[id]!.stamp = key
+            state.items[id]!.stamp = max(state.items[id]!.stamp, key)
             state.linkItem(id, at: at)
         case let .itemDelete(id):
             guard state.items[id]?.deleted == false else { return .noop }
@@ -111,7 +135,7 @@ public struct ListsDomain: Domain {
     private func deleteItem(_ id: ObjectID, key: OrderKey, in state: inout ListsState) {
         state.unlinkItem(id)
         state.items[id]!.deleted = true
-        state.items[id]!.stamp = key
+        state.items[id]!.stamp = max(state.items[id]!.stamp, key)
         state.touchItem(id)
     }
 
@@ -120,7 +144,7 @@ public struct ListsDomain: Domain {
         if let record = state.lists[list] {
             if record.deleted {
                 state.lists[list]!.deleted = false
-                state.lists[list]!.stamp = key
+                state.lists[list]!.stamp = max(state.lists[list]!.stamp, key)
                 state.touchList(list)
             }
         } else {

@@ -9,6 +9,8 @@
 extension ListsDomain {
     static let snapshotFormat: UInt64 = 1
 
+    /// The digest covers what users see plus tombstones and placing changes; stamps (bookkeeping for the
+    /// baseline join, raised even by no-ops) are left out, so a no-op leaves the digest as it was.
     public func canonicalEncoding(of state: ListsState) -> [UInt8] {
         var writer = ProtoWriter()
         writer.uint(1, Self.snapshotFormat)
@@ -19,7 +21,6 @@ extension ListsDomain {
                 out.string(2, list.title)
                 if let color = list.color { out.string(3, color) }
                 out.bool(4, list.deleted)
-                out.orderKey(5, list.stamp)
                 for completed in [false, true] {
                     for itemID in state.itemIDs(in: listID, completed: completed) {
                         out.message(completed ? 7 : 6) { item in encodeItem(itemID, state.items[itemID]!, &item) }
@@ -41,7 +42,6 @@ extension ListsDomain {
         out.bool(5, item.deleted)
         out.fixed64(6, item.placedBy.timeline.rawValue)
         out.uint(7, item.placedBy.seq)
-        out.orderKey(8, item.stamp)
     }
 
     public func snapshot(of state: ListsState, weight: UInt64) -> [UInt8] {
