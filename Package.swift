@@ -45,7 +45,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
-        .testTarget(name: "PlaitStoreTests", dependencies: ["PlaitCore", "PlaitStore"]),
+        .testTarget(
+            name: "PlaitStoreTests",
+            dependencies: ["PlaitCore", "PlaitStore", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "PlaitTLSTests", dependencies: ["PlaitTLS"]),
         .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
     ],
