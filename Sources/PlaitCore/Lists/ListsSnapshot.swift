@@ -111,7 +111,29 @@ extension ListsDomain {
     }
 }
 
-struct ListVersion: Hashable {
+/// One object's version in a snapshot, ordered for the join.
+protocol ObjectVersion: Hashable {
+    var stamp: OrderKey { get }
+    var weight: UInt64 { get }
+    var rank: UInt64 { get }
+    func encode(_ id: ObjectID, _ out: inout ProtoWriter)
+}
+
+extension ObjectVersion {
+    /// The version order of the join: `(stamp, weight, rank)`, then the encoded bytes, so it is total.
+    func precedes(_ other: Self) -> Bool {
+        if stamp != other.stamp { return stamp < other.stamp }
+        if weight != other.weight { return weight < other.weight }
+        if rank != other.rank { return rank < other.rank }
+        var mine = ProtoWriter()
+        var theirs = ProtoWriter()
+        encode(ObjectID(high: 0, low: 0), &mine)
+        other.encode(ObjectID(high: 0, low: 0), &theirs)
+        return mine.bytes.lexicographicallyPrecedes(theirs.bytes)
+    }
+}
+
+struct ListVersion: ObjectVersion {
     var title: String
     var color: String?
     var deleted: Bool
@@ -129,20 +151,9 @@ struct ListVersion: Hashable {
         out.uint(7, weight)
     }
 
-    /// The version order of the join.
-    func precedes(_ other: ListVersion) -> Bool {
-        if stamp != other.stamp { return stamp < other.stamp }
-        if weight != other.weight { return weight < other.weight }
-        if rank != other.rank { return rank < other.rank }
-        var mine = ProtoWriter()
-        var theirs = ProtoWriter()
-        encode(ObjectID(high: 0, low: 0), &mine)
-        other.encode(ObjectID(high: 0, low: 0), &theirs)
-        return mine.bytes.lexicographicallyPrecedes(theirs.bytes)
-    }
 }
 
-struct ItemVersion: Hashable {
+struct ItemVersion: ObjectVersion {
     var list: ObjectID
     var text: String
     var completed: Bool
@@ -185,16 +196,6 @@ struct ItemVersion: Hashable {
         out.uint(10, weight)
     }
 
-    func precedes(_ other: ItemVersion) -> Bool {
-        if stamp != other.stamp { return stamp < other.stamp }
-        if weight != other.weight { return weight < other.weight }
-        if rank != other.rank { return rank < other.rank }
-        var mine = ProtoWriter()
-        var theirs = ProtoWriter()
-        encode(ObjectID(high: 0, low: 0), &mine)
-        other.encode(ObjectID(high: 0, low: 0), &theirs)
-        return mine.bytes.lexicographicallyPrecedes(theirs.bytes)
-    }
 }
 
 /// The protobuf `ListsSnapshot` message of `plait.proto`, objects sorted by ID so equal sets encode equally.
