@@ -57,15 +57,18 @@ public struct ReplayEngine<D: Domain>: Sendable {
     /// Gives mutable access to the state for bookkeeping that is not replay (e.g. taking change marks).
     public mutating func modifyState<T>(_ body: (inout D.State) throws -> T) rethrows -> T { try body(&state) }
 
-    /// Applies one change that sorts after `position`.
+    /// Applies one change that sorts after `position`. `checkpointing: false` suits a device's own edits:
+    /// nothing can arrive before them, so a checkpoint (a state copy) would only cost.
     @discardableResult
-    public mutating func applyNext(_ change: Change) -> ApplyOutcome {
+    public mutating func applyNext(_ change: Change, checkpointing: Bool = true) -> ApplyOutcome {
         precondition(change.orderKey > position, "applyNext takes changes in replay order")
         let outcome = domain.apply(change, to: &state)
         position = change.orderKey
         applied += 1
-        sinceCheckpoint += 1
-        if sinceCheckpoint >= checkpointInterval { takeCheckpoint() }
+        if checkpointing {
+            sinceCheckpoint += 1
+            if sinceCheckpoint >= checkpointInterval { takeCheckpoint() }
+        }
         return outcome
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import GRDBSQLite
 import PlaitCore
@@ -133,5 +134,99 @@ extension ChangeRows {
                     version: UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 4)),
                     wallTime: sqlite3_column_int64(handle, 5), payload: blob(handle, 7)))
         }
+    }
+}
+
+extension StoredChanges {
+    /// Every stored change in replay order, read on a second thread while `body` applies them on this one:
+    /// decoding rows and replaying them overlap on two cores. The connection is used by one thread at a time
+    /// (this one waits for chunks and touches no SQLite while the reader runs).
+    func forEachChangePipelined(_ body: (Change) throws -> Void) throws {
+        let statement = try db.makeStatement(
+            sql: "SELECT \(ChangeRows.columns) FROM changes ORDER BY lamport, tl, seq")
+        let handle = StatementHandle(statement.sqliteStatement)
+        let chunks = ChunkQueue()
+        let reader = Thread {
+            var chunk: [Change] = []
+            chunk.reserveCapacity(ChunkQueue.chunkSize)
+            do {
+                try ChangeRows.scanBound(handle.pointer) { change in
+                    chunk.append(change)
+                    if chunk.count == ChunkQueue.chunkSize {
+                        chunks.put(chunk)
+                        chunk.removeAll(keepingCapacity: true)
+                    }
+                }
+                chunks.put(chunk)
+                chunks.finish(nil)
+            } catch {
+                chunks.finish(error)
+            }
+        }
+        reader.stackSize = 1 << 20
+        reader.start()
+        var failure: Error?
+        while let chunk = chunks.take() {
+            if failure != nil { continue }  // drain, so the reader never blocks forever
+            do {
+                for change in chunk { try body(change) }
+            } catch {
+                failure = error
+                chunks.cancel()
+            }
+        }
+        if let failure { throw failure }
+        if let error = chunks.error { throw error }
+    }
+}
+
+/// A statement pointer handed to the reader thread; only one thread uses it at a time.
+private final class StatementHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+}
+
+/// A bounded queue of change chunks between the reader thread and the replaying one.
+private final class ChunkQueue: @unchecked Sendable {
+    static let chunkSize = 4_096
+    private let condition = NSCondition()
+    private var chunks: [[Change]] = []
+    private var finished = false
+    private var cancelled = false
+    private(set) var error: Error?
+
+    func put(_ chunk: [Change]) {
+        condition.lock()
+        while chunks.count >= 4 && !cancelled { condition.wait() }
+        if !cancelled { chunks.append(chunk) }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func finish(_ error: Error?) {
+        condition.lock()
+        self.error = error
+        finished = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        chunks.removeAll()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The next chunk, or nil once the reader finished and everything was taken.
+    func take() -> [Change]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while chunks.isEmpty && !finished { condition.wait() }
+        guard !chunks.isEmpty else { return nil }
+        let chunk = chunks.removeFirst()
+        condition.broadcast()
+        return chunk
     }
 }

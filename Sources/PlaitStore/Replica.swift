@@ -16,7 +16,7 @@ public final class Replica: @unchecked Sendable {
     /// Largest accepted change, in canonical bytes (config: `store.max_change_bytes`).
     public var maxChangeBytes = 1 << 20
     /// Changes between checkpoints written to the store (late changes roll back to the nearest one).
-    public var storedCheckpointInterval = 50_000
+    public var storedCheckpointInterval = 10_000
     /// Stored checkpoints kept.
     public var storedCheckpointLimit = 4
 
@@ -153,7 +153,7 @@ public final class Replica: @unchecked Sendable {
             try ChangeRows.insert([change], db)
             head = (change.seq, change.lamport, SHA256.hash(bytes))
             lastAppended = change
-            replica.engine.applyNext(change)
+            replica.engine.applyNext(change, checkpointing: false)
             appended.append(change)
             return change
         }
@@ -391,7 +391,7 @@ public final class Replica: @unchecked Sendable {
             let checkpointsFrom = total - interval * engine.checkpointLimit
             engine.checkpointInterval = checkpointsFrom > 0 ? Int.max : interval
             var count = 0
-            try StoredChanges(db: db).forEachChange(after: .zero) { change in
+            try StoredChanges(db: db).forEachChangePipelined { change in
                 engine.applyNext(change)
                 count += 1
                 if count == checkpointsFrom { engine.checkpointInterval = interval }

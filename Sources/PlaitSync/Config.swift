@@ -9,7 +9,7 @@ public struct Config: Sendable, Equatable {
     /// the last commits but never corrupts the store).
     public var synchronousFull = true
     /// `store.checkpoint_interval`: changes between stored checkpoints (late changes roll back to one).
-    public var checkpointInterval = 50_000
+    public var checkpointInterval = 10_000
 
     public init() {}
 

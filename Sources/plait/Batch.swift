@@ -197,55 +197,62 @@ enum ShellWords {
     }
 
     static func split(_ line: String) throws -> [String] {
+        // Every character the grammar cares about is ASCII, so walking UTF-8 bytes is exact and fast.
+        let bytes = Array(line.utf8)
         var words: [String] = []
-        var current = ""
+        var current: [UInt8] = []
         var inWord = false
-        var iterator = Array(line).makeIterator()
-        while let character = iterator.next() {
-            switch character {
-            case " ", "\t", "\r":
-                if inWord { words.append(current) }
-                current = ""
-                inWord = false
-            case "#" where !inWord:
+        var index = 0
+        func finishWord() {
+            if inWord { words.append(String(decoding: current, as: UTF8.self)) }
+            current.removeAll(keepingCapacity: true)
+            inWord = false
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
+                finishWord()
+            case UInt8(ascii: "#") where !inWord:
                 return words
-            case "'":
+            case UInt8(ascii: "'"):
+                inWord = true
+                guard let close = bytes[index...].firstIndex(of: UInt8(ascii: "'")) else { throw Unterminated(quote: "'") }
+                current.append(contentsOf: bytes[index..<close])
+                index = close + 1
+            case UInt8(ascii: "\""):
                 inWord = true
                 var closed = false
-                while let next = iterator.next() {
-                    if next == "'" {
+                while index < bytes.count {
+                    let next = bytes[index]
+                    index += 1
+                    if next == UInt8(ascii: "\"") {
                         closed = true
                         break
                     }
-                    current.append(next)
-                }
-                if !closed { throw Unterminated(quote: "'") }
-            case "\"":
-                inWord = true
-                var closed = false
-                while let next = iterator.next() {
-                    if next == "\"" {
-                        closed = true
-                        break
-                    }
-                    if next == "\\" {
-                        guard let escaped = iterator.next() else { break }
-                        if !"\"\\$`".contains(escaped) { current.append("\\") }
+                    if next == UInt8(ascii: "\\"), index < bytes.count {
+                        let escaped = bytes[index]
+                        index += 1
+                        if !"\"\\$`".utf8.contains(escaped) { current.append(next) }
                         current.append(escaped)
                     } else {
                         current.append(next)
                     }
                 }
                 if !closed { throw Unterminated(quote: "\"") }
-            case "\\":
+            case UInt8(ascii: "\\"):
                 inWord = true
-                if let next = iterator.next() { current.append(next) }
+                if index < bytes.count {
+                    current.append(bytes[index])
+                    index += 1
+                }
             default:
                 inWord = true
-                current.append(character)
+                current.append(byte)
             }
         }
-        if inWord { words.append(current) }
+        finishWord()
         return words
     }
 }

@@ -40,6 +40,7 @@ extension Plait {
                     let result = try home.replica.rebuild()
                     print(String(format: "replayed %d changes in %.3f s", result.changes, result.replaySeconds))
                 }
+                print(String(format: "peak resident memory: %.0f MiB", Double(Self.peakResidentKiB()) / 1024))
                 return
             }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("plait-bench-\(UUID().uuidString)").path
@@ -78,7 +79,7 @@ extension Plait {
             let state = home.replica.state
             let target = state.items.first { !$0.value.deleted }!.key
             let late = Change(
-                timeline: TimelineID(0x1234_5678), seq: 1, lamport: position.lamport - 1_000,
+                timeline: TimelineID(0x1234_5678), seq: 1, lamport: position.lamport - UInt64(min(1_000, changes / 4)),
                 previousHash: Change.zeroHash, kind: "item.edit", version: 1, wallTime: Replica.now(),
                 payload: ListsChange.itemEdit(id: target, text: "late edit").payload)
             var start = DispatchTime.now().uptimeNanoseconds
@@ -89,7 +90,7 @@ extension Plait {
 
             let cold = try Replica(store: home.store)
             let late2 = Change(
-                timeline: TimelineID(0x1234_5678), seq: 2, lamport: position.lamport - 500,
+                timeline: TimelineID(0x1234_5678), seq: 2, lamport: position.lamport - UInt64(min(500, changes / 8)),
                 previousHash: late.hash, kind: "item.edit", version: 1, wallTime: Replica.now(),
                 payload: ListsChange.itemEdit(id: target, text: "late edit 2").payload)
             start = DispatchTime.now().uptimeNanoseconds

@@ -31,6 +31,8 @@ public struct ListsDomain: Domain {
         // Every change addressed to an existing object raises its stamp, no-ops included: an object's stamp is
         // then the largest key among the changes a history holds for it, so a baseline whose history covers
         // another's never holds an older version of any object, and the per-object join picks the larger.
+        // (Applied changes raised it already.)
+        guard outcome == .noop else { return outcome }
         switch change {
         case let .listCreate(id, _, _, _), let .listRename(id, _), let .listRecolor(id, _), let .listMove(id, _),
             let .listDelete(id, _):
@@ -83,11 +85,9 @@ public struct ListsDomain: Domain {
                 }
             }
             // Items placed concurrently survive, and so does their list: data is never lost.
-            if survivors == 0 {
-                state.lists[id]!.deleted = true
-                state.lists[id]!.stamp = max(state.lists[id]!.stamp, key)
-                state.touchList(id)
-            }
+            if survivors == 0 { state.lists[id]!.deleted = true }
+            state.lists[id]!.stamp = max(state.lists[id]!.stamp, key)
+            state.touchList(id)
         case let .itemCreate(id, list, text, at):
             guard state.items[id] == nil else { return .noop }
             ensureLiveList(list, key: key, in: &state)
