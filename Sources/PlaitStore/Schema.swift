@@ -83,6 +83,30 @@ enum Schema {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v2-peers") { db in
+            try db.execute(
+                sql: """
+                    -- Devices this one trusts, by Device ID (the grouped text form, checked on input).
+                    CREATE TABLE peers (
+                        device_id TEXT PRIMARY KEY NOT NULL CHECK (length(device_id) = 63),
+                        name TEXT NOT NULL,
+                        address TEXT,
+                        paired_at INTEGER NOT NULL,
+                        last_seen INTEGER,
+                        last_summary TEXT
+                    ) WITHOUT ROWID;
+
+                    -- Devices that connected without being paired: at most 16, names unverified.
+                    CREATE TABLE pending_peers (
+                        device_id TEXT PRIMARY KEY NOT NULL CHECK (length(device_id) = 63),
+                        name TEXT NOT NULL,
+                        address TEXT,
+                        first_seen INTEGER NOT NULL,
+                        last_seen INTEGER NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 1
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 }

@@ -1,0 +1,116 @@
+import Foundation
+import GRDB
+import PlaitCore
+
+/// A device this one trusts.
+public struct PeerRecord: Hashable, Sendable {
+    /// The Device ID in its grouped text form.
+    public var deviceID: String
+    public var name: String
+    /// The last address it was reached at, `host:port`.
+    public var address: String?
+    /// Milliseconds since 1970.
+    public var pairedAt: Int64
+    public var lastSeen: Int64?
+    /// Its summary when last seen: what it has acknowledged holding.
+    public var lastSummary: Summary?
+}
+
+/// A device that tried to connect without being paired. Its name is what it claimed: unverified.
+public struct PendingPeerRecord: Hashable, Sendable {
+    public var deviceID: String
+    public var name: String
+    public var address: String?
+    public var firstSeen: Int64
+    public var lastSeen: Int64
+    public var attempts: Int
+}
+
+extension Store {
+    /// Pending devices kept at most; the least recently seen is dropped first.
+    public static let pendingLimit = 16
+
+    /// Trusts a device (or updates its name and address). Removes it from the pending list.
+    public func trust(deviceID: String, name: String, address: String?, now: Int64) throws {
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO peers (device_id, name, address, paired_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (device_id) DO UPDATE SET name = excluded.name,
+                    address = coalesce(excluded.address, address)
+                    """,
+                arguments: [deviceID, name, address, now])
+            try db.execute(sql: "DELETE FROM pending_peers WHERE device_id = ?", arguments: [deviceID])
+        }
+    }
+
+    /// Revokes trust; returns whether the device was paired.
+    @discardableResult
+    public func untrust(deviceID: String) throws -> Bool {
+        try write { db in
+            try db.execute(sql: "DELETE FROM peers WHERE device_id = ?", arguments: [deviceID])
+            return db.changesCount > 0
+        }
+    }
+
+    public func peers() throws -> [PeerRecord] {
+        try read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT device_id, name, address, paired_at, last_seen, last_summary FROM peers ORDER BY name, device_id"
+            ).map { row in
+                PeerRecord(
+                    deviceID: row[0], name: row[1], address: row[2], pairedAt: row[3], lastSeen: row[4],
+                    lastSummary: try (row[5] as String?).map { try Summary(parsing: $0) })
+            }
+        }
+    }
+
+    public func isTrusted(deviceID: String) throws -> Bool {
+        try read { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM peers WHERE device_id = ?", arguments: [deviceID]) ?? false
+        }
+    }
+
+    /// Records that a paired peer was seen at `address` holding `summary`.
+    public func peerSeen(deviceID: String, address: String?, summary: Summary?, now: Int64) throws {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE peers SET last_seen = ?, address = coalesce(?, address),
+                    last_summary = coalesce(?, last_summary) WHERE device_id = ?
+                    """,
+                arguments: [now, address, summary?.description, deviceID])
+        }
+    }
+
+    /// Remembers a device that connected without being paired, keeping at most `pendingLimit`.
+    public func recordPending(deviceID: String, claimedName: String, address: String?, now: Int64) throws {
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO pending_peers (device_id, name, address, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (device_id) DO UPDATE SET name = excluded.name, address = excluded.address,
+                    last_seen = excluded.last_seen, attempts = attempts + 1
+                    """,
+                arguments: [deviceID, String(claimedName.prefix(64)), address, now, now])
+            try db.execute(
+                sql: """
+                    DELETE FROM pending_peers WHERE device_id NOT IN
+                    (SELECT device_id FROM pending_peers ORDER BY last_seen DESC, device_id LIMIT ?)
+                    """,
+                arguments: [Self.pendingLimit])
+        }
+    }
+
+    public func pendingPeers() throws -> [PendingPeerRecord] {
+        try read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT device_id, name, address, first_seen, last_seen, attempts FROM pending_peers ORDER BY last_seen DESC"
+            ).map { row in
+                PendingPeerRecord(
+                    deviceID: row[0], name: row[1], address: row[2], firstSeen: row[3], lastSeen: row[4], attempts: row[5])
+            }
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitTLS
+
+/// A peer's address: `host:port`, IPv6 hosts in brackets (`[::1]:7400`).
+public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
+
+    public init(parsing text: String) throws {
+        let problem = PlaitError.usage("'\(text)' is not an address: write HOST:PORT, e.g. 192.0.2.7:7400 or [::1]:7400.")
+        guard let colon = text.lastIndex(of: ":") else { throw problem }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") {
+            guard host.hasSuffix("]"), host.count > 2 else { throw problem }
+            host = String(host.dropFirst().dropLast())
+        } else if host.contains(":") {
+            throw problem
+        }
+        guard !host.isEmpty, !host.contains(where: { $0.isWhitespace }),
+            let port = UInt16(text[text.index(after: colon)...]), port > 0
+        else { throw problem }
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+extension Home {
+    /// Parses a Device ID typed by a user; a one-character typo is caught by the check characters.
+    public static func parseDeviceID(_ text: String) throws -> DeviceID {
+        do {
+            return try DeviceID(parsing: text)
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    /// Headless pairing: trusts `deviceID` (read off the other device with `plait id`).
+    public func trust(_ text: String, address: String?, name: String?) throws -> (DeviceID, PeerAddress?) {
+        let id = try Self.parseDeviceID(text)
+        guard id != identity.deviceID else {
+            throw PlaitError.usage("that is this device's own ID; run `plait pair --trust` with the other device's ID.")
+        }
+        let parsed = try address.map { try PeerAddress(parsing: $0) }
+        try store.trust(
+            deviceID: id.description, name: name ?? "device \(id.shortForm)", address: parsed?.description,
+            now: Replica.now())
+        return (id, parsed)
+    }
+
+    /// Revokes trust in a device.
+    public func untrust(_ text: String) throws -> DeviceID {
+        let id = try Self.parseDeviceID(text)
+        guard try store.untrust(deviceID: id.description) else {
+            throw PlaitError.notFound(
+                what: "paired device", query: text, candidates: try store.peers().map { "\($0.deviceID) (\($0.name))" })
+        }
+        return id
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import PlaitCore
+import Testing
+
+@testable import PlaitStore
+
+/// The trust store: paired peers and the bounded list of pending ones.
+@Suite struct PeerStoreTests {
+    func id(_ number: Int) -> String {
+        // The store keeps IDs in the 63-character grouped form; the format is checked by the caller.
+        let digits = String(format: "%07d", number)
+        return ([digits] + Array(repeating: "AAAAAAA", count: 7)).joined(separator: "-")
+    }
+
+    @Test func trustUntrustAndSeen() throws {
+        try withTemporaryDirectory { directory in
+            let store = try Store.create(at: directory.file("a.db"), timeline: TimelineID(1))
+            try store.trust(deviceID: id(1), name: "b", address: "127.0.0.1:7400", now: 10)
+            #expect(try store.isTrusted(deviceID: id(1)))
+            #expect(try !store.isTrusted(deviceID: id(2)))
+            try store.peerSeen(deviceID: id(1), address: nil, summary: Summary([TimelineID(5): 3]), now: 20)
+            let peer = try #require(try store.peers().first)
+            #expect(peer.address == "127.0.0.1:7400" && peer.lastSeen == 20)
+            #expect(peer.lastSummary == Summary([TimelineID(5): 3]))
+            #expect(try store.untrust(deviceID: id(1)))
+            #expect(try !store.untrust(deviceID: id(1)))
+            #expect(try store.peers().isEmpty)
+        }
+    }
+
+    @Test func pendingKeepsTheSixteenMostRecentAndTrustRemovesOne() throws {
+        try withTemporaryDirectory { directory in
+            let store = try Store.create(at: directory.file("a.db"), timeline: TimelineID(1))
+            for number in 0..<20 {
+                try store.recordPending(
+                    deviceID: id(number), claimedName: "stranger \(number)", address: "127.0.0.1:1", now: Int64(number))
+            }
+            try store.recordPending(deviceID: id(19), claimedName: "again", address: nil, now: 30)
+            let pending = try store.pendingPeers()
+            #expect(pending.count == Store.pendingLimit)
+            #expect(pending.first?.deviceID == id(19) && pending.first?.attempts == 2)
+            #expect(Set(pending.map(\.deviceID)) == Set((4..<20).map(id)))
+            try store.trust(deviceID: id(10), name: "now known", address: nil, now: 40)
+            #expect(try store.pendingPeers().count == Store.pendingLimit - 1)
+        }
+    }
+}
