@@ -13,6 +13,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
     ],
     targets: [
         // The replay engine: ids, summaries, changes, the lists domain, baselines. No I/O.
@@ -29,13 +30,18 @@ let package = Package(
             name: "COpenSSL",
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]),
+        // Frames and messages of the sync protocol. No I/O: bytes in, values or a typed error out.
+        .target(
+            name: "PlaitWire",
+            dependencies: ["PlaitCore", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            exclude: ["plait-wire.proto"]),
         // Identity: key pair, self-signed certificate, Device ID.
         .target(name: "PlaitTLS", dependencies: ["COpenSSL", "PlaitCore"]),
         // Composition root: a device home (identity + store + config) and what commands do with it.
         .target(
             name: "PlaitSync",
             dependencies: [
-                "PlaitCore", "PlaitStore", "PlaitTLS",
+                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire",
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ]),
         .executableTarget(
@@ -49,6 +55,10 @@ let package = Package(
             name: "PlaitStoreTests",
             dependencies: ["PlaitCore", "PlaitStore", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "PlaitTLSTests", dependencies: ["PlaitTLS"]),
+        .testTarget(
+            name: "PlaitWireTests",
+            dependencies: ["PlaitWire", "PlaitCore", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
+        .testTarget(name: "PlaitSyncTests", dependencies: ["PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore"]),
         .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
     ],
     swiftLanguageModes: [.v6]

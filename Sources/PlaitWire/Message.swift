@@ -1,0 +1,471 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import PlaitCore
+import SwiftProtobuf
+
+/// One message of the sync or pairing protocol, as Swift values. plait-wire.proto documents each one.
+public enum Message: Hashable, Sendable {
+    /// The first message on a sync connection: who the sender is and what it holds.
+    case hello(Hello)
+    /// Asks for what `have` lacks of the receiver's summary.
+    case want(Want)
+    /// One piece of a baseline.
+    case baselineChunk(BaselineChunk)
+    /// A batch of changes in replay order.
+    case changes([Change])
+    /// Ends the stream that answered a Want.
+    case done(Summary)
+    /// The sender's summary changed.
+    case notify(Summary)
+    /// Liveness check, answered by `pong` with the same nonce.
+    case ping(nonce: UInt64)
+    /// The answer to `ping`.
+    case pong(nonce: UInt64)
+    /// The sender is closing the connection.
+    case close(reason: String)
+    /// Pairing step 1 (responder): the commitment to its nonce.
+    case pairCommit(commitment: [UInt8])
+    /// Pairing step 2 (initiator): its nonce.
+    case pairNonce(nonce: [UInt8])
+    /// Pairing step 3 (responder): the nonce it committed to.
+    case pairReveal(nonce: [UInt8])
+    /// Pairing step 5: whether the sender's user confirmed the code.
+    case pairConfirm(accepted: Bool)
+
+    /// The frame type this message travels as.
+    public var type: MessageType {
+        switch self {
+        case .hello: return .hello
+        case .want: return .want
+        case .baselineChunk: return .baselineChunk
+        case .changes: return .changes
+        case .done: return .done
+        case .notify: return .notify
+        case .ping: return .ping
+        case .pong: return .pong
+        case .close: return .close
+        case .pairCommit: return .pairCommit
+        case .pairNonce: return .pairNonce
+        case .pairReveal: return .pairReveal
+        case .pairConfirm: return .pairConfirm
+        }
+    }
+}
+
+/// What a device announces when a sync connection opens.
+public struct Hello: Hashable, Sendable {
+    /// The protocol version this build speaks.
+    public static let currentProtocolVersion: UInt32 = 1
+
+    public var protocolVersion: UInt32
+    /// The data model (`ListsDomain.name`).
+    public var domainName: String
+    /// The newest change version the sender's domain interprets (`ListsDomain.version`).
+    public var domainVersion: UInt32
+    /// The sender's Device ID in grouped text form. Informational: the certificate from the TLS handshake
+    /// is what is pinned, and the session checks that this matches it.
+    public var deviceID: String
+    /// The device name, for display.
+    public var name: String
+    /// Every change the sender holds, its baseline included.
+    public var summary: Summary
+    /// Per timeline, the sequence number and hash of the head the sender holds.
+    public var headHashes: [TimelineID: HeadHash]
+    /// The changes folded into the sender's baseline.
+    public var baselineSummary: Summary
+    /// SHA-256 of the sender's encoded baseline; nil when it has none.
+    public var baselineDigest: [UInt8]?
+    /// SHA-256 of the canonical encoding of the sender's replayed state.
+    public var stateDigest: [UInt8]
+    /// Changes the sender holds but cannot interpret (kinds or versions newer than it knows).
+    public var unknownCount: UInt64
+    /// The largest frame length the sender accepts; frames sent to it must not be larger.
+    public var maxFrameSize: Int
+
+    public init(
+        protocolVersion: UInt32 = Hello.currentProtocolVersion, domainName: String, domainVersion: UInt32,
+        deviceID: String, name: String, summary: Summary, headHashes: [TimelineID: HeadHash],
+        baselineSummary: Summary, baselineDigest: [UInt8]?, stateDigest: [UInt8], unknownCount: UInt64,
+        maxFrameSize: Int = Frame.defaultMaxSize
+    ) {
+        self.protocolVersion = protocolVersion
+        self.domainName = domainName
+        self.domainVersion = domainVersion
+        self.deviceID = deviceID
+        self.name = name
+        self.summary = summary
+        self.headHashes = headHashes
+        self.baselineSummary = baselineSummary
+        self.baselineDigest = baselineDigest
+        self.stateDigest = stateDigest
+        self.unknownCount = unknownCount
+        self.maxFrameSize = maxFrameSize
+    }
+}
+
+/// The head a device holds of one timeline: its sequence number and the SHA-256 of that change.
+public struct HeadHash: Hashable, Sendable {
+    public var seq: UInt64
+    public var hash: [UInt8]
+
+    public init(seq: UInt64, hash: [UInt8]) {
+        self.seq = seq
+        self.hash = hash
+    }
+}
+
+/// A request for the changes the sender lacks.
+public struct Want: Hashable, Sendable {
+    /// What the sender holds; the receiver sends what its own summary has beyond this.
+    public var have: Summary
+    /// Resume an interrupted baseline transfer at this byte offset; nil to start any baseline afresh.
+    public var baselineOffset: UInt64?
+
+    public init(have: Summary, baselineOffset: UInt64? = nil) {
+        self.have = have
+        self.baselineOffset = baselineOffset
+    }
+}
+
+/// One piece of an encoded baseline (PlaitCore's `Baseline.encoded()`), sent in order from an offset.
+public struct BaselineChunk: Hashable, Sendable {
+    /// The size of the whole encoded baseline.
+    public var totalSize: UInt64
+    /// Where `data` starts in it.
+    public var offset: UInt64
+    public var data: [UInt8]
+    /// Whether this chunk ends the baseline (`offset + data.count == totalSize`).
+    public var last: Bool
+    /// The summary of the baseline being sent, so a resumed transfer continues the same baseline.
+    public var baselineSummary: Summary
+
+    public init(totalSize: UInt64, offset: UInt64, data: [UInt8], last: Bool, baselineSummary: Summary) {
+        self.totalSize = totalSize
+        self.offset = offset
+        self.data = data
+        self.last = last
+        self.baselineSummary = baselineSummary
+    }
+}
+
+/// Bounds that `Message.decode` enforces on what a peer sends.
+public enum WireLimits {
+    /// Hashes, digests, the pairing commitment and nonces: SHA-256 sized.
+    public static let digestSize = 32
+    /// The smallest `Hello.maxFrameSize` a peer may announce: anything smaller could not carry a Hello.
+    public static let minimumMaxFrameSize = 64 * 1024
+    /// Device names are shown to users; longer ones are refused rather than cut.
+    public static let maxNameBytes = 256
+    public static let maxDomainNameBytes = 64
+    /// The grouped text form is 63 characters; the slack admits another encoding, not an essay.
+    public static let maxDeviceIDBytes = 128
+    public static let maxCloseReasonBytes = 1024
+    /// Sequence numbers stay below 2^63, as in the text form of a summary.
+    public static let maxSeq = UInt64(Int64.max)
+}
+
+// MARK: - Encoding
+
+extension Message {
+    /// The whole frame: length prefix, type byte, protobuf payload.
+    public func encode() -> [UInt8] { encodeFrame(type: type, payload: payload()) }
+
+    /// The frame this message travels as.
+    public var frame: Frame { Frame(type: type, payload: payload()) }
+
+    /// The protobuf-encoded payload (without the frame header).
+    public func payload() -> [UInt8] {
+        switch self {
+        case let .hello(hello):
+            return serialize(
+                Plait_Wire_V1_Hello.with {
+                    $0.protocolVersion = hello.protocolVersion
+                    $0.domainName = hello.domainName
+                    $0.domainVersion = hello.domainVersion
+                    $0.deviceID = hello.deviceID
+                    $0.name = hello.name
+                    $0.summary = hello.summary.wireEntries
+                    $0.headHashes = hello.headHashes.keys.sorted().map { timeline in
+                        Plait_Wire_V1_HeadHash.with {
+                            $0.timeline = timeline.rawValue
+                            $0.seq = hello.headHashes[timeline]!.seq
+                            $0.hash = Data(hello.headHashes[timeline]!.hash)
+                        }
+                    }
+                    $0.baselineSummary = hello.baselineSummary.wireEntries
+                    $0.baselineDigest = Data(hello.baselineDigest ?? [])
+                    $0.stateDigest = Data(hello.stateDigest)
+                    $0.unknownCount = hello.unknownCount
+                    $0.maxFrameSize = UInt32(clamping: hello.maxFrameSize)
+                })
+        case let .want(want):
+            return serialize(
+                Plait_Wire_V1_Want.with {
+                    $0.have = want.have.wireEntries
+                    if let offset = want.baselineOffset { $0.baselineOffset = offset }
+                })
+        case let .baselineChunk(chunk):
+            return serialize(
+                Plait_Wire_V1_BaselineChunk.with {
+                    $0.totalSize = chunk.totalSize
+                    $0.offset = chunk.offset
+                    $0.data = Data(chunk.data)
+                    $0.last = chunk.last
+                    $0.baselineSummary = chunk.baselineSummary.wireEntries
+                })
+        case let .changes(changes):
+            return serialize(Plait_Wire_V1_Changes.with { $0.changes = changes.map { Data($0.canonicalBytes) } })
+        case let .done(summary):
+            return serialize(Plait_Wire_V1_Done.with { $0.summary = summary.wireEntries })
+        case let .notify(summary):
+            return serialize(Plait_Wire_V1_Notify.with { $0.summary = summary.wireEntries })
+        case let .ping(nonce):
+            return serialize(Plait_Wire_V1_Ping.with { $0.nonce = nonce })
+        case let .pong(nonce):
+            return serialize(Plait_Wire_V1_Pong.with { $0.nonce = nonce })
+        case let .close(reason):
+            return serialize(Plait_Wire_V1_Close.with { $0.reason = reason })
+        case let .pairCommit(commitment):
+            return serialize(Plait_Wire_V1_PairCommit.with { $0.commitment = Data(commitment) })
+        case let .pairNonce(nonce):
+            return serialize(Plait_Wire_V1_PairNonce.with { $0.nonce = Data(nonce) })
+        case let .pairReveal(nonce):
+            return serialize(Plait_Wire_V1_PairReveal.with { $0.nonce = Data(nonce) })
+        case let .pairConfirm(accepted):
+            return serialize(Plait_Wire_V1_PairConfirm.with { $0.accepted = accepted })
+        }
+    }
+}
+
+private func serialize(_ message: some SwiftProtobuf.Message) -> [UInt8] {
+    do {
+        return try message.serializedBytes()
+    } catch {
+        // proto3 messages without `Any` fail to serialize only beyond 2 GiB, which no frame reaches.
+        preconditionFailure("a \(type(of: message)) did not serialize: \(error)")
+    }
+}
+
+// MARK: - Decoding
+
+extension Message {
+    /// Decodes and validates a frame's payload: every field a peer sends is checked before it reaches the
+    /// session (summaries well formed, hashes and nonces 32 bytes, changes in canonical form, strings
+    /// bounded and free of control characters). Fields this build does not know are ignored.
+    ///
+    /// What needs more than one message, or local state, is the session's to check: that the Device ID
+    /// matches the certificate, that a batch of changes continues the receiver's timelines without gaps,
+    /// that chunks arrive in order.
+    public static func decode(_ frame: Frame) throws(WireError) -> Message {
+        do {
+            return try decodePayload(type: frame.type, frame.payload)
+        } catch {
+            throw .malformedPayload(type: frame.type, reason: error.reason)
+        }
+    }
+
+    private static func decodePayload(type: MessageType, _ payload: [UInt8]) throws(Invalid) -> Message {
+        switch type {
+        case .hello:
+            let proto = try parse(Plait_Wire_V1_Hello.self, payload)
+            return .hello(try Hello(validating: proto))
+        case .want:
+            let proto = try parse(Plait_Wire_V1_Want.self, payload)
+            let have = try Summary(wireEntries: proto.have, field: "have")
+            return .want(Want(have: have, baselineOffset: proto.hasBaselineOffset ? proto.baselineOffset : nil))
+        case .baselineChunk:
+            let proto = try parse(Plait_Wire_V1_BaselineChunk.self, payload)
+            return .baselineChunk(try BaselineChunk(validating: proto))
+        case .changes:
+            let proto = try parse(Plait_Wire_V1_Changes.self, payload)
+            return .changes(try proto.changes.enumerated().map { (index, bytes) throws(Invalid) in
+                try decodeChange(bytes, position: index + 1)
+            })
+        case .done:
+            let proto = try parse(Plait_Wire_V1_Done.self, payload)
+            return .done(try Summary(wireEntries: proto.summary, field: "summary"))
+        case .notify:
+            let proto = try parse(Plait_Wire_V1_Notify.self, payload)
+            return .notify(try Summary(wireEntries: proto.summary, field: "summary"))
+        case .ping:
+            return .ping(nonce: try parse(Plait_Wire_V1_Ping.self, payload).nonce)
+        case .pong:
+            return .pong(nonce: try parse(Plait_Wire_V1_Pong.self, payload).nonce)
+        case .close:
+            let reason = try parse(Plait_Wire_V1_Close.self, payload).reason
+            try checkText(reason, field: "reason", maxBytes: WireLimits.maxCloseReasonBytes)
+            return .close(reason: reason)
+        case .pairCommit:
+            let commitment = try parse(Plait_Wire_V1_PairCommit.self, payload).commitment
+            return .pairCommit(commitment: try digest(commitment, field: "commitment"))
+        case .pairNonce:
+            let nonce = try parse(Plait_Wire_V1_PairNonce.self, payload).nonce
+            return .pairNonce(nonce: try digest(nonce, field: "nonce"))
+        case .pairReveal:
+            let nonce = try parse(Plait_Wire_V1_PairReveal.self, payload).nonce
+            return .pairReveal(nonce: try digest(nonce, field: "nonce"))
+        case .pairConfirm:
+            return .pairConfirm(accepted: try parse(Plait_Wire_V1_PairConfirm.self, payload).accepted)
+        }
+    }
+}
+
+/// Why a payload was refused, before the frame type is attached.
+private struct Invalid: Error {
+    var reason: String
+    init(_ reason: String) { self.reason = reason }
+}
+
+private func parse<M: SwiftProtobuf.Message>(_: M.Type, _ payload: [UInt8]) throws(Invalid) -> M {
+    var options = BinaryDecodingOptions()
+    options.discardUnknownFields = true
+    do {
+        return try M(serializedBytes: payload, options: options)
+    } catch {
+        throw Invalid("not a valid protobuf \(M.protoMessageName) (\(error))")
+    }
+}
+
+private func digest(_ data: Data, field: String) throws(Invalid) -> [UInt8] {
+    guard data.count == WireLimits.digestSize else {
+        throw Invalid("\(field) is \(data.count) bytes, not \(WireLimits.digestSize)")
+    }
+    return [UInt8](data)
+}
+
+private func checkText(_ text: String, field: String, maxBytes: Int, allowEmpty: Bool = true) throws(Invalid) {
+    let size = text.utf8.count
+    guard size <= maxBytes else { throw Invalid("\(field) is \(size) bytes, over the limit of \(maxBytes)") }
+    guard allowEmpty || size > 0 else { throw Invalid("\(field) is empty") }
+    // Peer-chosen text ends up on terminals and in log lines: control characters could drive the terminal
+    // or forge lines.
+    if let scalar = text.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
+        throw Invalid("\(field) holds the control character U+\(String(scalar.value, radix: 16, uppercase: true))")
+    }
+}
+
+private func decodeChange(_ bytes: Data, position: Int) throws(Invalid) -> Change {
+    let canonical = [UInt8](bytes)
+    let change: Change
+    do {
+        change = try Change(canonical: canonical[...])
+    } catch {
+        throw Invalid("change \(position) of the batch does not decode (\(error.description.dropLast()))")
+    }
+    // The bytes that travel must be the bytes that are hashed and forwarded; a change in another encoding
+    // (unknown fields, fields out of order, padded varints) would be silently rewritten here.
+    guard change.canonicalBytes == canonical else {
+        throw Invalid("change \(position) of the batch (\(change.ref)) is not in canonical form")
+    }
+    guard change.seq <= WireLimits.maxSeq else {
+        throw Invalid("change \(position) of the batch has sequence number \(change.seq), over 2^63-1")
+    }
+    return change
+}
+
+extension Hello {
+    fileprivate init(validating proto: Plait_Wire_V1_Hello) throws(Invalid) {
+        guard proto.protocolVersion >= 1 else { throw Invalid("protocol version is missing") }
+        try checkText(
+            proto.domainName, field: "domain name", maxBytes: WireLimits.maxDomainNameBytes, allowEmpty: false)
+        guard proto.domainVersion >= 1 else { throw Invalid("domain version is missing") }
+        let deviceID = proto.deviceID
+        guard !deviceID.isEmpty, deviceID.utf8.count <= WireLimits.maxDeviceIDBytes else {
+            throw Invalid("device ID is \(deviceID.utf8.count) bytes, not 1 to \(WireLimits.maxDeviceIDBytes)")
+        }
+        guard deviceID.utf8.allSatisfy({ isASCIIAlphanumeric($0) || $0 == UInt8(ascii: "-") }) else {
+            throw Invalid("device ID holds characters other than letters, digits and dashes")
+        }
+        try checkText(proto.name, field: "name", maxBytes: WireLimits.maxNameBytes)
+        let summary = try Summary(wireEntries: proto.summary, field: "summary")
+        var heads: [TimelineID: HeadHash] = [:]
+        for entry in proto.headHashes {
+            let timeline = TimelineID(entry.timeline)
+            guard heads[timeline] == nil else { throw Invalid("head hashes: timeline \(timeline) appears twice") }
+            guard entry.seq >= 1, entry.seq <= WireLimits.maxSeq else {
+                throw Invalid("head hashes: timeline \(timeline) has sequence number \(entry.seq)")
+            }
+            heads[timeline] = HeadHash(seq: entry.seq, hash: try digest(entry.hash, field: "head hash of \(timeline)"))
+        }
+        let baselineSummary = try Summary(wireEntries: proto.baselineSummary, field: "baseline summary")
+        let baselineDigest = proto.baselineDigest.isEmpty
+            ? nil : try digest(proto.baselineDigest, field: "baseline digest")
+        let stateDigest = try digest(proto.stateDigest, field: "state digest")
+        guard proto.maxFrameSize >= WireLimits.minimumMaxFrameSize else {
+            throw Invalid("max frame size \(proto.maxFrameSize) is under \(WireLimits.minimumMaxFrameSize)")
+        }
+        self.init(
+            protocolVersion: proto.protocolVersion, domainName: proto.domainName, domainVersion: proto.domainVersion,
+            deviceID: deviceID, name: proto.name, summary: summary, headHashes: heads,
+            baselineSummary: baselineSummary, baselineDigest: baselineDigest, stateDigest: stateDigest,
+            unknownCount: proto.unknownCount, maxFrameSize: Int(proto.maxFrameSize))
+    }
+}
+
+private func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+        UInt8(ascii: "a")...UInt8(ascii: "z"):
+        return true
+    default:
+        return false
+    }
+}
+
+extension BaselineChunk {
+    fileprivate init(validating proto: Plait_Wire_V1_BaselineChunk) throws(Invalid) {
+        let total = proto.totalSize
+        let offset = proto.offset
+        let size = UInt64(proto.data.count)
+        guard total >= 1 else { throw Invalid("total size is missing") }
+        guard offset <= total, size <= total - offset else {
+            throw Invalid("\(size) bytes at offset \(offset) run past the total size \(total)")
+        }
+        let ends = offset + size == total
+        guard proto.last == ends else {
+            throw Invalid(
+                proto.last
+                    ? "the last chunk ends at \(offset + size), short of the total size \(total)"
+                    : "a chunk that reaches the total size \(total) is not marked last")
+        }
+        // An empty chunk that is not the last would let a peer stall a transfer forever.
+        guard size > 0 || proto.last else { throw Invalid("a chunk that is not the last is empty") }
+        self.init(
+            totalSize: total, offset: offset, data: [UInt8](proto.data), last: proto.last,
+            baselineSummary: try Summary(wireEntries: proto.baselineSummary, field: "baseline summary"))
+    }
+}
+
+// MARK: - Summary ↔ SummaryEntry
+
+extension Summary {
+    /// The proto entries, sorted by timeline.
+    var wireEntries: [Plait_Wire_V1_SummaryEntry] {
+        timelines.map { timeline in
+            Plait_Wire_V1_SummaryEntry.with {
+                $0.timeline = timeline.rawValue
+                $0.seq = self[timeline]
+            }
+        }
+    }
+
+    /// Reads proto entries strictly: one per timeline, sequence numbers 1 to 2^63-1. Any order is accepted.
+    fileprivate init(wireEntries entries: [Plait_Wire_V1_SummaryEntry], field: String) throws(Invalid) {
+        var heads: [TimelineID: UInt64] = [:]
+        heads.reserveCapacity(entries.count)
+        for entry in entries {
+            let timeline = TimelineID(entry.timeline)
+            guard entry.seq >= 1 else { throw Invalid("\(field): timeline \(timeline) has sequence number 0") }
+            guard entry.seq <= WireLimits.maxSeq else {
+                throw Invalid("\(field): timeline \(timeline) has sequence number \(entry.seq), over 2^63-1")
+            }
+            guard heads.updateValue(entry.seq, forKey: timeline) == nil else {
+                throw Invalid("\(field): timeline \(timeline) appears twice")
+            }
+        }
+        self.init(heads)
+    }
+}
