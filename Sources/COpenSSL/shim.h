@@ -79,6 +79,15 @@ static inline int plait_SSL_CTX_set1_groups_list(SSL_CTX *ctx, const char *list)
     return (int)SSL_CTX_set1_groups_list(ctx, list);
 }
 
+// MARK: - TLS options (SSL_OP_BIT macros)
+
+/// Wraps the macro `SSL_OP_NO_TICKET` (SSL_OP_BIT(14), a shift Swift cannot import): no session
+/// tickets. In TLS 1.3 it must go with SSL_CTX_set_num_tickets(ctx, 0), or the server still sends
+/// stateful tickets.
+static inline uint64_t plait_SSL_OP_NO_TICKET(void) {
+    return SSL_OP_NO_TICKET;
+}
+
 // MARK: - Application data on SSL and SSL_CTX (ex_data macros)
 
 /// Wraps the macro `SSL_set_app_data(ssl, arg)` (SSL_set_ex_data with index 0). Returns 1 on success.

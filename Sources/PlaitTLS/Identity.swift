@@ -203,18 +203,7 @@ public final class Identity: @unchecked Sendable {
     // MARK: - Encodings
 
     private static func derEncoding(of certificate: OpaquePointer) throws -> [UInt8] {
-        // i2d_X509 advances the pointer it writes through: ask for the length first, then write
-        // through a copy of the buffer's address.
-        let length = i2d_X509(certificate, nil)
-        guard length > 0 else {
-            throw IdentityError.openSSL(operation: "encode the certificate", message: openSSLErrorText())
-        }
-        var der = [UInt8](repeating: 0, count: Int(length))
-        let written = der.withUnsafeMutableBufferPointer { buffer -> Int32 in
-            var cursor = buffer.baseAddress
-            return i2d_X509(certificate, &cursor)
-        }
-        guard written == length else {
+        guard let der = PlaitTLS.derEncoding(ofCertificate: certificate) else {
             throw IdentityError.openSSL(operation: "encode the certificate", message: openSSLErrorText())
         }
         return der

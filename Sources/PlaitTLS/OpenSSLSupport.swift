@@ -47,3 +47,17 @@ func withMemoryBIO(secure: Bool = false, _ body: (OpaquePointer) -> Bool) -> [UI
         Array(UnsafeBufferPointer(start: $0, count: length))
     }
 }
+
+/// The DER encoding of a certificate (`X509 *`, borrowed), or nil if OpenSSL cannot encode it.
+package func derEncoding(ofCertificate certificate: OpaquePointer) -> [UInt8]? {
+    // i2d_X509 advances the pointer it writes through: ask for the length first, then write
+    // through a copy of the buffer's address.
+    let length = i2d_X509(certificate, nil)
+    guard length > 0 else { return nil }
+    var der = [UInt8](repeating: 0, count: Int(length))
+    let written = der.withUnsafeMutableBufferPointer { buffer -> Int32 in
+        var cursor = buffer.baseAddress
+        return i2d_X509(certificate, &cursor)
+    }
+    return written == length ? der : nil
+}
