@@ -14,6 +14,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // The replay engine: ids, summaries, changes, the lists domain, baselines. No I/O.
@@ -43,12 +44,14 @@ let package = Package(
             dependencies: [
                 "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire",
                 .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
             name: "plait",
             dependencies: [
                 "PlaitCore", "PlaitSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
         .testTarget(

@@ -11,11 +11,24 @@ public struct Config: Sendable, Equatable {
     /// `store.checkpoint_interval`: changes between stored checkpoints (late changes roll back to one).
     public var checkpointInterval = 10_000
 
+    /// `agent.listen`: where the agent listens for peers.
+    public var listen = "0.0.0.0:7400"
+    /// `agent.peers`: addresses the agent keeps a connection to, besides paired peers' known addresses.
+    public var staticPeers: [String] = []
+    /// `agent.log_level`: trace, debug, info, notice, warning, error or critical.
+    public var logLevel = "info"
+    /// `compaction.interval_seconds`: how often the agent compacts (0 disables it).
+    public var compactionIntervalSeconds = 3600
+    /// `compaction.peer_grace_days`: a paired peer unseen this long no longer holds compaction back.
+    public var peerGraceDays = 30
+
     public init() {}
 
     /// Every key a config file may hold, with its type; anything else is refused so a typo is not ignored.
     static let knownKeys: [String: [String: String]] = [
         "store": ["max_change_bytes": "integer", "synchronous": "string", "checkpoint_interval": "integer"],
+        "agent": ["listen": "string", "peers": "array", "log_level": "string"],
+        "compaction": ["interval_seconds": "integer", "peer_grace_days": "integer"],
     ]
 
     /// Parses TOML text. `origin` names the file in errors.
@@ -57,6 +70,52 @@ public struct Config: Sendable, Equatable {
                     throw PlaitError.config(path: origin, problem: "store.checkpoint_interval must be an integer of at least 100")
                 }
                 checkpointInterval = number
+            }
+        }
+        try readAgent(table, origin: origin)
+    }
+
+    private mutating func readAgent(_ table: TOMLTable, origin: String) throws {
+        if let agent = table["agent"]?.table {
+            if let value = agent["listen"] {
+                guard let text = value.string, (try? PeerAddress(parsing: text, allowingPortZero: true)) != nil else {
+                    throw PlaitError.config(path: origin, problem: "agent.listen must be \"HOST:PORT\"")
+                }
+                listen = text
+            }
+            if let value = agent["peers"] {
+                guard let array = value.array else {
+                    throw PlaitError.config(path: origin, problem: "agent.peers must be a list of \"HOST:PORT\" strings")
+                }
+                var peers: [String] = []
+                for element in array {
+                    guard let text = element.string, (try? PeerAddress(parsing: text)) != nil else {
+                        throw PlaitError.config(path: origin, problem: "agent.peers must be a list of \"HOST:PORT\" strings")
+                    }
+                    peers.append(text)
+                }
+                staticPeers = peers
+            }
+            if let value = agent["log_level"] {
+                let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+                guard let text = value.string, levels.contains(text) else {
+                    throw PlaitError.config(path: origin, problem: "agent.log_level must be one of \(levels.joined(separator: ", "))")
+                }
+                logLevel = text
+            }
+        }
+        if let compaction = table["compaction"]?.table {
+            if let value = compaction["interval_seconds"] {
+                guard let number = value.int, number >= 0 else {
+                    throw PlaitError.config(path: origin, problem: "compaction.interval_seconds must be 0 or more")
+                }
+                compactionIntervalSeconds = number
+            }
+            if let value = compaction["peer_grace_days"] {
+                guard let number = value.int, number >= 1 else {
+                    throw PlaitError.config(path: origin, problem: "compaction.peer_grace_days must be at least 1")
+                }
+                peerGraceDays = number
             }
         }
     }

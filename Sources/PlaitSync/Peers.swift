@@ -8,7 +8,8 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
     public var host: String
     public var port: UInt16
 
-    public init(parsing text: String) throws {
+    /// Parses `host:port`; port 0 ("any free port") only with `allowingPortZero` (a listen address).
+    public init(parsing text: String, allowingPortZero: Bool = false) throws {
         let problem = PlaitError.usage("'\(text)' is not an address: write HOST:PORT, e.g. 192.0.2.7:7400 or [::1]:7400.")
         guard let colon = text.lastIndex(of: ":") else { throw problem }
         var host = String(text[..<colon])
@@ -19,7 +20,7 @@ public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
             throw problem
         }
         guard !host.isEmpty, !host.contains(where: { $0.isWhitespace }),
-            let port = UInt16(text[text.index(after: colon)...]), port > 0
+            let port = UInt16(text[text.index(after: colon)...]), port > 0 || allowingPortZero
         else { throw problem }
         self.host = host
         self.port = port

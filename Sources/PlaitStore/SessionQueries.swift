@@ -1,0 +1,179 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+import PlaitCore
+
+/// What a device tells a peer about itself when a sync session opens, read in one transaction.
+public struct LocalView: Sendable, Equatable {
+    /// The head a device holds of one timeline.
+    public struct Head: Sendable, Equatable {
+        public var seq: UInt64
+        /// SHA-256 of the head change: it names the whole history of the timeline up to `seq`.
+        public var hash: [UInt8]
+    }
+
+    /// The timeline this device authors on.
+    public var ownTimeline: TimelineID
+    /// Every change held, the baseline included.
+    public var summary: Summary
+    /// Per timeline held (also those folded wholly into the baseline), its head.
+    public var heads: [TimelineID: Head]
+    /// The changes folded into the baseline (empty without one).
+    public var baselineSummary: Summary
+    /// SHA-256 of the encoded baseline; nil without one.
+    public var baselineDigest: [UInt8]?
+}
+
+extension Store {
+    /// The summary, the head of every timeline, and the baseline's summary and digest, as of one instant.
+    public func localView() throws -> LocalView {
+        try read { db in
+            var summary = Summary()
+            var heads: [TimelineID: LocalView.Head] = [:]
+            for row in try Self.heads(db) {
+                summary[row.timeline] = row.seq
+                heads[row.timeline] = LocalView.Head(seq: row.seq, hash: row.hash)
+            }
+            let baseline = try Row.fetchOne(db, sql: "SELECT summary, data FROM baseline WHERE id = 1")
+            return LocalView(
+                ownTimeline: try Self.ownTimeline(db), summary: summary, heads: heads,
+                baselineSummary: try baseline.map { try Summary(parsing: $0[0] as String) } ?? Summary(),
+                baselineDigest: baseline.map { SHA256.hash([UInt8]($0[1] as Data)) })
+        }
+    }
+
+    /// The changes folded into the baseline (empty without one), without decoding the baseline itself.
+    public func baselineSummary() throws -> Summary {
+        try read { db in
+            guard let text = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1") else {
+                return Summary()
+            }
+            return try Summary(parsing: text)
+        }
+    }
+
+    /// The SHA-256 of a held change: the timeline's head hash, or the next change's `prev`. Nil when the
+    /// change is not held, or is folded into the baseline short of its last folded change (its hash went
+    /// with it).
+    public func hash(of ref: ChangeRef) throws -> [UInt8]? {
+        try read { db in try Self.hash(db, of: ref) }
+    }
+
+    static func hash(_ db: Database, of ref: ChangeRef) throws -> [UInt8]? {
+        guard ref.seq >= 1 else { return nil }
+        let timeline = timelineColumn(ref.timeline.rawValue)
+        guard let head = try Row.fetchOne(db, sql: "SELECT head_seq, head_hash FROM timelines WHERE tl = ?", arguments: [timeline])
+        else { return nil }
+        let headSeq = UInt64(head[0] as Int64)
+        if ref.seq > headSeq { return nil }
+        if ref.seq == headSeq { return [UInt8](head[1] as Data) }
+        // Stored changes run from just past the baseline to the head, so the baseline's last folded change
+        // has a stored successor too; only changes folded short of that are gone.
+        return try Data.fetchOne(
+            db, sql: "SELECT prev FROM changes WHERE tl = ? AND seq = ?", arguments: [timeline, Int64(ref.seq + 1)]
+        ).map { [UInt8]($0) }
+    }
+
+    /// An upper bound on the bytes a change takes inside a `Changes` message: its canonical encoding (the
+    /// header fields are at most 100 bytes with their tags and lengths) plus the field's own tag and length.
+    public static func encodedSizeBound(of change: Change) -> Int {
+        change.payload.count + change.kind.utf8.count + 128
+    }
+
+    /// One page of the changes a peer lacks, in replay order: the stored changes with
+    /// `have[tl] < seq ≤ cap[tl]` that sort after `cursor`, at most `limit` of them and, past the first, at
+    /// most `maxBytes` by `encodedSizeBound(of:)`. Each carries its real previous hash.
+    ///
+    /// `cap` is the summary fixed when the peer's Want arrived: rows added since (local edits, pulls) stay
+    /// out of the stream, so paging through a store that keeps growing ends. Pass the last change of a page
+    /// as the next page's cursor; an empty page means the stream is complete. The scan starts at the
+    /// smallest Lamport time among the first missing change of each timeline, so a small gap reads only
+    /// the end of the table. Changes folded into the baseline are not returned: the caller checks
+    /// `baselineSummary()` first.
+    public func missing(
+        for have: Summary, within cap: Summary, after cursor: OrderKey?, limit: Int, maxBytes: Int = .max
+    ) throws -> [Change] {
+        let ranges = cap.timelines.compactMap { timeline -> (TimelineID, UInt64, UInt64)? in
+            have[timeline] < cap[timeline] ? (timeline, have[timeline], cap[timeline]) : nil
+        }
+        guard !ranges.isEmpty, limit > 0 else { return [] }
+        return try read { db in
+            let first = try db.cachedStatement(
+                sql: "SELECT lamport FROM changes WHERE tl = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT 1")
+            var startLamport: UInt64?
+            for (timeline, low, high) in ranges {
+                first.arguments = [timelineColumn(timeline.rawValue), Int64(low), Int64(high)]
+                if let lamport = try Int64.fetchOne(first) {
+                    startLamport = min(startLamport ?? .max, UInt64(lamport))
+                }
+            }
+            guard let startLamport else { return [] }
+            // Exclusive: every change at `startLamport` sorts after (startLamport, timeline 0, seq 0).
+            var start = OrderKey(lamport: startLamport, timeline: TimelineID(0), seq: 0)
+            if let cursor, cursor > start { start = cursor }
+            // The ranges are filtered in SQL (numbers only, so they are written inline) with `+` so SQLite
+            // walks the clustered primary key in replay order instead of sorting off the (tl, seq) index.
+            let filter = ranges.map { timeline, low, high in
+                "(+tl = \(timelineColumn(timeline.rawValue)) AND +seq > \(low) AND +seq <= \(high))"
+            }.joined(separator: " OR ")
+            let statement = try db.makeStatement(
+                sql: """
+                    SELECT \(ChangeRows.columns) FROM changes WHERE (lamport, tl, seq) > (?, ?, ?) AND (\(filter))
+                    ORDER BY lamport, tl, seq LIMIT ?
+                    """)
+            statement.arguments = [
+                Int64(start.lamport), timelineColumn(start.timeline.rawValue), Int64(start.seq), limit,
+            ]
+            var page: [Change] = []
+            var bytes = 0
+            do {
+                try ChangeRows.scan(statement, withChain: true) { change in
+                    let size = Self.encodedSizeBound(of: change)
+                    if !page.isEmpty && bytes + size > maxBytes { throw StopIteration() }
+                    bytes += size
+                    page.append(change)
+                }
+            } catch is StopIteration {
+            }
+            return page
+        }
+    }
+
+    /// The query plan `missing` gets from SQLite, for tests that guard against a full sort.
+    func missingQueryPlan(timelines: Int) throws -> [String] {
+        try read { db in
+            let filter = (0..<max(1, timelines)).map { "(+tl = \($0) AND +seq > 0 AND +seq <= 10)" }
+                .joined(separator: " OR ")
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    EXPLAIN QUERY PLAN SELECT \(ChangeRows.columns) FROM changes
+                    WHERE (lamport, tl, seq) > (?, ?, ?) AND (\(filter)) ORDER BY lamport, tl, seq LIMIT ?
+                    """,
+                arguments: [0, 0, 0, 10]
+            ).map { $0["detail"] as String }
+        }
+    }
+}
+
+extension Replica {
+    /// Leaves the own timeline when a peer holds it beyond this store's head: the home was restored from a
+    /// backup or copied, and authoring on would put two different changes under one number. Called when
+    /// the peer's Hello shows it, before any of those changes arrive, so no local edit can slip in between
+    /// (`integrate` would switch too, but only once the changes come, which a failed pull may never do).
+    /// Returns the switch, or nil if `timeline` is no longer the own one or the store caught up.
+    public func leaveStaleTimeline(_ timeline: TimelineID, peerHolds seq: UInt64) throws
+        -> (old: TimelineID, new: TimelineID)?
+    {
+        try transaction { db in
+            let own = try Store.ownTimeline(db)
+            guard own == timeline else { return nil }
+            let head = try Int64.fetchOne(
+                db, sql: "SELECT head_seq FROM timelines WHERE tl = ?", arguments: [timelineColumn(own.rawValue)]) ?? 0
+            guard UInt64(head) < seq else { return nil }
+            let new = TimelineID.random()
+            try Meta.set(db, .ownTimeline, Int64(bitPattern: new.rawValue))
+            return (own, new)
+        }
+    }
+}

@@ -1,0 +1,281 @@
+import Foundation
+import Logging
+import PlaitCore
+import PlaitStore
+import PlaitTLS
+
+/// The background agent: listens, dials paired peers, keeps one session per peer open, pushes Notify right
+/// after any change to the store (a local edit by any `plait` command, or changes pulled from another
+/// peer), and compacts on a schedule.
+///
+/// Threads: one accepts, one dials, one watches the store, and one drives each session (its connection's
+/// only owner).
+public final class Agent: @unchecked Sendable {
+    public struct Settings: Sendable {
+        public var listen: PeerAddress?
+        public var staticPeers: [PeerAddress] = []
+        /// How often the store is checked for changes to announce (the latency floor of Notify).
+        public var watchInterval: Duration = .milliseconds(5)
+        public var dialTimeout: Duration = .seconds(5)
+        public var maxBackoff: Duration = .seconds(30)
+        public var compactionInterval: Duration = .seconds(3600)
+        /// A peer unseen this long no longer holds compaction back.
+        public var peerGrace: Duration = .seconds(30 * 24 * 3600)
+
+        public init() {}
+    }
+
+    private final class Running: @unchecked Sendable {
+        let session: Session
+        let peer: String
+        let dialedByMe: Bool
+        init(session: Session, peer: String, dialedByMe: Bool) {
+            self.session = session
+            self.peer = peer
+            self.dialedByMe = dialedByMe
+        }
+    }
+
+    public let home: Home
+    public let settings: Settings
+    let logger: Logger
+    private let lock = NSLock()
+    private var stopped = false
+    private var sessions: [String: Running] = [:]
+    private var dialing: Set<String> = []
+    private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
+    private var trusted: Set<String> = []
+    private var listener: TLSListener?
+    private let threads = DispatchGroup()
+    /// The port actually bound (useful with port 0).
+    public private(set) var boundPort: UInt16?
+
+    public init(home: Home, settings: Settings, logger: Logger) {
+        self.home = home
+        self.settings = settings
+        self.logger = logger
+    }
+
+    private var myID: String { home.identity.deviceID.description }
+
+    public func start() throws {
+        TLS.setUp()
+        let initial = try home.trustedDeviceIDs()
+        lock.withLock { trusted = initial }
+        if let listen = settings.listen {
+            let context = try TLSContext(identity: home.identity, role: .server(acceptsPairing: false))
+            let listener = try TLSListener(host: listen.host, port: listen.port, context: context)
+            self.listener = listener
+            boundPort = listener.port
+            logger.info("listening on \(listen.host):\(listener.port) as \(myID) (\(home.deviceName))")
+            spawn("accept") { self.acceptLoop(listener) }
+        }
+        spawn("watch") { self.watchLoop() }
+        spawn("dial") { self.dialLoop() }
+    }
+
+    /// Stops everything and waits for every thread.
+    public func stop() {
+        let running: [Running] = lock.withLock {
+            stopped = true
+            return Array(sessions.values)
+        }
+        // The accept thread owns the listener and closes it when it sees `stopped` (within its timeout).
+        for entry in running { entry.session.stop() }
+        threads.wait()
+        logger.info("agent stopped")
+    }
+
+    private var isStopped: Bool { lock.withLock { stopped } }
+
+    private func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        threads.enter()
+        let thread = Thread {
+            body()
+            self.threads.leave()
+        }
+        thread.name = "plait-\(name)"
+        thread.start()
+    }
+
+    private func trust(_ id: DeviceID) -> Bool { lock.withLock { trusted.contains(id.description) } }
+
+    // MARK: Accepting
+
+    private func acceptLoop(_ listener: TLSListener) {
+        while !isStopped {
+            do {
+                let connection = try listener.accept(
+                    trust: { [weak self] in self?.trust($0) ?? false }, timeout: .milliseconds(250),
+                    handshakeTimeout: .seconds(10))
+                spawn("session") { self.run(connection, dialedByMe: false, address: nil) }
+            } catch TLSError.timeout {
+                continue
+            } catch let TLSError.peerNotTrusted(id) {
+                logger.notice("refused unpaired device \(id); listed by `plait peers --pending`")
+                try? home.store.recordPending(deviceID: id.description, claimedName: "(unknown)", address: nil, now: Replica.now())
+            } catch {
+                if isStopped { break }
+                logger.info("a connection failed: \(error)")
+            }
+        }
+        listener.close()
+    }
+
+    // MARK: Dialing
+
+    private func dialLoop() {
+        while !isStopped {
+            var targets: [(address: PeerAddress, id: String?)] = settings.staticPeers.map { ($0, nil) }
+            if let peers = try? home.store.peers() {
+                for peer in peers {
+                    guard let text = peer.address, let address = try? PeerAddress(parsing: text) else { continue }
+                    if !targets.contains(where: { $0.address == address }) { targets.append((address, peer.deviceID)) }
+                }
+            }
+            let now = ContinuousClock.now
+            for target in targets {
+                let key = target.id ?? target.address.description
+                let due = lock.withLock { () -> Bool in
+                    if let id = target.id, sessions[id] != nil { return false }
+                    if sessions.values.contains(where: { $0.peer == key }) || dialing.contains(key) { return false }
+                    if let wait = backoff[key], wait.next > now { return false }
+                    dialing.insert(key)
+                    return true
+                }
+                if due { spawn("dial-\(key.prefix(7))") { self.dial(target.address, key: key) } }
+            }
+            sleepInterruptibly(.milliseconds(500))
+        }
+    }
+
+    private func dial(_ address: PeerAddress, key: String) {
+        defer { _ = lock.withLock { dialing.remove(key) } }
+        do {
+            let context = try TLSContext(identity: home.identity, role: .client(offering: .sync))
+            let connection = try TLSConnection.connect(
+                host: address.host, port: address.port, context: context,
+                trust: { [weak self] in self?.trust($0) ?? false }, timeout: settings.dialTimeout)
+            lock.withLock { backoff[key] = nil }
+            run(connection, dialedByMe: true, address: address)
+        } catch {
+            let delay = lock.withLock { () -> Duration in
+                let previous = backoff[key]?.delay ?? .zero
+                let next = min(settings.maxBackoff, max(.seconds(1), previous * 2))
+                backoff[key] = (ContinuousClock.now + next, next)
+                return next
+            }
+            logger.debug("could not reach \(address): \(error); retrying in \(delay)")
+        }
+    }
+
+    // MARK: Sessions
+
+    private func run(_ connection: TLSConnection, dialedByMe: Bool, address: PeerAddress?) {
+        defer { connection.close() }
+        guard let peer = connection.peerDeviceID?.description else { return }
+        var options = SessionOptions(mode: .agent)
+        options.idleTimeout = .seconds(60)
+        let session: Session
+        do {
+            session = try Session(
+                transport: TLSFrameTransport(connection), replica: home.replica, identity: home.sessionIdentity,
+                options: options)
+        } catch {
+            logger.error("cannot start a session with \(peer): \(error)")
+            return
+        }
+        let entry = Running(session: session, peer: peer, dialedByMe: dialedByMe)
+        // Two agents dialling each other at once keep the connection dialled by the smaller Device ID.
+        let keep = lock.withLock { () -> Bool in
+            if stopped { return false }
+            if let existing = sessions[peer] {
+                let existingDialer = existing.dialedByMe ? myID : peer
+                let newDialer = dialedByMe ? myID : peer
+                if existingDialer <= newDialer { return false }
+                existing.session.stop()
+            }
+            sessions[peer] = entry
+            return true
+        }
+        guard keep else { return }
+        logger.info("connected to \(peer)\(address.map { " at \($0)" } ?? "")")
+        do {
+            let result = try session.run()
+            logger.info("session with \(result.peerName) ended: pulled \(result.pulled), sent \(result.sent)")
+            try? home.store.peerSeen(
+                deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())
+        } catch {
+            logger.info("session with \(peer) ended: \(error)")
+        }
+        lock.withLock {
+            if sessions[peer] === entry { sessions[peer] = nil }
+        }
+    }
+
+    // MARK: Watching the store
+
+    private func watchLoop() {
+        var lastGeneration = (try? home.store.generation()) ?? -1
+        var lastCompaction = ContinuousClock.now
+        while !isStopped {
+            sleepInterruptibly(settings.watchInterval)
+            if let generation = try? home.store.generation(), generation != lastGeneration {
+                lastGeneration = generation
+                let running = lock.withLock { Array(sessions.values) }
+                for entry in running { entry.session.notify() }
+            }
+            if let current = try? home.trustedDeviceIDs() {
+                let dropped: [Running] = lock.withLock {
+                    guard current != trusted else { return [] }
+                    trusted = current
+                    return sessions.values.filter { !current.contains($0.peer) }
+                }
+                for entry in dropped {
+                    logger.notice("unpaired \(entry.peer): closing its connection")
+                    entry.session.stop()
+                }
+            }
+            if ContinuousClock.now - lastCompaction >= settings.compactionInterval {
+                lastCompaction = ContinuousClock.now
+                compact()
+            }
+        }
+    }
+
+    /// Scheduled compaction, never past what a paired peer seen within the grace has acknowledged.
+    func compact() {
+        do {
+            let summary = try home.store.summary()
+            let graceMs = Int64(settings.peerGrace.components.seconds) * 1000
+            var limits: [CutOffLimit] = []
+            for peer in try home.store.peers() {
+                guard let seen = peer.lastSeen, Replica.now() - seen <= graceMs else { continue }
+                let acknowledged = peer.lastSummary ?? Summary()
+                if let limit = try Compaction.acknowledgementLimit(
+                    peer: peer.name, acknowledged: acknowledged, held: summary,
+                    lamportOf: { ref in try? self.home.store.lamport(of: ref) })
+                {
+                    limits.append(limit)
+                }
+            }
+            // A paired peer never seen holds everything back: it may need all of it.
+            if try home.store.peers().contains(where: { $0.lastSeen == nil }) { return }
+            let report = try home.replica.compact(limits: limits)
+            if report.folded > 0 { logger.info("compacted \(report.folded) changes (cut-off \(report.cutOff?.lamport ?? 0))") }
+        } catch {
+            logger.error("compaction failed: \(error)")
+        }
+    }
+
+    private func sleepInterruptibly(_ duration: Duration) {
+        Thread.sleep(forTimeInterval: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+    }
+}
+
+extension Store {
+    /// The store's write generation: it changes with every committed change, whichever process wrote it.
+    public func generation() throws -> Int64 {
+        try read { db in try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'generation'") ?? 0 }
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitTLS
+
+/// What one-shot sync with one peer did.
+public struct PeerSyncOutcome: Sendable {
+    public var address: PeerAddress
+    /// The peer's Device ID as its certificate proved it (nil if the connection never got that far).
+    public var deviceID: String?
+    public var name: String?
+    public var result: SessionResult?
+    /// Why it failed, one sentence; nil on success.
+    public var failure: String?
+
+    public var succeeded: Bool { failure == nil }
+}
+
+extension Home {
+    /// The Device IDs this device trusts, read once (the TLS trust callback must not touch the store).
+    public func trustedDeviceIDs() throws -> Set<String> { Set(try store.peers().map(\.deviceID)) }
+
+    public var sessionIdentity: SessionIdentity {
+        SessionIdentity(deviceID: identity.deviceID.description, name: deviceName)
+    }
+
+    /// Connects to `address` over TLS (sync protocol), requires the peer to be paired, and runs one session
+    /// both ways. Never throws: failures are reported in the outcome, so `plait sync` can go on.
+    public func syncOnce(
+        with address: PeerAddress, timeout: Duration, onPulled: (@Sendable (Int) -> Void)? = nil
+    ) -> PeerSyncOutcome {
+        var outcome = PeerSyncOutcome(address: address)
+        do {
+            TLS.setUp()
+            let trusted = try trustedDeviceIDs()
+            let context = try TLSContext(identity: identity, role: .client(offering: .sync))
+            let connection = try TLSConnection.connect(
+                host: address.host, port: address.port, context: context,
+                trust: { trusted.contains($0.description) }, timeout: timeout)
+            defer { connection.close() }
+            guard let peer = connection.peerDeviceID?.description else {
+                throw PlaitError.usage("the peer presented no certificate.")
+            }
+            outcome.deviceID = peer
+            var options = SessionOptions(mode: .oneShot)
+            options.idleTimeout = timeout
+            options.onPulled = onPulled
+            let session = try Session(
+                transport: TLSFrameTransport(connection), replica: replica, identity: sessionIdentity, options: options)
+            let result = try session.run()
+            outcome.name = result.peerName
+            outcome.result = result
+            try store.peerSeen(deviceID: peer, address: address.description, summary: result.finalSummary, now: Replica.now())
+        } catch let error as TLSError {
+            outcome.failure = Self.explain(error, address: address)
+        } catch {
+            // In TLS 1.3 a server that does not trust this device refuses it only after the client's handshake
+            // completed: the refusal arrives as an alert, or as a reset, on the session's first read.
+            let text = "\(error)"
+            if outcome.result == nil, text.contains("bad certificate") || text.contains("reset by peer") {
+                outcome.failure = Self.explain(.rejectedByPeer(reason: text), address: address)
+            } else {
+                outcome.failure = "\(address): \(text)"
+            }
+        }
+        return outcome
+    }
+
+    static func explain(_ error: TLSError, address: PeerAddress) -> String {
+        switch error {
+        case .refused: return "\(address) is unreachable (connection refused): is `plait agent` running there?"
+        case .timeout: return "\(address) did not answer in time: is the address right, and the agent running?"
+        case .rejectedByPeer:
+            return "\(address) refused this device: it is not paired there (run `plait pair --trust` on it with this ID)."
+        case let .peerNotTrusted(id):
+            return "\(address) is device \(id), which is not paired here (`plait pair --trust \(id)` if it should be)."
+        default: return "\(address): TLS failed: \(error)"
+        }
+    }
+}

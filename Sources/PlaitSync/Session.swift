@@ -1,0 +1,322 @@
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitWire
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One sync session with a peer over a `FrameTransport`, driven by one thread with poll(2).
+///
+/// Both sides run the same protocol: Hello; Want with what each holds; each streams what the other lacks
+/// in replay order, in bounded batches, then Done; one-shot sessions then Close. The driver keeps reading
+/// while it writes and produces the next batch only once everything queued was written, so two devices
+/// pulling large gaps from each other at the same moment never both block on a full socket, and memory
+/// stays near one batch per direction.
+///
+/// `run()` drives the session on the calling thread until it ends. `notify()` and `stop()` may be called
+/// from any thread.
+public final class Session: @unchecked Sendable {
+    private let transport: any FrameTransport
+    private let replica: Replica
+    private let options: SessionOptions
+    private var machine: SessionMachine
+    /// A self-pipe the driver polls, so another thread can wake it (notify, stop).
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let lock = NSLock()
+    private var notifyRequested = false
+    private var stopRequested = false
+    private var started = false
+
+    private var outbox = Outbox()
+    private var bytesSent = 0
+    private var bytesReceived = 0
+    private var inputOpen = true
+    /// When bytes last moved either way. A peer busy integrating a long batch still reads, so only a
+    /// connection on which nothing moves is silent.
+    private var lastProgress = ContinuousClock.now
+    private var pingOutstanding = false
+    private var pingNonce: UInt64 = 0
+
+    /// Queued bytes past which the driver stops reading: a peer that sends but never reads cannot make it
+    /// buffer replies without bound. A well-behaved peer never gets near it (batches are produced only when
+    /// the queue is empty; what else is queued are small replies).
+    private var highWater: Int { options.maxBatchBytes + 4 << 20 }
+
+    public init(
+        transport: any FrameTransport, replica: Replica, identity: SessionIdentity,
+        options: SessionOptions = SessionOptions()
+    ) throws {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw SessionError.transport("pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+        self.transport = transport
+        self.replica = replica
+        self.options = options
+        machine = SessionMachine(replica: replica, identity: identity, options: options)
+    }
+
+    deinit {
+        _ = close(wakeRead)
+        _ = close(wakeWrite)
+    }
+
+    /// Sends Notify with this device's summary at once (agent mode; ignored in one-shot mode). Call it after
+    /// a local change, or after another session pulled changes.
+    public func notify() {
+        lock.withLock { notifyRequested = true }
+        wake()
+    }
+
+    /// Ends the session: Close("stopped") is sent after what is queued. An agent session then returns its
+    /// result; a one-shot session that had not finished throws `SessionError.stopped`.
+    public func stop() {
+        lock.withLock { stopRequested = true }
+        wake()
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)  // a full pipe already wakes the driver
+    }
+
+    /// Drives the session until it ends. Call once, on the thread that owns the transport.
+    public func run() throws(SessionError) -> SessionResult {
+        let first = lock.withLock { () -> Bool in
+            defer { started = true }
+            return !started
+        }
+        precondition(first, "a Session runs once")
+        do {
+            try drive()
+        } catch {
+            if error.tellsPeer { flushBestEffort(closing: error.closeReason) }
+            throw error
+        }
+        let summary: Summary
+        do {
+            summary = try replica.store.summary()
+        } catch let error as StoreError {
+            throw .store(error)
+        } catch {
+            throw .store(.sqlite("\(error)"))
+        }
+        return SessionResult(
+            peerDeviceID: machine.peer?.deviceID ?? "", peerName: machine.peer?.name ?? "", pulled: machine.pulled,
+            sent: machine.sent, duplicates: machine.duplicates, forkedTimelines: machine.forkedTimelines,
+            timelineSwitch: machine.timelineSwitch, finalSummary: summary, bytesSent: bytesSent,
+            bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason)
+    }
+
+    // MARK: The loop
+
+    private func drive() throws(SessionError) {
+        var decoder = FrameDecoder(maxFrameSize: options.frameLimit)
+        var readBuffer = [UInt8](repeating: 0, count: 64 << 10)
+        for message in try machine.start() { try enqueue(message) }
+        lastProgress = .now
+        while true {
+            let (notify, stop) = lock.withLock { () -> (Bool, Bool) in
+                defer { notifyRequested = false }
+                return (notifyRequested, stopRequested)
+            }
+            if stop {
+                if let close = machine.stopping(reason: "stopped") { try enqueue(close) }
+                flushBestEffort(closing: nil)
+                if options.mode == .agent || machine.isComplete { return }
+                throw .stopped
+            }
+            if notify { for message in try machine.localChanged() { try enqueue(message) } }
+            // The next batch only once everything queued is written: memory stays near one batch.
+            while outbox.isEmpty, let message = try machine.nextOutgoing() { try enqueue(message) }
+            if machine.isComplete && outbox.isEmpty { return }
+
+            let (sentBefore, receivedBefore) = (bytesSent, bytesReceived)
+            do {
+                try writeAvailable()
+            } catch {
+                // The peer closed and went away while its Close was being answered: nothing is lost.
+                if machine.peerCloseReason != nil && (machine.isComplete || machine.isSynced) { return }
+                throw error
+            }
+            if machine.isComplete && outbox.isEmpty { return }
+
+            let wantRead = inputOpen && !machine.isComplete && outbox.pending < highWater
+            let wantWrite = !outbox.isEmpty
+            let buffered = wantRead && transport.hasBufferedInput
+            // Everything was written and more is ready: only look for input, do not wait for it.
+            let immediate = buffered || (outbox.isEmpty && machine.hasMoreToSend)
+            var fds = [
+                pollfd(
+                    fd: transport.fileDescriptor, events: transport.pollEvents(wantRead: wantRead, wantWrite: wantWrite),
+                    revents: 0),
+                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+            ]
+            let count = poll(&fds, 2, immediate ? 0 : millisecondsToDeadline())
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .transport("poll: \(String(cString: strerror(errno)))")
+            }
+            if fds[1].revents != 0 { drainWakePipe() }
+            let events = fds[0].revents
+            if events & Int16(POLLNVAL) != 0 { throw .transport("the connection's descriptor was closed under the session") }
+            // Any event may be what a TLS read was waiting for (it can need the socket writable): just try.
+            if wantRead && (events != 0 || buffered) {
+                try readAvailable(&decoder, buffer: &readBuffer)
+            }
+            // Progress: anything from the peer, or the peer taking our bytes (but not only the Ping's own).
+            if bytesReceived != receivedBefore || (bytesSent != sentBefore && !pingOutstanding) {
+                lastProgress = .now
+                pingOutstanding = false
+            } else if !immediate {
+                try checkSilence()
+            }
+        }
+    }
+
+    /// Sends a Ping after `pingInterval` without progress, fails after `idleTimeout`. Called only after a
+    /// turn in which no byte moved, so time spent integrating a long batch never counts as silence.
+    private func checkSilence() throws(SessionError) {
+        let silent = ContinuousClock.now - lastProgress
+        if silent >= options.idleTimeout { throw .timedOut(seconds: Int(options.idleTimeout.components.seconds)) }
+        if silent >= options.pingInterval && !pingOutstanding && machine.peer != nil {
+            pingOutstanding = true
+            pingNonce &+= 1
+            try enqueue(.ping(nonce: pingNonce))
+        }
+    }
+
+    private func millisecondsToDeadline() -> Int32 {
+        let wait = (pingOutstanding ? options.idleTimeout : options.pingInterval) - (ContinuousClock.now - lastProgress)
+        let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1
+        return Int32(clamping: max(0, milliseconds))
+    }
+
+    private func readAvailable(_ decoder: inout FrameDecoder, buffer: inout [UInt8]) throws(SessionError) {
+        // A bounded amount per turn, so the writes of this side keep going while a big stream comes in.
+        var budget = 1 << 20
+        while budget > 0 {
+            let result: ReadResult
+            do {
+                result = try transport.readSome(into: &buffer)
+            } catch {
+                throw .transport("\(error)")
+            }
+            switch result {
+            case let .bytes(count):
+                bytesReceived += count
+                budget -= count
+                decoder.append(buffer[0..<count])
+                while true {
+                    let message: Message
+                    do {
+                        guard let frame = try decoder.next() else { break }
+                        message = try Message.decode(frame)
+                    } catch {
+                        throw .wire(error)
+                    }
+                    for reply in try machine.received(message) { try enqueue(reply) }
+                    if machine.isComplete { return }
+                }
+            case .wouldBlock:
+                return
+            case .closed:
+                inputOpen = false
+                try machine.peerEndedStream(midFrame: !decoder.isAtFrameBoundary)
+                return
+            }
+        }
+    }
+
+    private func enqueue(_ message: Message) throws(SessionError) {
+        let frame = message.encode()
+        let limit = machine.peer?.maxFrameSize ?? Frame.defaultMaxSize
+        let length = frame.count - Frame.lengthPrefixSize
+        guard length <= limit else { throw .frameTooLargeForPeer(size: length, limit: limit) }
+        outbox.append(frame)
+    }
+
+    private func writeAvailable() throws(SessionError) {
+        while !outbox.isEmpty {
+            let result: WriteResult
+            do {
+                result = try transport.writeSome(outbox.unsent)
+            } catch {
+                throw .transport("\(error)")
+            }
+            guard case let .wrote(count) = result, count > 0 else { return }
+            outbox.consumed(count)
+            bytesSent += count
+        }
+    }
+
+    /// Writes what is queued, then `closing` as a Close, for at most two seconds: the peer learns why the
+    /// session ends if it still reads; if it does not, the session ends anyway.
+    private func flushBestEffort(closing reason: String?) {
+        if let reason, let close = machine.stopping(reason: reason) {
+            outbox.append(close.encode())
+        }
+        let deadline = ContinuousClock.now + .seconds(2)
+        while !outbox.isEmpty {
+            do {
+                try writeAvailable()
+            } catch {
+                return
+            }
+            if outbox.isEmpty { return }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return }
+            var fds = [
+                pollfd(
+                    fd: transport.fileDescriptor, events: transport.pollEvents(wantRead: false, wantWrite: true),
+                    revents: 0)
+            ]
+            let milliseconds = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1
+            if poll(&fds, 1, Int32(clamping: milliseconds)) < 0 && errno != EINTR { return }
+        }
+    }
+
+    private func drainWakePipe() {
+        var scratch = [UInt8](repeating: 0, count: 64)
+        while scratch.withUnsafeMutableBytes({ read(wakeRead, $0.baseAddress, $0.count) }) > 0 {}
+    }
+}
+
+/// The bytes waiting to be written, consumed from the front.
+private struct Outbox {
+    private var bytes: [UInt8] = []
+    private var offset = 0
+    private(set) var peak = 0
+    private static let retainedCapacity = 2 << 20
+
+    var pending: Int { bytes.count - offset }
+    var isEmpty: Bool { pending == 0 }
+    var unsent: ArraySlice<UInt8> { bytes[offset...] }
+
+    mutating func append(_ frame: [UInt8]) {
+        if offset > 0 && offset >= bytes.count / 2 {
+            bytes.removeSubrange(0..<offset)
+            offset = 0
+        }
+        bytes.append(contentsOf: frame)
+        peak = max(peak, pending)
+    }
+
+    mutating func consumed(_ count: Int) {
+        offset += count
+        if offset == bytes.count {
+            bytes.removeAll(keepingCapacity: bytes.capacity <= Self.retainedCapacity)
+            offset = 0
+        }
+    }
+}
+

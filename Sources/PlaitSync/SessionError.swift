@@ -1,0 +1,96 @@
+import PlaitCore
+import PlaitStore
+import PlaitWire
+
+/// Why a sync session ended before it finished. The description is one sentence; unless the peer is
+/// already gone, it is also the reason sent to the peer in Close.
+public enum SessionError: Error, CustomStringConvertible, Sendable {
+    /// The byte stream lost its framing or a payload did not decode: garbage, a frame over the limit, an
+    /// unknown frame type, a malformed message.
+    case wire(WireError)
+    /// The transport failed (a socket error, a TLS error).
+    case transport(String)
+    /// The peer ended the stream before the session finished (`midFrame`: in the middle of a frame).
+    case connectionLost(midFrame: Bool)
+    /// The peer sent Close before the session finished.
+    case peerClosed(reason: String)
+    /// The peer speaks another protocol version or data model, or is this very device.
+    case incompatible(String)
+    /// The peer sent a message out of turn.
+    case protocolViolation(String)
+    /// A pulled batch was refused whole (a gap, a fork, a bad hash or Lamport time, an oversized change).
+    case batchRefused(StoreError)
+    /// The local store failed.
+    case store(StoreError)
+    /// The peer lacks changes that exist here only inside the baseline, and baselines do not travel yet.
+    case baselineTransferUnsupported(timeline: TimelineID, peerHas: UInt64, baselineHolds: UInt64)
+    /// The peer's stream ended (Done) short of the summary it announced.
+    case incompleteStream(missing: [MissingRange])
+    /// A change does not fit into the largest frame the peer accepts.
+    case frameTooLargeForPeer(size: Int, limit: Int)
+    /// Nothing arrived from the peer for this long.
+    case timedOut(seconds: Int)
+    /// `stop()` was called before a one-shot session finished.
+    case stopped
+
+    public var description: String {
+        switch self {
+        case let .wire(error):
+            return "the connection was closed because " + error.description
+        case let .transport(detail):
+            return "the connection failed: \(detail)."
+        case let .connectionLost(midFrame):
+            return midFrame
+                ? "the peer closed the connection in the middle of a frame, before the sync finished."
+                : "the peer closed the connection before the sync finished."
+        case let .peerClosed(reason):
+            return "the peer ended the session: \(reason)"
+        case let .incompatible(reason):
+            return "the peer cannot sync with this device: \(reason)."
+        case let .protocolViolation(reason):
+            return "the peer broke the sync protocol: \(reason)."
+        case let .batchRefused(error):
+            return "a batch pulled from the peer was refused and nothing of it was written: \(error.description)"
+        case let .store(error):
+            return "the local store failed: \(error.description)"
+        case let .baselineTransferUnsupported(timeline, peerHas, baselineHolds):
+            // TODO: send the baseline first (DESIGN §5) instead of refusing; then this case goes.
+            return "baseline transfer not supported yet: the peer holds timeline \(timeline) up to \(peerHas), "
+                + "and changes up to \(baselineHolds) exist here only inside the baseline."
+        case let .incompleteStream(missing):
+            let ranges = missing.map { "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)" }
+            return "the peer ended its stream without changes it announced (\(ranges.joined(separator: ", ")))."
+        case let .frameTooLargeForPeer(size, limit):
+            return "a frame of \(size) bytes would exceed the \(limit) bytes the peer accepts."
+        case let .timedOut(seconds):
+            return "nothing arrived from the peer for \(seconds) seconds."
+        case .stopped:
+            return "the session was stopped before it finished."
+        }
+    }
+
+    /// Whether the peer should be told with Close (not when it is gone or closed first).
+    var tellsPeer: Bool {
+        switch self {
+        case .transport, .connectionLost, .peerClosed: return false
+        default: return true
+        }
+    }
+
+    /// `description` as a Close reason: one line, within the wire's limit.
+    var closeReason: String { Self.closeReason(description) }
+
+    static func closeReason(_ text: String) -> String {
+        var reason = ""
+        var bytes = 0
+        for character in text {
+            let clean: Character = character.unicodeScalars.contains { $0.properties.generalCategory == .control }
+                ? " " : character
+            let size = String(clean).utf8.count
+            if bytes + size > WireLimits.maxCloseReasonBytes { break }
+            reason.append(clean)
+            bytes += size
+        }
+        return reason
+    }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Logging
+import PlaitCore
+import PlaitSync
+
+extension Plait {
+    struct Agent: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run the background agent: listen, connect to paired peers, push every change at once.",
+            discussion: """
+                Keeps a connection to every paired peer it can reach, sends each change made on this device \
+                (by any plait command) within milliseconds, relays what peers send, and compacts history on a \
+                schedule. Stops cleanly on SIGTERM or SIGINT. Logs go to standard error.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(help: ArgumentHelp("Where to listen for peers (default: agent.listen, 0.0.0.0:7400).", valueName: "host:port"))
+        var listen: String?
+
+        @Option(name: .customLong("peer"), help: ArgumentHelp("Also keep a connection to this address (repeatable).", valueName: "host:port"))
+        var peers: [String] = []
+
+        @Flag(help: "Do not use mDNS discovery (it is not built yet; accepted for forward compatibility).")
+        var noDiscovery = false
+
+        @Flag(name: .shortAndLong, help: "Log more (debug level).")
+        var verbose = false
+
+        func run() throws {
+            let home = try global.openHome()
+            let config = home.config
+            var settings = PlaitSync.Agent.Settings()
+            settings.listen = try PeerAddress(parsing: listen ?? config.listen, allowingPortZero: true)
+            settings.staticPeers = try (config.staticPeers + peers).map { try PeerAddress(parsing: $0) }
+            settings.compactionInterval = .seconds(config.compactionIntervalSeconds == 0 ? Int.max / 2 : config.compactionIntervalSeconds)
+            settings.peerGrace = .seconds(config.peerGraceDays * 24 * 3600)
+            let level: Logger.Level = verbose ? .debug : Logger.Level(rawValue: config.logLevel) ?? .info
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+            let logger = Logger(label: "plait.agent")
+            let agent = PlaitSync.Agent(home: home, settings: settings, logger: logger)
+            try agent.start()
+            let finished = DispatchSemaphore(value: 0)
+            var sources: [DispatchSourceSignal] = []
+            for number in [SIGTERM, SIGINT] {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { finished.signal() }
+                source.resume()
+                sources.append(source)
+            }
+            finished.wait()
+            agent.stop()
+            _ = sources
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import Testing
+
+/// A `plait agent` started by a test: stopped with SIGTERM by its PID, always.
+final class RunningAgent {
+    let process = Process()
+    let logPath: String
+    let exited = DispatchSemaphore(value: 0)
+    private(set) var port: UInt16 = 0
+
+    init(sandbox: Sandbox, home: String, extra: [String] = []) throws {
+        logPath = sandbox.root + "/agent-\(UUID().uuidString).log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
+        process.arguments = ["agent", "--home", home, "--listen", "127.0.0.1:0"] + extra
+        process.environment = sandbox.baseEnvironment
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = FileHandle.nullDevice
+        process.terminationHandler = { [exited] _ in exited.signal() }
+        try process.run()
+        // The agent logs the port it bound; wait for that line (or its death), up to 20 s.
+        let deadline = Date().addingTimeInterval(20)
+        while port == 0 {
+            if let line = log.split(separator: "\n").first(where: { $0.contains("listening on 127.0.0.1:") }),
+                let text = line.split(separator: "127.0.0.1:").last?.split(separator: " ").first,
+                let number = UInt16(text)
+            {
+                port = number
+                break
+            }
+            guard process.isRunning, Date() < deadline else {
+                stop()
+                throw CLITestFailure("the agent did not start: \(log)")
+            }
+            usleep(10_000)
+        }
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    var address: String { "127.0.0.1:\(port)" }
+
+    /// SIGTERM, then wait; SIGKILL after 10 s. Returns the exit status.
+    @discardableResult
+    func stop() -> Int32 {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            if exited.wait(timeout: .now() + 10) == .timedOut {
+                kill(process.processIdentifier, SIGKILL)
+                exited.wait()
+            }
+        } else {
+            exited.wait()
+        }
+        return process.terminationStatus
+    }
+}
+
+/// Waits until `condition` holds, checking every 10 ms, for at most `seconds`.
+func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(10_000)
+    }
+    return try condition()
+}
+
+/// Devices converging over real TLS on loopback, across processes.
+@Suite(.serialized) struct SyncTests {
+    /// Creates `names` homes in the sandbox, pairs every two of them, returns their paths and IDs.
+    func devices(_ sandbox: Sandbox, _ names: [String]) throws -> [(home: String, id: String)] {
+        var out: [(String, String)] = []
+        for name in names {
+            let home = sandbox.root + "/" + name
+            try sandbox.ok(["init", "--name", name, "--home", home])
+            out.append((home, try sandbox.ok(["id", "--home", home]).lines.last!))
+        }
+        return out
+    }
+
+    func pair(_ sandbox: Sandbox, _ a: (home: String, id: String), _ b: (home: String, id: String)) throws {
+        try sandbox.ok(["pair", "--trust", b.id, "--home", a.home])
+        try sandbox.ok(["pair", "--trust", a.id, "--home", b.home])
+    }
+
+    func status(_ sandbox: Sandbox, _ home: String) throws -> (summary: String, digest: String) {
+        let object = try sandbox.ok(["status", "--json", "--home", home]).json()
+        return (object["summary"] as? String ?? "?", object["digest"] as? String ?? "?")
+    }
+
+    @Test func oneShotSyncConvergesBothWaysAfterConcurrentEdits() throws {
+        try withSandbox { sandbox in
+            let d = try devices(sandbox, ["a", "b"])
+            try pair(sandbox, d[0], d[1])
+            try sandbox.ok(["batch", "--home", d[0].home], stdin: "list add Groceries\nadd Groceries milk\nadd Groceries eggs\n")
+            try sandbox.ok(["batch", "--home", d[1].home], stdin: "list add Work\nadd Work report\n")
+            let agent = try RunningAgent(sandbox: sandbox, home: d[1].home)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            let run = try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home])
+            #expect(run.stdout.contains("pulled 2 changes, sent 3"), "\(run)")
+            let a = try status(sandbox, d[0].home)
+            let b = try status(sandbox, d[1].home)
+            #expect(a.summary == b.summary && a.digest == b.digest, "a \(a) b \(b)")
+            // Both see both lists; and a list deleted on one side while the other adds to it survives.
+            try sandbox.ok(["list", "rm", "Groceries", "--home", d[1].home])
+            try sandbox.ok(["add", "Groceries", "butter", "--home", d[0].home])
+            let json = try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home, "--json"]).json()
+            #expect((json["peers"] as? [[String: Any]])?.first?["ok"] as? Bool == true)
+            let shown = try sandbox.ok(["show", "--json", "--home", d[1].home]).json()
+            let lists = shown["lists"] as? [[String: Any]] ?? []
+            let groceries = lists.first { $0["title"] as? String == "Groceries" }
+            let texts = (groceries?["pending"] as? [[String: Any]])?.compactMap { $0["text"] as? String }
+            #expect(texts == ["butter"], "the concurrent add survives with its list: \(shown)")
+            #expect(try status(sandbox, d[0].home) == status(sandbox, d[1].home))
+        }
+    }
+
+    @Test func anUnpairedDeviceIsRefusedReceivesNothingAndIsListedAsPending() throws {
+        try withSandbox { sandbox in
+            let d = try devices(sandbox, ["server", "stranger", "friend"])
+            try pair(sandbox, d[0], d[2])
+            try sandbox.ok(["batch", "--home", d[0].home], stdin: "list add Secret\nadd Secret plans\n")
+            let agent = try RunningAgent(sandbox: sandbox, home: d[0].home)
+            defer { #expect(agent.stop() == 0) }
+            // The stranger trusts the server, but the server does not trust it.
+            try sandbox.ok(["pair", "--trust", d[0].id, "--home", d[1].home])
+            let before = try status(sandbox, d[1].home)
+            let run = try sandbox.fails(["sync", "--peer", agent.address, "--home", d[1].home])
+            #expect(run.stderr.contains("not paired there"), "\(run)")
+            #expect(try status(sandbox, d[1].home) == before, "the stranger received nothing")
+            let pending = try sandbox.ok(["peers", "--pending", "--json", "--home", d[0].home]).json()
+            let ids = (pending["pending"] as? [[String: Any]])?.compactMap { $0["device"] as? String } ?? []
+            #expect(ids == [d[1].id], "\(pending)")
+            // A paired device still syncs.
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", d[2].home])
+            #expect(try status(sandbox, d[2].home) == status(sandbox, d[0].home))
+            // An address with nothing listening fails with a clear message and a non-zero status.
+            let nobody = try sandbox.fails(["sync", "--peer", "127.0.0.1:1", "--home", d[2].home, "--timeout", "2"])
+            #expect(nobody.stderr.contains("unreachable"), "\(nobody)")
+        }
+    }
+
+    @Test func agentsPushEditsAtOnceAndRelayThirdPartyChanges() throws {
+        try withSandbox { sandbox in
+            // a — b — c in a line: c is not paired with a, and still gets a's changes through b.
+            let d = try devices(sandbox, ["a", "b", "c"])
+            try pair(sandbox, d[0], d[1])
+            try pair(sandbox, d[1], d[2])
+            let agentB = try RunningAgent(sandbox: sandbox, home: d[1].home)
+            defer { #expect(agentB.stop() == 0) }
+            let agentA = try RunningAgent(sandbox: sandbox, home: d[0].home, extra: ["--peer", agentB.address])
+            defer { #expect(agentA.stop() == 0) }
+            let agentC = try RunningAgent(sandbox: sandbox, home: d[2].home, extra: ["--peer", agentB.address])
+            defer { #expect(agentC.stop() == 0) }
+            try sandbox.ok(["list", "add", "Shared", "--home", d[0].home])
+            try sandbox.ok(["add", "Shared", "from a", "--home", d[0].home])
+            try sandbox.ok(["add", "Shared", "from c", "--home", d[2].home])
+            let converged = try eventually {
+                let all = try d.map { try status(sandbox, $0.home) }
+                return Set(all.map(\.digest)).count == 1 && Set(all.map(\.summary)).count == 1 && all[0].summary.split(separator: ",").count == 2
+            }
+            let final = try d.map { try status(sandbox, $0.home) }
+            #expect(converged, "a \(final[0]) b \(final[1]) c \(final[2])\n\(agentB.log)")
+            let shown = try sandbox.ok(["show", "Shared", "--json", "--home", d[2].home]).json()
+            let texts = ((shown["lists"] as? [[String: Any]])?.first?["pending"] as? [[String: Any]])?.compactMap {
+                $0["text"] as? String
+            }
+            #expect(Set(texts ?? []) == ["from a", "from c"])
+        }
+    }
+}

@@ -1,0 +1,497 @@
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitSync
+import PlaitWire
+import Testing
+
+/// Sessions between real stores over a Unix socket pair, each side on its own thread.
+@Suite struct SessionTests {
+    /// Two devices edit concurrently; one one-shot session later they hold the same changes and state.
+    @Test(arguments: [(0x5E55_0001 as UInt64, false), (0x5E55_0002, true)])
+    func twoDevicesConverge(seed: UInt64, readAhead: Bool) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(a.replica, count: 120, rng: &rng)
+            try randomEdits(b.replica, count: 150, rng: &rng)
+            let wrap: (SocketTransport) -> any FrameTransport = { readAhead ? ReadAheadTransport($0) : $0 as any FrameTransport }
+            let (ra, rb) = try runSession(a, b, wrap: wrap).results()
+
+            #expect(try a.summary == b.summary)
+            #expect(try a.summary.count == 270)
+            #expect(hex(a.digest) == hex(b.digest))
+            #expect(hex(try a.reopenedDigest()) == hex(a.digest), "the materialized rows agree with memory")
+            #expect(hex(try b.reopenedDigest()) == hex(b.digest))
+            #expect(ra.pulled == 150 && ra.sent == 120)
+            #expect(rb.pulled == 120 && rb.sent == 150)
+            #expect(ra.peerDeviceID == "DEVICE-B" && ra.peerName == "b")
+            #expect(rb.peerDeviceID == "DEVICE-A" && rb.peerName == "a")
+            #expect(ra.duplicates == 0 && rb.duplicates == 0)
+            #expect(ra.forkedTimelines.isEmpty && rb.forkedTimelines.isEmpty)
+            #expect(ra.timelineSwitch == nil && rb.timelineSwitch == nil)
+            #expect(ra.finalSummary == (try a.summary))
+            #expect(ra.peerCloseReason == "done" && rb.peerCloseReason == "done")
+            #expect(ra.bytesSent == rb.bytesReceived && rb.bytesSent == ra.bytesReceived)
+
+            // Synced devices: a second session moves no change.
+            let (again, _) = try runSession(a, b).results()
+            #expect(again.pulled == 0 && again.sent == 0)
+        }
+    }
+
+    /// C gets A's changes through B.
+    @Test func changesTravelThroughAPeer() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_0003)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            let c = try Device("c", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(a.replica, count: 40, rng: &rng)
+            try randomEdits(b.replica, count: 30, rng: &rng)
+            try randomEdits(c.replica, count: 20, rng: &rng)
+            _ = try runSession(a, b).results()
+            let (rb, rc) = try runSession(b, c).results()
+            #expect(rc.pulled == 70 && rb.pulled == 20)
+            #expect(try c.summary[try a.timeline] == 40)
+            #expect(try c.summary == b.summary)
+            #expect(hex(c.digest) == hex(b.digest))
+            _ = try runSession(a, b).results()
+            #expect(try a.summary == c.summary)
+            #expect(hex(a.digest) == hex(c.digest))
+        }
+    }
+
+    /// Both devices hold a large gap the other lacks and sync at the same moment: both finish (no deadlock),
+    /// and what waits to be written stays near one batch. The default is 20,000 changes each so the debug
+    /// build stays well under 30 seconds; `PLAIT_SYNC_BULK_CHANGES=100000` runs the full figure.
+    @Test func bothSidesPullLargeGapsAtOnce() throws {
+        let count = ProcessInfo.processInfo.environment["PLAIT_SYNC_BULK_CHANGES"].flatMap { Int($0) } ?? 20_000
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_0004)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try bulkEdits(a.replica, count: count, rng: &rng)
+            try bulkEdits(b.replica, count: count, rng: &rng)
+            var options = SessionOptions()
+            options.idleTimeout = .seconds(120)  // a stall fails the test instead of hanging it
+            let started = ContinuousClock.now
+            let (ra, rb) = try runSession(a, b, options: options).results()
+            let elapsed = ContinuousClock.now - started
+            #expect(ra.pulled == count && rb.pulled == count)
+            #expect(ra.sent == count && rb.sent == count)
+            #expect(try a.summary == b.summary)
+            #expect(hex(a.digest) == hex(b.digest))
+            let batchBytes = options.maxBatchBytes + 64 * 1024
+            #expect(ra.peakQueuedBytes <= batchBytes && rb.peakQueuedBytes <= batchBytes)
+            print("both sides pulled \(count) changes at once in \(elapsed); peak queued \(ra.peakQueuedBytes) bytes")
+        }
+    }
+
+    /// What a peer sends that is not the protocol ends the session with an error naming it; the peer is told
+    /// why; nothing is written.
+    @Test(arguments: [
+        ("garbage", Array("GET / HTTP/1.1\r\nHost: plait\r\n\r\n".utf8), "over the limit"),
+        ("oversized", [0xFF, 0xFF, 0xFF, 0xF0, 1, 0, 0], "frame of 4294967280 bytes, over the limit"),
+        ("unknown type", [0, 0, 0, 3, 200, 1, 2], "unknown type 200"),
+        ("empty frame", [0, 0, 0, 0, 1], "length zero"),
+        ("bad payload", [0, 0, 0, 4, 1, 0xFF, 0xFF, 0xFF], "Hello message that does not decode"),
+    ])
+    func badBytesEndTheSession(label: String, bytes: [UInt8], expected: String) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_0005)
+            let device = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 10, rng: &rng)
+            let before = try device.snapshot()
+            let (error, seen) = try sessionAgainstRawPeer(device) { peer in try peer.send(bytes: bytes) }
+            guard case .wire = error else {
+                Issue.record("\(label): expected a wire error, got \(error)")
+                return
+            }
+            #expect(error.description.contains(expected), "\(label): \(error)")
+            #expect(seen.first.map { if case .hello = $0 { true } else { false } } == true)
+            guard case let .close(reason) = seen.last else {
+                Issue.record("\(label): the peer was not told (\(seen.map(\.type)))")
+                return
+            }
+            #expect(reason.contains(expected), "\(label): \(reason)")
+            #expect(try device.snapshot() == before, "\(label): the store changed")
+        }
+    }
+
+    /// A garbage payload after a good Hello, and a batch with a gap: refused, the peer told, nothing written.
+    @Test func aBatchWithAGapIsRefusedWhole() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_0006)
+            let device = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 5, rng: &rng)
+            let before = try device.snapshot()
+            let foreign = TimelineID(rng.next())
+            var chain: [Change] = []
+            for seq in 1...4 as ClosedRange<UInt64> {
+                let payload = ListsChange.listCreate(id: ObjectID.random(using: &rng), title: "t\(seq)", color: nil, at: .top)
+                chain.append(
+                    Change(
+                        timeline: foreign, seq: seq, lamport: 100 + seq, previousHash: chain.last?.hash ?? Change.zeroHash,
+                        kind: payload.kind, version: 1, wallTime: fixedNow, payload: payload.payload))
+            }
+            let (error, seen) = try sessionAgainstRawPeer(device) { peer in
+                try peer.send(rawHello(summary: Summary([foreign: 4]), heads: [foreign: HeadHash(seq: 4, hash: chain[3].hash)]))
+                _ = try peer.receive { if case .want = $0 { true } else { false } }
+                try peer.send(.changes([chain[0], chain[2]]))
+            }
+            guard case let .batchRefused(cause) = error, case .rejected(.gap(foreign, 2, 3)) = cause else {
+                Issue.record("expected a refused batch with a gap, got \(error)")
+                return
+            }
+            guard case let .close(reason) = seen.last else {
+                Issue.record("the peer was not told")
+                return
+            }
+            #expect(reason.contains("gap"), "\(reason)")
+            #expect(try device.snapshot() == before)
+        }
+    }
+
+    /// Two homes restored from one copy each authored under the same timeline: the fork is found, reported on
+    /// both sides, and that timeline is not exchanged; everything else is.
+    @Test(arguments: [(2, 4), (3, 3)])
+    func aForkedTimelineIsReportedNotMerged(firstAuthors: Int, secondAuthors: Int) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_0007)
+            let original = try Device("x", in: directory, timeline: TimelineID(rng.next()))
+            let other = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(original.replica, count: 3, rng: &rng)
+            let forked = try original.timeline
+            try original.copy(to: directory.file("x1.db"))
+            try original.copy(to: directory.file("x2.db"))
+            let x1 = try Device("x1", opening: directory.file("x1.db"))
+            let x2 = try Device("x2", opening: directory.file("x2.db"))
+            try randomEdits(x1.replica, count: firstAuthors, rng: &rng)
+            try randomEdits(x2.replica, count: secondAuthors, rng: &rng)
+            try randomEdits(other.replica, count: 6, rng: &rng)
+            _ = try runSession(x2, other).results()
+            let x1Before = try x1.store.changes(of: forked, from: 1, limit: 100)
+            let x2Before = try x2.store.changes(of: forked, from: 1, limit: 100)
+
+            let (r1, r2) = try runSession(x1, x2).results()
+            for (result, head, peerHead) in [
+                (r1, 3 + firstAuthors, 3 + secondAuthors), (r2, 3 + secondAuthors, 3 + firstAuthors),
+            ] {
+                #expect(result.forkedTimelines.map(\.timeline) == [forked])
+                let report = try #require(result.forkedTimelines.first)
+                #expect(report.localHead == UInt64(head) && report.peerHead == UInt64(peerHead))
+                #expect(report.description.contains("forked"))
+            }
+            // The side that holds it at least as far compares the hashes; the other learns it from the Want.
+            #expect(r2.forkedTimelines[0].detectedLocally)
+            #expect(r1.forkedTimelines[0].detectedLocally == (firstAuthors >= secondAuthors))
+            // Not merged: each keeps its own history of the forked timeline.
+            #expect(try x1.store.changes(of: forked, from: 1, limit: 100) == x1Before)
+            #expect(try x2.store.changes(of: forked, from: 1, limit: 100) == x2Before)
+            // Everything else travelled: x1 got B's changes through x2.
+            #expect(try x1.summary[try other.timeline] == 6)
+            // Holding the own timeline behind a peer makes the shorter home leave it.
+            #expect((r1.timelineSwitch != nil) == (firstAuthors < secondAuthors))
+            #expect(r2.timelineSwitch == nil)
+        }
+    }
+
+    /// A home restored from an old copy syncs: the session finds its own timeline ahead at the peer, leaves
+    /// it for a new one, pulls the lost changes, and what it authors afterwards reaches everyone.
+    @Test func aStaleHomeSwitchesToANewTimeline() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_0008)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(a.replica, count: 5, rng: &rng)
+            let own = try a.timeline
+            try a.copy(to: directory.file("backup.db"))
+            try randomEdits(a.replica, count: 4, rng: &rng)
+            try randomEdits(b.replica, count: 3, rng: &rng)
+            _ = try runSession(a, b).results()
+
+            // The old copy is put back.
+            let restored = try Device("a", opening: directory.file("backup.db"))
+            #expect(try restored.timeline == own && restored.summary[own] == 5)
+            let (result, peerResult) = try runSession(restored, b).results()
+            let switched = try #require(result.timelineSwitch)
+            #expect(switched.old == own && switched.new != own)
+            #expect(peerResult.timelineSwitch == nil)
+            #expect(try restored.timeline == switched.new)
+            #expect(try restored.summary[own] == 9, "the changes made after the copy came back")
+            #expect(result.forkedTimelines.isEmpty)
+
+            // It authors on the new timeline from 1; everyone converges, nothing lost.
+            try randomEdits(restored.replica, count: 3, rng: &rng)
+            #expect(try restored.summary[switched.new] == 3)
+            _ = try runSession(restored, b).results()
+            _ = try runSession(a, b).results()
+            #expect(try a.summary == restored.summary && b.summary == restored.summary)
+            #expect(try a.summary.count == 5 + 4 + 3 + 3)
+            #expect(hex(a.digest) == hex(restored.digest) && hex(b.digest) == hex(a.digest))
+        }
+    }
+
+    /// The stream is in replay order across timelines, and every Changes frame is bounded by count and bytes.
+    @Test func theStreamIsInReplayOrderAndBounded() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_0009)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let c = try Device("c", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            // Concurrent histories with overlapping Lamport times, some large changes (2 KB texts).
+            for round in 0..<3 {
+                try bulkEdits(a.replica, count: 1_500, textSize: round == 1 ? 2_000 : 0, rng: &rng)
+                try bulkEdits(c.replica, count: 1_200, textSize: round == 2 ? 2_000 : 0, rng: &rng)
+            }
+            _ = try runSession(a, c).results()
+            var recorded: RecordingTransport?
+            let pair = try runSession(a, b) { socket in
+                let transport = RecordingTransport(socket)
+                if recorded == nil { recorded = transport }  // the first is A's side
+                return transport
+            }
+            let (ra, _) = try pair.results()
+            #expect(ra.sent == 8_100)
+            let messages = try #require(recorded).messages()
+            var streamed: [Change] = []
+            var frames = 0
+            var byBytes = 0
+            for message in messages {
+                guard case let .changes(batch) = message else { continue }
+                frames += 1
+                #expect(batch.count <= 2_000)
+                let size = message.payload().count
+                #expect(size <= 1 << 20, "a Changes frame of \(size) bytes")
+                // Cut by bytes: short of the count, and close to the budget (which over-estimates each change by
+                // at most a hundred bytes).
+                if batch.count < 2_000 && size > (1 << 20) - 100 * batch.count { byBytes += 1 }
+                streamed += batch
+            }
+            #expect(streamed.count == 8_100)
+            #expect(zip(streamed, streamed.dropFirst()).allSatisfy { $0.orderKey < $1.orderKey }, "replay order")
+            #expect(Set(streamed.map(\.timeline)).count == 2)
+            #expect(frames >= 5 && byBytes >= 2, "\(frames) frames, \(byBytes) cut by bytes")
+            #expect(hex(a.digest) == hex(b.digest))
+            // Done names the summary fixed when the Want arrived, after the last batch.
+            guard case let .done(summary) = messages.last(where: { if case .done = $0 { true } else { false } }) else {
+                Issue.record("no Done")
+                return
+            }
+            #expect(try summary == a.summary)
+        }
+    }
+
+    /// Catching up k missing changes costs bytes in proportion to k, not to the N changes both hold.
+    @Test func catchUpBytesGrowWithTheGapNotTheHistory() throws {
+        func bytes(history: Int, gap: Int) throws -> Int {
+            try withTemporaryDirectory { directory in
+                var rng = SplitMix64(seed: 0x5E55_000A)
+                let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+                let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+                try bulkEdits(a.replica, count: history, rng: &rng)
+                _ = try runSession(a, b).results()
+                try randomEdits(a.replica, count: gap, rng: &rng)
+                let (ra, rb) = try runSession(a, b).results()
+                #expect(rb.pulled == gap && hex(a.digest) == hex(b.digest))
+                return ra.bytesSent + ra.bytesReceived
+            }
+        }
+        let small = try bytes(history: 500, gap: 40)
+        let large = try bytes(history: 10_000, gap: 40)
+        let double = try bytes(history: 500, gap: 80)
+        print("catch-up bytes: N=500 k=40 \(small), N=10000 k=40 \(large), N=500 k=80 \(double)")
+        #expect(abs(large - small) <= 256, "N=500: \(small) bytes, N=10000: \(large) bytes")
+        #expect(Double(double) > Double(small) * 1.5, "k=40: \(small) bytes, k=80: \(double) bytes")
+    }
+
+    /// Changes that exist only inside a baseline cannot travel yet: the session says so instead of sending
+    /// a stream with a gap.
+    @Test func changesOnlyInABaselineAreRefusedForNow() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_000B)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(a.replica, count: 10, rng: &rng)
+            #expect(try a.replica.compact().folded == 10)
+            let before = try b.snapshot()
+            let timeline = try a.timeline
+            let pair = try runSession(a, b)
+            guard case .failure(.baselineTransferUnsupported(timeline, 0, 10)) = pair.a else {
+                Issue.record("expected the baseline refusal, got \(pair.a)")
+                return
+            }
+            guard case let .failure(.peerClosed(reason)) = pair.b else {
+                Issue.record("expected the peer's Close, got \(pair.b)")
+                return
+            }
+            #expect(reason.contains("baseline transfer not supported yet"), "\(reason)")
+            #expect(try b.snapshot() == before)
+        }
+    }
+
+    /// Agent mode: the session stays open; a local change plus `notify()` reaches the peer at once; Ping is
+    /// answered; `stop()` closes both sides cleanly.
+    @Test func agentSessionsPushChangesOnNotify() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_000C)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(a.replica, count: 7, rng: &rng)
+            try randomEdits(b.replica, count: 5, rng: &rng)
+            let pulledByA = Counter()
+            let pulledByB = Counter()
+            var optionsA = SessionOptions(mode: .agent)
+            optionsA.onPulled = { pulledByA.add($0) }
+            var optionsB = SessionOptions(mode: .agent)
+            optionsB.onPulled = { pulledByB.add($0) }
+            let (left, right) = try socketPair()
+            let leftSocket = try SocketTransport(adopting: left)
+            let rightSocket = try SocketTransport(adopting: right)
+            defer {
+                leftSocket.close()
+                rightSocket.close()
+            }
+            let sessionA = try Session(transport: leftSocket, replica: a.replica, identity: a.identity, options: optionsA)
+            let sessionB = try Session(transport: rightSocket, replica: b.replica, identity: b.identity, options: optionsB)
+            let threadA = JoinableThread { () throws(SessionError) in try sessionA.run() }
+            let threadB = JoinableThread { () throws(SessionError) in try sessionB.run() }
+            var stopped = false
+            defer {
+                if !stopped { sessionA.stop() }
+                _ = threadA.join()
+                _ = threadB.join()
+            }
+
+            #expect(pulledByA.wait(for: 5) && pulledByB.wait(for: 7), "the first exchange")
+            try randomEdits(a.replica, count: 2, rng: &rng)
+            sessionA.notify()
+            #expect(pulledByB.wait(for: 9), "A's new changes reached B")
+            try randomEdits(b.replica, count: 3, rng: &rng)
+            sessionB.notify()
+            #expect(pulledByA.wait(for: 8), "B's new changes reached A")
+            #expect(try a.summary == b.summary)
+
+            sessionA.stop()
+            stopped = true
+            let ra = try threadA.join().get()
+            let rb = try threadB.join().get()
+            #expect(rb.peerCloseReason == "stopped")
+            #expect(ra.pulled == 8 && rb.pulled == 9)
+            #expect(hex(a.digest) == hex(b.digest))
+        }
+    }
+
+    /// An agent session answers Ping with Pong, and a peer's Close ends it normally.
+    @Test func agentAnswersPing() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_000D)
+            let device = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let (left, right) = try socketPair()
+            let socket = try SocketTransport(adopting: left)
+            let peer = RawPeer(fd: right)
+            defer {
+                socket.close()
+                peer.close()
+            }
+            let session = try Session(
+                transport: socket, replica: device.replica, identity: device.identity,
+                options: SessionOptions(mode: .agent))
+            let thread = JoinableThread { () throws(SessionError) in try session.run() }
+            try peer.send(rawHello())
+            try peer.send(.ping(nonce: 42))
+            let seen = try peer.receive { if case .pong = $0 { true } else { false } }
+            #expect(seen.last == .pong(nonce: 42))
+            try peer.send(.close(reason: "bye"))
+            let result = try thread.join().get()
+            #expect(result.peerCloseReason == "bye")
+        }
+    }
+
+    /// A peer that says nothing for the idle timeout fails the session (no hang), after a Ping.
+    @Test func aSilentPeerTimesOut() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_000E)
+            let device = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let (left, right) = try socketPair()
+            let socket = try SocketTransport(adopting: left)
+            let peer = RawPeer(fd: right)
+            defer {
+                socket.close()
+                peer.close()
+            }
+            var options = SessionOptions(mode: .agent)
+            options.pingInterval = .milliseconds(50)
+            options.idleTimeout = .milliseconds(300)
+            let session = try Session(transport: socket, replica: device.replica, identity: device.identity, options: options)
+            let thread = JoinableThread { () throws(SessionError) in try session.run() }
+            try peer.send(rawHello())
+            let result = thread.join()
+            guard case .failure(let error as SessionError) = result, case .timedOut = error else {
+                Issue.record("expected a time-out, got \(result)")
+                return
+            }
+            socket.close()
+            let seen = try peer.receiveAll()
+            #expect(seen.contains { if case .ping = $0 { true } else { false } })
+            #expect(seen.last.map { if case .close = $0 { true } else { false } } == true)
+        }
+    }
+
+    /// A peer on another protocol version is refused with a Close naming why.
+    @Test func anotherProtocolVersionIsRefused() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5E55_000F)
+            let device = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let (error, seen) = try sessionAgainstRawPeer(device) { peer in
+                guard case var .hello(hello) = rawHello() else { return }
+                hello.protocolVersion = 2
+                try peer.send(.hello(hello))
+            }
+            guard case .incompatible = error else {
+                Issue.record("expected incompatible, got \(error)")
+                return
+            }
+            guard case let .close(reason) = seen.last else {
+                Issue.record("the peer was not told")
+                return
+            }
+            #expect(reason.contains("protocol version 2"), "\(reason)")
+        }
+    }
+}
+
+/// Runs a one-shot session of `device` against a hand-driven peer; `script` plays the peer. Returns the
+/// session's error and everything the session sent.
+func sessionAgainstRawPeer(_ device: Device, script: (RawPeer) throws -> Void) throws -> (SessionError, [Message]) {
+    let (left, right) = try socketPair()
+    let socket = try SocketTransport(adopting: left)
+    let peer = RawPeer(fd: right)
+    defer {
+        socket.close()
+        peer.close()
+    }
+    var options = SessionOptions()
+    options.idleTimeout = .seconds(20)
+    let session = try Session(transport: socket, replica: device.replica, identity: device.identity, options: options)
+    let thread = JoinableThread { () throws(SessionError) in try session.run() }
+    var scriptError: (any Error)?
+    do {
+        try script(peer)
+    } catch {
+        scriptError = error
+    }
+    let result = thread.join()
+    socket.close()  // the peer reads to the end of the stream
+    let seen = try peer.receiveAll()
+    if let scriptError { throw scriptError }
+    switch result {
+    case .success(let value):
+        Issue.record("the session succeeded: \(value)")
+        return (.stopped, seen)
+    case .failure(let error):
+        return (error as! SessionError, seen)
+    }
+}
