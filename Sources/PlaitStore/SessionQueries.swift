@@ -62,7 +62,9 @@ extension Store {
     static func hash(_ db: Database, of ref: ChangeRef) throws -> [UInt8]? {
         guard ref.seq >= 1 else { return nil }
         let timeline = timelineColumn(ref.timeline.rawValue)
-        guard let head = try Row.fetchOne(db, sql: "SELECT head_seq, head_hash FROM timelines WHERE tl = ?", arguments: [timeline])
+        guard
+            let head = try Row.fetchOne(
+                db, sql: "SELECT head_seq, head_hash FROM timelines WHERE tl = ?", arguments: [timeline])
         else { return nil }
         let headSeq = UInt64(head[0] as Int64)
         if ref.seq > headSeq { return nil }

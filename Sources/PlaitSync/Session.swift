@@ -157,8 +157,8 @@ public final class Session: @unchecked Sendable {
             let immediate = buffered || (outbox.isEmpty && machine.hasMoreToSend)
             var fds = [
                 pollfd(
-                    fd: transport.fileDescriptor, events: transport.pollEvents(wantRead: wantRead, wantWrite: wantWrite),
-                    revents: 0),
+                    fd: transport.fileDescriptor,
+                    events: transport.pollEvents(wantRead: wantRead, wantWrite: wantWrite), revents: 0),
                 pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
             ]
             let count = poll(&fds, 2, immediate ? 0 : millisecondsToDeadline())
@@ -168,7 +168,9 @@ public final class Session: @unchecked Sendable {
             }
             if fds[1].revents != 0 { drainWakePipe() }
             let events = fds[0].revents
-            if events & Int16(POLLNVAL) != 0 { throw .transport("the connection's descriptor was closed under the session") }
+            if events & Int16(POLLNVAL) != 0 {
+                throw .transport("the connection's descriptor was closed under the session")
+            }
             // Any event may be what a TLS read was waiting for (it can need the socket writable): just try.
             if wantRead && (events != 0 || buffered) {
                 try readAvailable(&decoder, buffer: &readBuffer)
@@ -187,7 +189,7 @@ public final class Session: @unchecked Sendable {
     /// turn in which no byte moved, so time spent integrating a long batch never counts as silence.
     private func checkSilence() throws(SessionError) {
         let silent = ContinuousClock.now - lastProgress
-        if silent >= options.idleTimeout { throw .timedOut(seconds: Int(options.idleTimeout.components.seconds)) }
+        if silent >= options.idleTimeout { throw .timedOut(after: options.idleTimeout) }
         if silent >= options.pingInterval && !pingOutstanding && machine.peer != nil {
             pingOutstanding = true
             pingNonce &+= 1

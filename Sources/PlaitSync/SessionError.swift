@@ -28,8 +28,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case incompleteStream(missing: [MissingRange])
     /// A change does not fit into the largest frame the peer accepts.
     case frameTooLargeForPeer(size: Int, limit: Int)
-    /// Nothing arrived from the peer for this long.
-    case timedOut(seconds: Int)
+    /// No byte moved either way for this long (after a Ping went unanswered).
+    case timedOut(after: Duration)
     /// `stop()` was called before a one-shot session finished.
     case stopped
 
@@ -62,8 +62,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "the peer ended its stream without changes it announced (\(ranges.joined(separator: ", ")))."
         case let .frameTooLargeForPeer(size, limit):
             return "a frame of \(size) bytes would exceed the \(limit) bytes the peer accepts."
-        case let .timedOut(seconds):
-            return "nothing arrived from the peer for \(seconds) seconds."
+        case let .timedOut(duration):
+            return "the peer did not answer for \(duration) (not even a Ping)."
         case .stopped:
             return "the session was stopped before it finished."
         }

@@ -315,7 +315,7 @@ struct SessionMachine {
 
     private mutating func wanted(_ have: Summary) throws(SessionError) {
         let mine = try local { try replica.store.summary() }
-        for (timeline, seq) in have.heads where seq == Self.excluded && forks[timeline] == nil {
+        for (timeline, seq) in have.heads where seq == Self.excluded && forks[timeline] == nil && mine[timeline] > 0 {
             forks[timeline] = ForkedTimeline(
                 timeline: timeline, localHead: mine[timeline], peerHead: peer?.summary[timeline] ?? 0,
                 detectedLocally: false)

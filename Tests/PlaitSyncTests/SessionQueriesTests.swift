@@ -12,10 +12,13 @@ import Testing
         var rng = SplitMix64(seed: seed)
         let devices = try ["a", "b", "c"].map { try Device($0, in: directory, timeline: TimelineID(rng.next())) }
         for _ in 0..<4 {
-            for device in devices { try randomEdits(device.replica, count: Int.random(in: 3...9, using: &rng), rng: &rng) }
+            for device in devices {
+                try randomEdits(device.replica, count: Int.random(in: 3...9, using: &rng), rng: &rng)
+            }
             for device in devices.dropFirst() {
-                _ = try devices[0].replica.integrate(try device.store.changes(of: try device.timeline, from: 1, limit: 1_000)
-                    .filter { !(try devices[0].summary).contains($0.ref) })
+                let held = try devices[0].summary
+                let changes = try device.store.changes(of: try device.timeline, from: 1, limit: 1_000)
+                _ = try devices[0].replica.integrate(changes.filter { !held.contains($0.ref) })
             }
         }
         return (devices[0], devices)
@@ -65,7 +68,8 @@ import Testing
             #expect(view.baselineSummary == baseline.summary)
             #expect(view.baselineDigest == SHA256.hash(baseline.encoded()))
             #expect(try a.store.baselineSummary() == baseline.summary)
-            #expect(try a.store.hash(of: ChangeRef(timeline: try a.timeline, seq: foldedOwn)) == own[Int(foldedOwn) - 1].hash)
+            let boundary = ChangeRef(timeline: try a.timeline, seq: foldedOwn)
+            #expect(try a.store.hash(of: boundary) == own[Int(foldedOwn) - 1].hash)
             if foldedOwn >= 2 {
                 #expect(try a.store.hash(of: ChangeRef(timeline: try a.timeline, seq: foldedOwn - 1)) == nil)
             }
@@ -99,7 +103,8 @@ import Testing
             #expect(streamed == expected)
             // Real previous hashes: each continues its timeline's chain.
             for change in streamed where change.seq > 1 {
-                #expect(change.previousHash == (try a.store.hash(of: ChangeRef(timeline: change.timeline, seq: change.seq - 1))))
+                let previous = ChangeRef(timeline: change.timeline, seq: change.seq - 1)
+                #expect(change.previousHash == (try a.store.hash(of: previous)))
             }
             // Nothing when the peer has everything within the cap.
             #expect(try a.store.missing(for: full, within: full, after: nil, limit: 10).isEmpty)

@@ -185,8 +185,8 @@ func bulkEdits(_ replica: Replica, count: Int, textSize: Int = 0, rng: inout Spl
             } else {
                 let id = ObjectID.random(using: &rng)
                 let text = textSize > 0 ? String(repeating: "x", count: textSize) : "item \(index)"
-                try edit.append(
-                    .itemCreate(id: id, list: lists.randomElement(using: &rng)!, text: text, at: rng.chance(50) ? .top : .bottom))
+                let list = lists.randomElement(using: &rng)!
+                try edit.append(.itemCreate(id: id, list: list, text: text, at: rng.chance(50) ? .top : .bottom))
                 recent.append(id)
                 if recent.count > 64 { recent.removeFirst() }
             }
@@ -268,7 +268,8 @@ func runSession(
 func runSessions(_ sessionA: Session, _ sessionB: Session) throws -> SessionPair {
     let threadA = JoinableThread { () throws(SessionError) in try sessionA.run() }
     let threadB = JoinableThread { () throws(SessionError) in try sessionB.run() }
-    return SessionPair(a: threadA.join().mapError { $0 as! SessionError }, b: threadB.join().mapError { $0 as! SessionError })
+    return SessionPair(
+        a: threadA.join().mapError { $0 as! SessionError }, b: threadB.join().mapError { $0 as! SessionError })
 }
 
 /// A transport that records every byte written, to look at the frames afterwards.
@@ -342,7 +343,9 @@ final class RawPeer {
     func send(bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let count = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let count = bytes[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             guard count > 0 else { throw TransportError(operation: "send", code: errno) }
             offset += count
         }

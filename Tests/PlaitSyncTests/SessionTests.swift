@@ -16,7 +16,9 @@ import Testing
             let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
             try randomEdits(a.replica, count: 120, rng: &rng)
             try randomEdits(b.replica, count: 150, rng: &rng)
-            let wrap: (SocketTransport) -> any FrameTransport = { readAhead ? ReadAheadTransport($0) : $0 as any FrameTransport }
+            let wrap: (SocketTransport) -> any FrameTransport = {
+                readAhead ? ReadAheadTransport($0) : $0 as any FrameTransport
+            }
             let (ra, rb) = try runSession(a, b, wrap: wrap).results()
 
             #expect(try a.summary == b.summary)
@@ -130,14 +132,17 @@ import Testing
             let foreign = TimelineID(rng.next())
             var chain: [Change] = []
             for seq in 1...4 as ClosedRange<UInt64> {
-                let payload = ListsChange.listCreate(id: ObjectID.random(using: &rng), title: "t\(seq)", color: nil, at: .top)
+                let payload = ListsChange.listCreate(
+                    id: ObjectID.random(using: &rng), title: "t\(seq)", color: nil, at: .top)
                 chain.append(
                     Change(
-                        timeline: foreign, seq: seq, lamport: 100 + seq, previousHash: chain.last?.hash ?? Change.zeroHash,
-                        kind: payload.kind, version: 1, wallTime: fixedNow, payload: payload.payload))
+                        timeline: foreign, seq: seq, lamport: 100 + seq,
+                        previousHash: chain.last?.hash ?? Change.zeroHash, kind: payload.kind, version: 1,
+                        wallTime: fixedNow, payload: payload.payload))
             }
             let (error, seen) = try sessionAgainstRawPeer(device) { peer in
-                try peer.send(rawHello(summary: Summary([foreign: 4]), heads: [foreign: HeadHash(seq: 4, hash: chain[3].hash)]))
+                let head = HeadHash(seq: 4, hash: chain[3].hash)
+                try peer.send(rawHello(summary: Summary([foreign: 4]), heads: [foreign: head]))
                 _ = try peer.receive { if case .want = $0 { true } else { false } }
                 try peer.send(.changes([chain[0], chain[2]]))
             }
@@ -354,8 +359,10 @@ import Testing
                 leftSocket.close()
                 rightSocket.close()
             }
-            let sessionA = try Session(transport: leftSocket, replica: a.replica, identity: a.identity, options: optionsA)
-            let sessionB = try Session(transport: rightSocket, replica: b.replica, identity: b.identity, options: optionsB)
+            let sessionA = try Session(
+                transport: leftSocket, replica: a.replica, identity: a.identity, options: optionsA)
+            let sessionB = try Session(
+                transport: rightSocket, replica: b.replica, identity: b.identity, options: optionsB)
             let threadA = JoinableThread { () throws(SessionError) in try sessionA.run() }
             let threadB = JoinableThread { () throws(SessionError) in try sessionB.run() }
             var stopped = false
@@ -425,7 +432,8 @@ import Testing
             var options = SessionOptions(mode: .agent)
             options.pingInterval = .milliseconds(50)
             options.idleTimeout = .milliseconds(300)
-            let session = try Session(transport: socket, replica: device.replica, identity: device.identity, options: options)
+            let session = try Session(
+                transport: socket, replica: device.replica, identity: device.identity, options: options)
             let thread = JoinableThread { () throws(SessionError) in try session.run() }
             try peer.send(rawHello())
             let result = thread.join()
