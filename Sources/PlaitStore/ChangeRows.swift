@@ -13,6 +13,7 @@ enum ChangeRows {
     static func scan(_ statement: Statement, withChain: Bool, _ body: (Change) throws -> Void) throws {
         let handle = statement.sqliteStatement
         var kinds = KindCache()
+        defer { sqlite3_reset(handle) }
         while true {
             let code = sqlite3_step(handle)
             if code == SQLITE_DONE { break }
@@ -33,7 +34,6 @@ enum ChangeRows {
                     timeline: timeline, seq: seq, lamport: lamport, previousHash: previous, kind: kind,
                     version: version, wallTime: wall, payload: payload))
         }
-        sqlite3_reset(handle)
     }
 
     @inline(__always) static func blob(_ handle: OpaquePointer, _ column: Int32) -> [UInt8] {
