@@ -136,7 +136,7 @@ extension Plait {
 
 /// A deterministic stream of realistic edits: adds, edits, completes, reopens, moves and deletes.
 struct Workload {
-    var random: SplitMix
+    var random: SplitMix64
     var lists: [ObjectID] = []
     var live: [ObjectID] = []
     var completed: Set<ObjectID> = []
@@ -145,7 +145,7 @@ struct Workload {
     let itemCap: Int
 
     init(seed: UInt64, lists: Int, items: Int) {
-        random = SplitMix(state: seed)
+        random = SplitMix64(seed: seed)
         listCount = lists
         itemCap = max(50, items)
     }
@@ -195,18 +195,5 @@ struct Workload {
             let list = lists[Int(random.next() % UInt64(lists.count))]
             return .listRename(id: list, title: "List \(random.next() % 1000)")
         }
-    }
-}
-
-/// SplitMix64: small, fast, seedable.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

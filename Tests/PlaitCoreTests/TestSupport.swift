@@ -2,25 +2,7 @@ import Testing
 
 @testable import PlaitCore
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny seeded generator, so every random test replays from its seed.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 extension SplitMix64 {
-    /// True with probability `percent` / 100.
-    mutating func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &self) < percent }
-
     mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
 
     mutating func pick<T>(_ values: [T]) -> T? { values.randomElement(using: &self) }

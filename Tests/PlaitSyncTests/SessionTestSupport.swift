@@ -9,24 +9,7 @@ import Testing
 import Glibc
 #endif
 
-// Copied from Tests/PlaitStoreTests/StoreTestSupport.swift (test targets do not import each other).
-
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny seeded generator, so every random test replays from its seed.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &self) < percent }
-}
+// Partly copied from Tests/PlaitStoreTests/StoreTestSupport.swift (test targets do not import each other).
 
 /// A fixed wall-clock time for authored changes, so nothing depends on the clock.
 let fixedNow: Int64 = 1_700_000_000_000
