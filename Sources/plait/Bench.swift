@@ -25,6 +25,9 @@ extension Plait {
         @Flag(help: "Keep the temporary home and print its path.") var keep = false
         @Flag(help: "Print the result as JSON.") var json = false
         @Option(help: .hidden) var replayOnly: String?
+        @Option(help: "Changes a fresh device catches up over TLS (0 skips the network benchmarks).")
+        var networkChanges = 100_000
+        @Option(help: "Edits whose agent-to-agent latency is measured.") var latencyEdits = 1_000
 
         func validate() throws {
             if changes < 1_000 { throw ValidationError("--changes must be at least 1000") }
@@ -117,6 +120,12 @@ extension Plait {
             results["batch_changes_per_second"] = Int(Double(batch.changes) / batchSeconds)
             log(String(format: "plait batch of %d lines: %.2f s (%.0f changes/s, one transaction)", lines.count, batchSeconds, Double(batch.changes) / batchSeconds))
 
+            if networkChanges > 0 {
+                let network = try NetworkBench.run(
+                    directory: directory, changes: networkChanges, edits: max(1, latencyEdits), log: log)
+                results.merge(network) { $1 }
+            }
+
             let peak = Self.peakResidentKiB()
             results["peak_rss_mib"] = Double(peak) / 1024
             log(String(format: "peak resident memory: %.0f MiB", Double(peak) / 1024))
@@ -124,9 +133,13 @@ extension Plait {
             if json { printJSON(results) }
         }
 
-        static func peakResidentKiB() -> Int {
+        static func currentResidentKiB() -> Int { statusField("VmRSS:") }
+
+        static func peakResidentKiB() -> Int { statusField("VmHWM:") }
+
+        static func statusField(_ name: String) -> Int {
             guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-            for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+            for line in status.split(separator: "\n") where line.hasPrefix(name) {
                 return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
             }
             return 0

@@ -1,0 +1,95 @@
+import Foundation
+import Logging
+import PlaitCore
+import PlaitStore
+import PlaitSync
+
+/// The network half of `plait bench`: catch-up over TLS on loopback, and edit-to-peer latency between two
+/// agents. Everything runs in this process on 127.0.0.1.
+enum NetworkBench {
+    static func run(directory: String, changes: Int, edits: Int, log: (String) -> Void) throws -> [String: Any] {
+        var results: [String: Any] = [:]
+        let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        // A device with `changes` changes, and a fresh one that catches up from its agent.
+        let source = try Home.create(at: directory + "/net-source", name: "source", config: Config())
+        let fresh = try Home.create(at: directory + "/net-fresh", name: "fresh", config: Config())
+        _ = try source.trust(fresh.identity.deviceID.description, address: nil, name: "fresh")
+        _ = try fresh.trust(source.identity.deviceID.description, address: nil, name: "source")
+        var workload = Workload(seed: 7, lists: 100, items: 10_000)
+        var written = 0
+        while written < changes {
+            let count = min(50_000, changes - written)
+            try source.replica.edit { edit in
+                for _ in 0..<count { try edit.append(workload.next()) }
+            }
+            written += count
+        }
+        var settings = Agent.Settings()
+        settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
+        let sourceAgent = Agent(home: source, settings: settings, logger: quiet)
+        try sourceAgent.start()
+        defer { sourceAgent.stop() }
+        let address = try PeerAddress(parsing: "127.0.0.1:\(sourceAgent.boundPort!)")
+        let rssBefore = Plait.Bench.currentResidentKiB()
+        let start = DispatchTime.now().uptimeNanoseconds
+        let outcome = fresh.syncOnce(with: address, timeout: .seconds(120))
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        guard let result = outcome.result else { throw PlaitError.usage("catch-up failed: \(outcome.failure ?? "?")") }
+        results["catchup_changes"] = result.pulled
+        results["catchup_changes_per_second"] = Int(Double(result.pulled) / seconds)
+        results["catchup_bytes_received"] = result.bytesReceived
+        log(String(format: "catch-up of %d changes over TLS on loopback: %.2f s (%.0f changes/s, stored durably), %d bytes on the wire",
+            result.pulled, seconds, Double(result.pulled) / seconds, result.bytesReceived))
+        log(String(format: "  resident memory before/after the catch-up: %.0f / %.0f MiB (process peak so far %.0f MiB)",
+            Double(rssBefore) / 1024, Double(Plait.Bench.currentResidentKiB()) / 1024, Double(Plait.Bench.peakResidentKiB()) / 1024))
+
+        // Edit on one agent's device → applied on the other's, agents connected.
+        let a = try Home.create(at: directory + "/net-a", name: "a", config: Config())
+        let b = try Home.create(at: directory + "/net-b", name: "b", config: Config())
+        _ = try a.trust(b.identity.deviceID.description, address: nil, name: "b")
+        _ = try b.trust(a.identity.deviceID.description, address: nil, name: "a")
+        let agentB = Agent(home: b, settings: settings, logger: quiet)
+        try agentB.start()
+        defer { agentB.stop() }
+        var settingsA = settings
+        settingsA.staticPeers = [try PeerAddress(parsing: "127.0.0.1:\(agentB.boundPort!)")]
+        let agentA = Agent(home: a, settings: settingsA, logger: quiet)
+        try agentA.start()
+        defer { agentA.stop() }
+        let list = ObjectID.random()
+        try a.replica.edit { try $0.append(.listCreate(id: list, title: "latency", color: nil, at: .bottom)) }
+        let timeline = try a.store.ownTimeline()
+        guard waitUntil(seconds: 30, { (try? b.store.summary()[timeline]) ?? 0 >= 1 }) else {
+            throw PlaitError.usage("the two agents did not connect within 30 s")
+        }
+        var latencies: [Double] = []
+        for index in 0..<edits {
+            let start = DispatchTime.now().uptimeNanoseconds
+            let change = try a.replica.edit {
+                try $0.append(.itemCreate(id: ObjectID.random(), list: list, text: "edit \(index)", at: .bottom))
+            }
+            guard waitUntil(seconds: 10, { (try? b.store.summary()[timeline]) ?? 0 >= change.seq }) else {
+                throw PlaitError.usage("edit \(index) did not reach the other agent within 10 s")
+            }
+            latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+        }
+        latencies.sort()
+        let p50 = latencies[latencies.count / 2]
+        let p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
+        results["edit_latency_p50_ms"] = p50
+        results["edit_latency_p99_ms"] = p99
+        log(String(format: "edit on A → applied on B (agents on loopback, %d edits): p50 %.1f ms, p99 %.1f ms", edits, p50, p99))
+        return results
+    }
+
+    /// Polls `condition` every half millisecond (the benchmark measures when it turns true).
+    static func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(500)
+        }
+        return condition()
+    }
+}
