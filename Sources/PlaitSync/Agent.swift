@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import PlaitCore
 import PlaitStore
@@ -102,24 +105,54 @@ public final class Agent: @unchecked Sendable {
 
     // MARK: Accepting
 
+    /// Handshakes in progress at most: a stranger cannot exhaust threads by opening connections.
+    static let maxHandshaking = 32
+    private var handshaking = 0
+
     private func acceptLoop(_ listener: TLSListener) {
         while !isStopped {
+            var descriptor = pollfd(fd: listener.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 250) > 0 else { continue }
             do {
-                let connection = try listener.accept(
-                    trust: { [weak self] in self?.trust($0) ?? false }, timeout: .milliseconds(250),
-                    handshakeTimeout: .seconds(10))
-                spawn("session") { self.run(connection, dialedByMe: false, address: nil) }
-            } catch TLSError.timeout {
-                continue
-            } catch let TLSError.peerNotTrusted(id) {
-                logger.notice("refused unpaired device \(id); listed by `plait peers --pending`")
-                try? home.store.recordPending(deviceID: id.description, claimedName: "(unknown)", address: nil, now: Replica.now())
+                guard let connection = try listener.acceptPending(trust: { [weak self] in self?.trust($0) ?? false })
+                else { continue }
+                let admitted = lock.withLock { () -> Bool in
+                    guard handshaking < Self.maxHandshaking else { return false }
+                    handshaking += 1
+                    return true
+                }
+                guard admitted else {
+                    logger.warning("too many connections still handshaking; dropped one")
+                    connection.close()
+                    continue
+                }
+                // Each handshake on its own thread, with a timeout: a silent client delays nobody.
+                spawn("handshake") {
+                    let trusted = self.finishHandshake(connection)
+                    self.lock.withLock { self.handshaking -= 1 }
+                    if trusted { self.run(connection, dialedByMe: false, address: nil) }
+                }
             } catch {
                 if isStopped { break }
-                logger.info("a connection failed: \(error)")
+                logger.info("accepting a connection failed: \(error)")
             }
         }
         listener.close()
+    }
+
+    /// Completes an accepted connection's handshake; records a device that is not paired as pending.
+    private func finishHandshake(_ connection: TLSConnection) -> Bool {
+        do {
+            try connection.finishHandshake(timeout: .seconds(10))
+            return true
+        } catch let TLSError.peerNotTrusted(id) {
+            logger.notice("refused unpaired device \(id); listed by `plait peers --pending`")
+            try? home.store.recordPending(deviceID: id.description, claimedName: "(unknown)", address: nil, now: Replica.now())
+        } catch {
+            logger.info("a connection failed: \(error)")
+        }
+        connection.close()
+        return false
     }
 
     // MARK: Dialing

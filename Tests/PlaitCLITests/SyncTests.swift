@@ -140,6 +140,38 @@ func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows
         }
     }
 
+    @Test func aSilentConnectionDoesNotHoldUpAPairedPeer() throws {
+        try withSandbox { sandbox in
+            let d = try devices(sandbox, ["server", "laptop"])
+            try pair(sandbox, d[0], d[1])
+            try sandbox.ok(["list", "add", "Inbox", "--home", d[0].home])
+            let agent = try RunningAgent(sandbox: sandbox, home: d[0].home)
+            defer { #expect(agent.stop() == 0) }
+            // Three raw TCP connections that never send a byte: they sit in their handshakes.
+            var silent: [Int32] = []
+            defer { for fd in silent { close(fd) } }
+            for _ in 0..<3 {
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_port = agent.port.bigEndian
+                address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                let connected = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                #expect(connected == 0)
+                silent.append(fd)
+            }
+            // The paired device syncs at once anyway (its timeout is far below the 10 s handshake limit).
+            let started = Date()
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", d[1].home, "--timeout", "5"])
+            #expect(Date().timeIntervalSince(started) < 5)
+            #expect(try status(sandbox, d[1].home) == status(sandbox, d[0].home))
+        }
+    }
+
     @Test func agentsPushEditsAtOnceAndRelayThirdPartyChanges() throws {
         try withSandbox { sandbox in
             // a — b — c in a line: c is not paired with a, and still gets a's changes through b.
