@@ -53,15 +53,21 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // Fixtures shared by the tests that work on real stores.
+        .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore"]),
         .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
         .testTarget(
             name: "PlaitStoreTests",
-            dependencies: ["PlaitCore", "PlaitStore", .product(name: "GRDB", package: "GRDB.swift")]),
+            dependencies: [
+                "PlaitCore", "PlaitStore", "PlaitTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
         .testTarget(name: "PlaitTLSTests", dependencies: ["PlaitTLS"]),
         .testTarget(
             name: "PlaitWireTests",
             dependencies: ["PlaitWire", "PlaitCore", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
-        .testTarget(name: "PlaitSyncTests", dependencies: ["PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore"]),
+        .testTarget(
+            name: "PlaitSyncTests",
+            dependencies: ["PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTestSupport"]),
         .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import PlaitCore
+import PlaitTestSupport
 import Testing
 
 @testable import PlaitStore

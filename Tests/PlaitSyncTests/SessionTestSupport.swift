@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitTestSupport
 import PlaitStore
 import PlaitSync
 import PlaitWire
@@ -9,58 +10,8 @@ import Testing
 import Glibc
 #endif
 
-// Partly copied from Tests/PlaitStoreTests/StoreTestSupport.swift (test targets do not import each other).
-
-/// A fixed wall-clock time for authored changes, so nothing depends on the clock.
-let fixedNow: Int64 = 1_700_000_000_000
-
-/// A fresh directory under the system temporary directory, removed by `remove()`.
-struct TemporaryDirectory {
-    let path: String
-
-    init(_ label: String = #function) throws {
-        let name = "plait-sync-tests-" + label.filter { $0.isLetter || $0.isNumber } + "-" + UUID().uuidString
-        path = FileManager.default.temporaryDirectory.appendingPathComponent(name).path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// Runs `body` with a fresh temporary directory that is removed afterwards, whatever happens.
-func withTemporaryDirectory<T>(_ label: String = #function, _ body: (TemporaryDirectory) throws -> T) throws -> T {
-    let directory = try TemporaryDirectory(label)
-    defer { directory.remove() }
-    return try body(directory)
-}
-
-/// One device: a store file with its replica, and the identity its sessions announce.
-final class Device {
-    let name: String
-    let path: String
-    let store: Store
-    let replica: Replica
-
-    init(_ name: String, in directory: TemporaryDirectory, timeline: TimelineID) throws {
-        self.name = name
-        path = directory.file(name + ".db")
-        store = try Store.create(at: path, timeline: timeline, synchronousFull: false)
-        replica = try Replica(store: store)
-    }
-
-    init(_ name: String, opening path: String) throws {
-        self.name = name
-        self.path = path
-        store = try Store.open(at: path, synchronousFull: false)
-        replica = try Replica(store: store)
-    }
-
+extension Device {
     var identity: SessionIdentity { SessionIdentity(deviceID: "DEVICE-" + name.uppercased(), name: name) }
-    var timeline: TimelineID { get throws { try store.ownTimeline() } }
-    var summary: Summary { get throws { try store.summary() } }
-    var digest: [UInt8] { replica.digest }
 
     /// A cold view of the same file (what another process would load).
     func reopenedDigest() throws -> [UInt8] {
@@ -90,62 +41,7 @@ struct StoreSnapshot: Equatable {
     var coldDigest: [UInt8]
 }
 
-func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
 
-/// Appends `count` random but valid local changes (every kind of the lists domain), each its own transaction.
-func randomEdits(_ replica: Replica, count: Int, rng: inout SplitMix64) throws {
-    func one(_ edit: Replica.LocalEdit) throws {
-        let state = edit.state
-        let lists = state.liveListIDs
-        let pending = lists.flatMap { state.itemIDs(in: $0, completed: false) }
-        let completed = lists.flatMap { state.itemIDs(in: $0, completed: true) }
-        let items = pending + completed
-        func position<C: Collection<ObjectID>>(among anchors: C) -> Position {
-            switch Int.random(in: 0..<3, using: &rng) {
-            case 0: return .top
-            case 1: return .bottom
-            default: return anchors.randomElement(using: &rng).map { .after($0) } ?? .bottom
-            }
-        }
-        let roll = Int.random(in: 0..<100, using: &rng)
-        if lists.isEmpty || roll < 10 {
-            let id = ObjectID.random(using: &rng)
-            try edit.append(
-                .listCreate(
-                    id: id, title: "list \(id.description.prefix(4))", color: rng.chance(50) ? "blue" : nil,
-                    at: position(among: lists)))
-        } else if items.isEmpty || roll < 45 {
-            let list = lists.randomElement(using: &rng)!
-            try edit.append(
-                .itemCreate(
-                    id: ObjectID.random(using: &rng), list: list, text: "item \(rng.next() % 1000)",
-                    at: position(among: state.itemIDs(in: list, completed: false))))
-        } else if roll < 55 {
-            try edit.append(.itemEdit(id: items.randomElement(using: &rng)!, text: "edited \(rng.next() % 1000)"))
-        } else if roll < 67, let item = pending.randomElement(using: &rng) {
-            try edit.append(.itemComplete(id: item))
-        } else if roll < 72, let item = completed.randomElement(using: &rng) {
-            try edit.append(.itemReopen(id: item))
-        } else if roll < 82 {
-            let item = items.randomElement(using: &rng)!
-            let target = rng.chance(50) ? lists.randomElement(using: &rng) : nil
-            let scope = target ?? state.items[item]!.list
-            try edit.append(
-                .itemMove(id: item, list: target, at: position(among: state.itemIDs(in: scope, completed: false))))
-        } else if roll < 88 {
-            try edit.append(.itemDelete(id: items.randomElement(using: &rng)!))
-        } else if roll < 92 {
-            try edit.append(.listRename(id: lists.randomElement(using: &rng)!, title: "renamed \(rng.next() % 100)"))
-        } else if roll < 95 {
-            try edit.append(.listRecolor(id: lists.randomElement(using: &rng)!, color: rng.chance(50) ? "red" : nil))
-        } else if roll < 98 {
-            try edit.append(.listMove(id: lists.randomElement(using: &rng)!, at: position(among: lists)))
-        } else {
-            try edit.append(.listDelete(id: lists.randomElement(using: &rng)!, observed: try edit.observedSummary()))
-        }
-    }
-    for _ in 0..<count { try replica.edit(now: fixedNow) { try one($0) } }
-}
 
 /// Many cheap changes in one transaction (creates at the top or bottom of a few lists, completes, edits):
 /// random edits look the state up for every change, which is too slow for tens of thousands.

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitTestSupport
 import PlaitStore
 import PlaitSync
 import PlaitWire
