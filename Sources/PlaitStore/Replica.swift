@@ -378,7 +378,11 @@ public final class Replica: @unchecked Sendable {
     /// number of changes replayed and the seconds replay took (reading and applying, not the rewrite).
     @discardableResult
     public func rebuild() throws -> (changes: Int, replaySeconds: Double) {
-        try transaction { db in
+        try transaction { db in try replayAll(db) }
+    }
+
+    /// `rebuild` inside a transaction that is already open.
+    func replayAll(_ db: Database) throws -> (changes: Int, replaySeconds: Double) {
             let start = DispatchTime.now().uptimeNanoseconds
             let restart = try restartPoint(db, before: .zero)
             var initial = restart.state
@@ -403,7 +407,6 @@ public final class Replica: @unchecked Sendable {
                 try MaterializedRows.replaceAll(&state, db)
             }
             return (count, seconds)
-        }
     }
 
     /// Seconds to read every stored change in replay order without applying it (a benchmark baseline).

@@ -107,6 +107,28 @@ enum Schema {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v3-staged-baselines") { db in
+            try db.execute(
+                sql: """
+                    -- A baseline being pulled from a peer, one row per received chunk, kept across connections so an
+                    -- interrupted transfer resumes at the staged size. Swapped in (and deleted) in one transaction
+                    -- once complete; never read by replay before that.
+                    CREATE TABLE staged_baselines (
+                        peer TEXT PRIMARY KEY NOT NULL,
+                        summary TEXT NOT NULL,
+                        -- SHA-256 of the whole encoded baseline as the peer's Hello announced it; NULL when the
+                        -- transfer began with a baseline other than the announced one (it then cannot resume).
+                        digest BLOB CHECK (digest IS NULL OR length(digest) = 32),
+                        total INTEGER NOT NULL CHECK (total >= 1)
+                    ) WITHOUT ROWID;
+                    CREATE TABLE staged_baseline_chunks (
+                        peer TEXT NOT NULL REFERENCES staged_baselines (peer) ON DELETE CASCADE,
+                        offset INTEGER NOT NULL CHECK (offset >= 0),
+                        data BLOB NOT NULL,
+                        PRIMARY KEY (peer, offset)
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 }

@@ -99,7 +99,28 @@ extension Store {
             have[timeline] < cap[timeline] ? (timeline, have[timeline], cap[timeline]) : nil
         }
         guard !ranges.isEmpty, limit > 0 else { return [] }
+        return try read { db in try Self.missing(db, ranges: ranges, after: cursor, limit: limit, maxBytes: maxBytes) }
+    }
+
+    /// `missing`, and the summary of the baseline, read in one transaction: a stream that finds the baseline
+    /// grew (a compaction folded rows it was about to send) sends the new baseline before going on.
+    public func streamPage(
+        for have: Summary, within cap: Summary, after cursor: OrderKey?, limit: Int, maxBytes: Int = .max
+    ) throws -> (baselineSummary: Summary, changes: [Change]) {
+        let ranges = cap.timelines.compactMap { timeline -> (TimelineID, UInt64, UInt64)? in
+            have[timeline] < cap[timeline] ? (timeline, have[timeline], cap[timeline]) : nil
+        }
         return try read { db in
+            let baseline = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1")
+                .map { try Summary(parsing: $0) } ?? Summary()
+            guard !ranges.isEmpty, limit > 0 else { return (baseline, []) }
+            return (baseline, try Self.missing(db, ranges: ranges, after: cursor, limit: limit, maxBytes: maxBytes))
+        }
+    }
+
+    private static func missing(
+        _ db: Database, ranges: [(TimelineID, UInt64, UInt64)], after cursor: OrderKey?, limit: Int, maxBytes: Int
+    ) throws -> [Change] {
             let first = try db.cachedStatement(
                 sql: "SELECT lamport FROM changes WHERE tl = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT 1")
             var startLamport: UInt64?
@@ -138,7 +159,6 @@ extension Store {
             } catch is StopIteration {
             }
             return page
-        }
     }
 
     /// The query plan `missing` gets from SQLite, for tests that guard against a full sort.

@@ -112,7 +112,8 @@ public final class Session: @unchecked Sendable {
         }
         return SessionResult(
             peerDeviceID: machine.peer?.deviceID ?? "", peerName: machine.peer?.name ?? "", pulled: machine.pulled,
-            sent: machine.sent, duplicates: machine.duplicates, forkedTimelines: machine.forkedTimelines,
+            sent: machine.sent, duplicates: machine.duplicates, baselinesPulled: machine.baselinesPulled,
+            baselinesSent: machine.baselinesSent, forkedTimelines: machine.forkedTimelines,
             timelineSwitch: machine.timelineSwitch, finalSummary: summary, bytesSent: bytesSent,
             bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason)
     }

@@ -22,8 +22,11 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case batchRefused(StoreError)
     /// The local store failed.
     case store(StoreError)
-    /// The peer lacks changes that exist here only inside the baseline, and baselines do not travel yet.
-    case baselineTransferUnsupported(timeline: TimelineID, peerHas: UInt64, baselineHolds: UInt64)
+    /// A baseline pulled from the peer was refused (damaged, not matching its digest, contradicting a held
+    /// history); nothing of it was adopted and its staging was dropped.
+    case baselineRefused(StoreError)
+    /// The peer needs this device's baseline, but it holds a timeline whose history has forked with the peer.
+    case forkInsideBaseline(timeline: TimelineID)
     /// The peer's stream ended (Done) short of the summary it announced.
     case incompleteStream(missing: [MissingRange])
     /// A change does not fit into the largest frame the peer accepts.
@@ -53,10 +56,11 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "a batch pulled from the peer was refused and nothing of it was written: \(error.description)"
         case let .store(error):
             return "the local store failed: \(error.description)"
-        case let .baselineTransferUnsupported(timeline, peerHas, baselineHolds):
-            // TODO: send the baseline first (DESIGN §5) instead of refusing; then this case goes.
-            return "baseline transfer not supported yet: the peer holds timeline \(timeline) up to \(peerHas), "
-                + "and changes up to \(baselineHolds) exist here only inside the baseline."
+        case let .baselineRefused(error):
+            return "a baseline pulled from the peer was refused and nothing of it was adopted: \(error.description)"
+        case let .forkInsideBaseline(timeline):
+            return "the peer needs this device's baseline, but it holds timeline \(timeline), whose history has "
+                + "forked between the two devices; resolve the fork (see `plait status`) first."
         case let .incompleteStream(missing):
             let ranges = missing.map { "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)" }
             return "the peer ended its stream without changes it announced (\(ranges.joined(separator: ", ")))."

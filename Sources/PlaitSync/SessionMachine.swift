@@ -80,6 +80,9 @@ public struct SessionResult: Sendable {
     public var sent: Int
     /// Pulled changes this device already held.
     public var duplicates: Int
+    /// Baselines pulled from the peer and adopted (joined with the local one), and sent to it.
+    public var baselinesPulled: Int
+    public var baselinesSent: Int
     /// Timelines not exchanged because the two devices hold different histories of them.
     public var forkedTimelines: [ForkedTimeline]
     /// Set when this home turned out to be stale and left its own timeline.
@@ -120,7 +123,17 @@ struct SessionMachine {
         var have: Summary
         var cap: Summary
         var cursor: OrderKey?
+        /// The baseline whose changes the rows streamed so far rest on; when a compaction grows it mid-stream,
+        /// the new one is sent before any further page.
+        var baselineSummary: Summary
+        /// A baseline being sent ahead of the changes, and the offset of its next chunk.
+        var baseline: EncodedBaseline?
+        var baselineOffset = 0
     }
+    /// What this side knows the peer's baseline holds (its Hello, joined with every baseline sent to it).
+    private var peerBaseline = Summary()
+    /// The offset to ask the peer to resume a baseline staged from it at (first Want only).
+    private var resumeOffset: UInt64?
     private var stream: Stream?
     private var queuedWant: Summary?
     private var answeredOnce = false
@@ -132,6 +145,9 @@ struct SessionMachine {
     private(set) var pulled = 0
     private(set) var sent = 0
     private(set) var duplicates = 0
+    /// Baselines adopted from the peer, and sent to it.
+    private(set) var baselinesPulled = 0
+    private(set) var baselinesSent = 0
 
     init(replica: Replica, identity: SessionIdentity, options: SessionOptions) {
         self.replica = replica
@@ -178,7 +194,7 @@ struct SessionMachine {
         case .hello:
             return []  // handled above
         case let .want(want):
-            try wanted(want.have)
+            try wanted(want.have, baselineOffset: want.baselineOffset)
             return []
         case let .changes(batch):
             try integrate(batch)
@@ -198,9 +214,9 @@ struct SessionMachine {
             guard !closeSent else { return [] }
             closeSent = true
             return [.close(reason: options.mode == .oneShot ? "done" : "closing")]
-        case .baselineChunk:
-            // TODO: stage and swap in baselines (DESIGN §5); this build never asks for one.
-            throw .protocolViolation("it sent a baseline chunk, and baseline transfer is not supported yet")
+        case let .baselineChunk(chunk):
+            try received(chunk)
+            return []
         case .pairCommit, .pairNonce, .pairReveal, .pairConfirm:
             throw .protocolViolation("it sent the pairing message \(message.type) on a sync connection")
         }
@@ -220,17 +236,51 @@ struct SessionMachine {
     mutating func nextOutgoing() throws(SessionError) -> Message? {
         if var current = stream {
             let budget = min(options.maxBatchBytes, (peer?.maxFrameSize ?? Frame.defaultMaxSize) - 64)
-            let page = try local {
-                try replica.store.missing(
+            if let baseline = current.baseline {
+                let end = min(baseline.bytes.count, current.baselineOffset + max(budget - 256, 1024))
+                let chunk = BaselineChunk(
+                    totalSize: UInt64(baseline.bytes.count), offset: UInt64(current.baselineOffset),
+                    data: Array(baseline.bytes[current.baselineOffset..<end]), last: end == baseline.bytes.count,
+                    baselineSummary: baseline.summary)
+                current.baselineOffset = end
+                if chunk.last {
+                    current.baseline = nil
+                    baselinesSent += 1
+                }
+                stream = current
+                return .baselineChunk(chunk)
+            }
+            let (baselineSummary, page) = try local {
+                try replica.store.streamPage(
                     for: current.have, within: current.cap, after: current.cursor, limit: options.maxBatchChanges,
                     maxBytes: budget)
+            }
+            if baselineSummary != current.baselineSummary {
+                current.baselineSummary = baselineSummary
+                stream = current
+                // A compaction folded rows this stream had yet to send: they now travel inside the baseline.
+                // (A baseline adopted from this very peer meanwhile grew it too, and the peer needs nothing.)
+                guard !peerBaseline.covers(baselineSummary) || !current.have.covers(baselineSummary) else {
+                    return try nextOutgoing()
+                }
+                guard let baseline = try local({ try replica.store.encodedBaseline() }) else {
+                    throw .store(.inconsistent("the baseline vanished during a sync"))
+                }
+                try checkBaselineAvoidsForks(baseline.summary)
+                current.baselineSummary = baseline.summary
+                current.have = current.have.union(baseline.summary)
+                current.baseline = baseline
+                current.baselineOffset = 0
+                peerBaseline = peerBaseline.union(baseline.summary)
+                stream = current
+                return try nextOutgoing()
             }
             guard let last = page.last else {
                 stream = nil
                 answeredOnce = true
                 if let next = queuedWant {
                     queuedWant = nil
-                    try wanted(next)
+                    try wanted(next, baselineOffset: nil)
                 }
                 return .done(current.cap)
             }
@@ -278,6 +328,17 @@ struct SessionMachine {
         }
         guard hello.deviceID != identity.deviceID else { throw .incompatible("it is this very device") }
         peer = hello
+        peerBaseline = hello.baselineSummary
+        // A baseline staged from this peer in an interrupted session resumes if the peer still holds it.
+        if let staged = try local({ try replica.store.stagedBaseline(from: hello.deviceID) }) {
+            if let digest = staged.digest, digest == hello.baselineDigest, staged.summary == hello.baselineSummary,
+                staged.staged < staged.total
+            {
+                resumeOffset = staged.staged
+            } else {
+                try local { try replica.store.discardStagedBaseline(from: hello.deviceID) }
+            }
+        }
         let view = try local { try replica.store.localView() }
         for (timeline, theirs) in hello.headHashes {
             let mine = view.summary[timeline]
@@ -310,10 +371,11 @@ struct SessionMachine {
         var have = try local { try replica.store.summary() }
         for timeline in forks.keys { have[timeline] = Self.excluded }
         pull = .asking
-        return .want(Want(have: have))
+        defer { resumeOffset = nil }
+        return .want(Want(have: have, baselineOffset: resumeOffset))
     }
 
-    private mutating func wanted(_ have: Summary) throws(SessionError) {
+    private mutating func wanted(_ have: Summary, baselineOffset: UInt64?) throws(SessionError) {
         let mine = try local { try replica.store.summary() }
         for (timeline, seq) in have.heads where seq == Self.excluded && forks[timeline] == nil && mine[timeline] > 0 {
             forks[timeline] = ForkedTimeline(
@@ -326,12 +388,53 @@ struct SessionMachine {
         }
         var asked = have
         for timeline in forks.keys { asked[timeline] = Self.excluded }
-        let baseline = try local { try replica.store.baselineSummary() }
-        for timeline in mine.timelines where asked[timeline] < mine[timeline] && asked[timeline] < baseline[timeline] {
-            throw .baselineTransferUnsupported(
-                timeline: timeline, peerHas: asked[timeline], baselineHolds: baseline[timeline])
+        // The baseline goes first when the asker lacks changes that exist here only inside it, or when its own
+        // baseline does not cover it (baselines travel, DESIGN §2): the peer's baseline as its Hello gave it,
+        // grown by every baseline sent to it since.
+        let baseline = try local { try replica.store.encodedBaseline() }
+        var pending: EncodedBaseline?
+        var offset = 0
+        if let baseline, !peerBaseline.covers(baseline.summary) || !asked.covers(baseline.summary) {
+            try checkBaselineAvoidsForks(baseline.summary)
+            pending = baseline
+            if let baselineOffset, baselineOffset < UInt64(baseline.bytes.count) { offset = Int(baselineOffset) }
+            asked = asked.union(baseline.summary)
+            peerBaseline = peerBaseline.union(baseline.summary)
         }
-        stream = Stream(have: asked, cap: mine, cursor: nil)
+        stream = Stream(
+            have: asked, cap: mine, cursor: nil, baselineSummary: baseline?.summary ?? Summary(), baseline: pending,
+            baselineOffset: offset)
+    }
+
+    /// A baseline holding a timeline that has forked with this peer would merge the fork: refuse to send it.
+    private func checkBaselineAvoidsForks(_ summary: Summary) throws(SessionError) {
+        if let fork = forks.values.first(where: { summary[$0.timeline] > 0 }) {
+            throw .forkInsideBaseline(timeline: fork.timeline)
+        }
+    }
+
+    private mutating func received(_ chunk: BaselineChunk) throws(SessionError) {
+        guard pull == .asking, let peer else { throw .protocolViolation("it sent a baseline nobody asked for") }
+        // The digest Hello announced identifies the bytes only if this is the baseline Hello described.
+        let digest = chunk.baselineSummary == peer.baselineSummary ? peer.baselineDigest : nil
+        do {
+            _ = try replica.store.stageBaselineChunk(
+                from: peer.deviceID, summary: chunk.baselineSummary, digest: digest, total: chunk.totalSize,
+                offset: chunk.offset, data: chunk.data)
+            guard chunk.last else { return }
+            let adoption = try replica.adoptStagedBaseline(from: peer.deviceID)
+            baselinesPulled += 1
+            if let switched = adoption.switchedTimeline {
+                timelineSwitch = TimelineSwitch(old: timelineSwitch?.old ?? switched.old, new: switched.new)
+            }
+            if adoption.changed { options.onPulled?(0) }
+        } catch let error as StoreError {
+            try? replica.store.discardStagedBaseline(from: peer.deviceID)
+            if case .rejected = error { throw .baselineRefused(error) }
+            throw .store(error)
+        } catch {
+            throw .store(.sqlite("\(error)"))
+        }
     }
 
     private mutating func integrate(_ batch: [Change]) throws(SessionError) {

@@ -313,31 +313,6 @@ import Testing
         #expect(Double(double) > Double(small) * 1.5, "k=40: \(small) bytes, k=80: \(double) bytes")
     }
 
-    /// Changes that exist only inside a baseline cannot travel yet: the session says so instead of sending
-    /// a stream with a gap.
-    @Test func changesOnlyInABaselineAreRefusedForNow() throws {
-        try withTemporaryDirectory { directory in
-            var rng = SplitMix64(seed: 0x5E55_000B)
-            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
-            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
-            try randomEdits(a.replica, count: 10, rng: &rng)
-            #expect(try a.replica.compact().folded == 10)
-            let before = try b.snapshot()
-            let timeline = try a.timeline
-            let pair = try runSession(a, b)
-            guard case .failure(.baselineTransferUnsupported(timeline, 0, 10)) = pair.a else {
-                Issue.record("expected the baseline refusal, got \(pair.a)")
-                return
-            }
-            guard case let .failure(.peerClosed(reason)) = pair.b else {
-                Issue.record("expected the peer's Close, got \(pair.b)")
-                return
-            }
-            #expect(reason.contains("baseline transfer not supported yet"), "\(reason)")
-            #expect(try b.snapshot() == before)
-        }
-    }
-
     /// Agent mode: the session stays open; a local change plus `notify()` reaches the peer at once; Ping is
     /// answered; `stop()` closes both sides cleanly.
     @Test func agentSessionsPushChangesOnNotify() throws {

@@ -1,0 +1,222 @@
+import Foundation
+import GRDB
+import PlaitCore
+
+/// A baseline being pulled from a peer: what has arrived so far, staged apart from the live data.
+public struct StagedBaseline: Sendable, Equatable {
+    /// The summary of the baseline being received.
+    public var summary: Summary
+    /// SHA-256 of the whole encoded baseline, when known (the peer's Hello announced it).
+    public var digest: [UInt8]?
+    /// Its encoded size.
+    public var total: UInt64
+    /// Bytes staged so far: where a resumed transfer continues.
+    public var staged: UInt64
+}
+
+/// A device's own baseline as it travels: the encoded bytes exactly as stored (their SHA-256 is the digest
+/// in Hello) and its summary.
+public struct EncodedBaseline: Sendable, Equatable {
+    public var summary: Summary
+    public var bytes: [UInt8]
+}
+
+/// What adopting a pulled baseline did.
+public struct BaselineAdoption: Sendable {
+    /// False when the local baseline already covered it (nothing was written).
+    public var changed: Bool
+    /// The baseline now held (the join of the local one and the pulled one).
+    public var summary: Summary
+    /// Stored changes dropped because the joined baseline now holds them.
+    public var foldedAway: Int
+    /// Changes replayed on top of the new baseline.
+    public var replayed: Int
+    /// The pulled baseline held this device's own timeline beyond its head: a new timeline was started.
+    public var switchedTimeline: (old: TimelineID, new: TimelineID)?
+}
+
+extension Store {
+    /// This device's baseline as stored, or nil without one.
+    public func encodedBaseline() throws -> EncodedBaseline? {
+        try read { db in try Self.encodedBaseline(db) }
+    }
+
+    static func encodedBaseline(_ db: Database) throws -> EncodedBaseline? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT summary, data FROM baseline WHERE id = 1") else { return nil }
+        return EncodedBaseline(summary: try Summary(parsing: row[0] as String), bytes: [UInt8](row[1] as Data))
+    }
+
+    /// The baseline staged from `peer`, or nil.
+    public func stagedBaseline(from peer: String) throws -> StagedBaseline? {
+        try read { db in try Self.stagedBaseline(db, from: peer) }
+    }
+
+    static func stagedBaseline(_ db: Database, from peer: String) throws -> StagedBaseline? {
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT summary, digest, total FROM staged_baselines WHERE peer = ?", arguments: [peer])
+        else { return nil }
+        let staged = try Int64.fetchOne(
+            db, sql: "SELECT coalesce(sum(length(data)), 0) FROM staged_baseline_chunks WHERE peer = ?",
+            arguments: [peer]) ?? 0
+        return StagedBaseline(
+            summary: try Summary(parsing: row[0] as String), digest: (row[1] as Data?).map { [UInt8]($0) },
+            total: UInt64(row[2] as Int64), staged: UInt64(staged))
+    }
+
+    /// Stages one chunk of a baseline pulled from `peer`, in its own transaction. A chunk at offset 0 starts
+    /// the baseline afresh (dropping anything staged from that peer); any other must continue exactly where
+    /// the staged one ends, with the same summary and size. Returns the bytes staged after it.
+    public func stageBaselineChunk(
+        from peer: String, summary: Summary, digest: [UInt8]?, total: UInt64, offset: UInt64, data: [UInt8]
+    ) throws -> UInt64 {
+        try write { db in
+            if offset == 0 {
+                try db.execute(sql: "DELETE FROM staged_baseline_chunks WHERE peer = ?", arguments: [peer])
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO staged_baselines (peer, summary, digest, total) VALUES (?, ?, ?, ?)",
+                    arguments: [peer, summary.description, digest.map { Data($0) }, Int64(total)])
+            } else {
+                guard let staged = try Self.stagedBaseline(db, from: peer) else {
+                    throw StoreError.rejected(.corruptSnapshot("a baseline chunk at offset \(offset) with nothing staged"))
+                }
+                guard staged.summary == summary, staged.total == total, staged.staged == offset else {
+                    throw StoreError.rejected(
+                        .corruptSnapshot(
+                            "a baseline chunk at offset \(offset) does not continue the staged one "
+                                + "(\(staged.staged) of \(staged.total) bytes staged)"))
+                }
+            }
+            guard offset + UInt64(data.count) <= total else {
+                throw StoreError.rejected(.corruptSnapshot("a baseline chunk runs past the baseline's size"))
+            }
+            if !data.isEmpty {
+                try db.execute(
+                    sql: "INSERT INTO staged_baseline_chunks (peer, offset, data) VALUES (?, ?, ?)",
+                    arguments: [peer, Int64(offset), Data(data)])
+            }
+            return offset + UInt64(data.count)
+        }
+    }
+
+    /// Drops what is staged from `peer`.
+    public func discardStagedBaseline(from peer: String) throws {
+        try write { db in
+            try db.execute(sql: "DELETE FROM staged_baseline_chunks WHERE peer = ?", arguments: [peer])
+            try db.execute(sql: "DELETE FROM staged_baselines WHERE peer = ?", arguments: [peer])
+        }
+    }
+}
+
+extension Replica {
+    /// Swaps in the complete baseline staged from `peer`, in one transaction (`adopt`), and drops the
+    /// staging. A staged baseline that is incomplete, does not match its digest or does not decode is
+    /// dropped and refused, and nothing else changes.
+    public func adoptStagedBaseline(from peer: String) throws -> BaselineAdoption {
+        let assembled: (StagedBaseline, [UInt8])? = try store.read { db in
+            guard let staged = try Store.stagedBaseline(db, from: peer) else { return nil }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(Int(staged.total))
+            let rows = try Data.fetchCursor(
+                db, sql: "SELECT data FROM staged_baseline_chunks WHERE peer = ? ORDER BY offset", arguments: [peer])
+            while let data = try rows.next() { bytes.append(contentsOf: data) }
+            return (staged, bytes)
+        }
+        guard let (staged, bytes) = assembled else {
+            throw StoreError.rejected(.corruptSnapshot("no baseline is staged from this peer"))
+        }
+        do {
+            guard UInt64(bytes.count) == staged.total else {
+                throw StoreError.rejected(
+                    .corruptSnapshot("the staged baseline has \(bytes.count) of its \(staged.total) bytes"))
+            }
+            if let digest = staged.digest, SHA256.hash(bytes) != digest {
+                throw StoreError.rejected(.corruptSnapshot("the pulled baseline does not match the digest its sender announced"))
+            }
+            let baseline: Baseline
+            do {
+                baseline = try Baseline(decoding: bytes[...])
+            } catch {
+                throw StoreError.rejected(error)
+            }
+            guard baseline.summary == staged.summary else {
+                throw StoreError.rejected(.corruptSnapshot("the pulled baseline holds another summary than announced"))
+            }
+            return try adopt(baseline, droppingStagedFrom: peer)
+        } catch {
+            try? store.discardStagedBaseline(from: peer)
+            throw error
+        }
+    }
+
+    /// Adopts a peer's baseline (DESIGN §2): the local baseline becomes the join of both, stored changes it
+    /// now holds are dropped, timelines it holds further than this store are advanced to it, and the state is
+    /// replayed as join + the changes it does not cover. One transaction; a baseline that contradicts a held
+    /// history (another hash at one of its heads) is refused whole.
+    public func adopt(_ incoming: Baseline, droppingStagedFrom peer: String? = nil) throws -> BaselineAdoption {
+        try transaction { db in
+            if let peer {
+                try db.execute(sql: "DELETE FROM staged_baseline_chunks WHERE peer = ?", arguments: [peer])
+                try db.execute(sql: "DELETE FROM staged_baselines WHERE peer = ?", arguments: [peer])
+            }
+            let current = try Store.baseline(db)
+            let joined: Baseline
+            do {
+                // Decoding the snapshot up front refuses a damaged one before anything is written.
+                _ = try domain.restore(snapshot: incoming.snapshot[...])
+                joined = try current.map { try $0.joined(with: incoming, domain: domain) } ?? incoming
+            } catch let error as CoreError {
+                throw StoreError.rejected(error)
+            }
+            if let current, joined == current {
+                return BaselineAdoption(changed: false, summary: current.summary, foldedAway: 0, replayed: 0)
+            }
+            for timeline in incoming.summary.timelines {
+                let seq = incoming.summary[timeline]
+                if let held = try Store.hash(db, of: ChangeRef(timeline: timeline, seq: seq)),
+                    held != incoming.heads[timeline]
+                {
+                    throw StoreError.rejected(.fork(timeline: timeline, seq: seq))
+                }
+            }
+            let own = try Store.ownTimeline(db)
+            let ownHead = try Int64.fetchOne(
+                db, sql: "SELECT head_seq FROM timelines WHERE tl = ?", arguments: [timelineColumn(own.rawValue)]) ?? 0
+            var foldedAway = 0
+            for timeline in joined.summary.timelines {
+                let seq = joined.summary[timeline]
+                let column = timelineColumn(timeline.rawValue)
+                try db.execute(sql: "DELETE FROM changes WHERE tl = ? AND seq <= ?", arguments: [column, Int64(seq)])
+                foldedAway += db.changesCount
+                try db.execute(
+                    sql: """
+                        INSERT INTO timelines (tl, head_seq, head_lamport, head_hash, ended) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT (tl) DO UPDATE SET
+                            head_seq = max(head_seq, excluded.head_seq),
+                            head_lamport = CASE WHEN excluded.head_seq > head_seq THEN excluded.head_lamport ELSE head_lamport END,
+                            head_hash = CASE WHEN excluded.head_seq > head_seq THEN excluded.head_hash ELSE head_hash END,
+                            ended = max(ended, excluded.ended)
+                        """,
+                    arguments: [
+                        column, Int64(seq), Int64(joined.headLamports[timeline] ?? 0),
+                        Data(joined.heads[timeline] ?? Change.zeroHash), joined.ended.contains(timeline) ? 1 : 0,
+                    ])
+            }
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO baseline (id, summary, max_lamport, data) VALUES (1, ?, ?, ?)",
+                arguments: [joined.summary.description, Int64(joined.maxLamport), Data(joined.encoded())])
+            try db.execute(sql: "DELETE FROM checkpoints")
+            var switched: (old: TimelineID, new: TimelineID)?
+            if joined.summary[own] > UInt64(ownHead) {
+                // The peer held this device's own timeline beyond its head: a restored or copied home.
+                let new = TimelineID.random()
+                try Meta.set(db, .ownTimeline, Int64(bitPattern: new.rawValue))
+                switched = (own, new)
+            }
+            let replayed = try replayAll(db).changes
+            return BaselineAdoption(
+                changed: true, summary: joined.summary, foldedAway: foldedAway, replayed: replayed,
+                switchedTimeline: switched)
+        }
+    }
+}
