@@ -25,6 +25,8 @@ extension Plait {
         @Flag(help: "Keep the temporary home and print its path.") var keep = false
         @Flag(help: "Print the result as JSON.") var json = false
         @Option(help: .hidden) var replayOnly: String?
+        /// Profiling aid: only the network benchmarks.
+        @Flag(help: .hidden) var networkOnly = false
         @Option(help: "Changes a fresh device catches up over TLS (0 skips the network benchmarks).")
         var networkChanges = 100_000
         @Option(help: "Edits whose agent-to-agent latency is measured.") var latencyEdits = 1_000
@@ -48,6 +50,13 @@ extension Plait {
             }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("plait-bench-\(UUID().uuidString)").path
             defer { if !keep { try? FileManager.default.removeItem(atPath: directory) } }
+            if networkOnly {
+                let network = try NetworkBench.run(
+                    directory: directory, changes: networkChanges, edits: max(1, latencyEdits), log: { print($0) })
+                print(String(format: "peak resident memory: %.0f MiB", Double(Self.peakResidentKiB()) / 1024))
+                if json { printJSON(network) }
+                return
+            }
             var results: [String: Any] = ["changes": changes, "seed": Int(seed)]
             let log = { (line: String) in if !json { print(line) } }
             log("building a history of \(changes) changes over \(lists) lists and about \(items) live items (seed \(seed)) in \(directory)")

@@ -7,6 +7,14 @@ import PlaitSync
 /// The network half of `plait bench`: catch-up over TLS on loopback, and edit-to-peer latency between two
 /// agents. Everything runs in this process on 127.0.0.1.
 enum NetworkBench {
+    /// User plus system CPU time of this process so far.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
     static func run(directory: String, changes: Int, edits: Int, log: (String) -> Void) throws -> [String: Any] {
         var results: [String: Any] = [:]
         let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -32,15 +40,19 @@ enum NetworkBench {
         defer { sourceAgent.stop() }
         let address = try PeerAddress(parsing: "127.0.0.1:\(sourceAgent.boundPort!)")
         let rssBefore = Plait.Bench.currentResidentKiB()
+        let cpuBefore = cpuSeconds()
         let start = DispatchTime.now().uptimeNanoseconds
         let outcome = fresh.syncOnce(with: address, timeout: .seconds(120))
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        let cpu = cpuSeconds() - cpuBefore
         guard let result = outcome.result else { throw PlaitError.usage("catch-up failed: \(outcome.failure ?? "?")") }
         results["catchup_changes"] = result.pulled
         results["catchup_changes_per_second"] = Int(Double(result.pulled) / seconds)
         results["catchup_bytes_received"] = result.bytesReceived
         log(String(format: "catch-up of %d changes over TLS on loopback: %.2f s (%.0f changes/s, stored durably), %d bytes on the wire",
             result.pulled, seconds, Double(result.pulled) / seconds, result.bytesReceived))
+        results["catchup_cpu_seconds"] = cpu
+        log(String(format: "  CPU time of both ends together: %.2f s (2 cores: %.0f%% busy)", cpu, cpu / seconds / 2 * 100))
         log(String(format: "  resident memory before/after the catch-up: %.0f / %.0f MiB (process peak so far %.0f MiB)",
             Double(rssBefore) / 1024, Double(Plait.Bench.currentResidentKiB()) / 1024, Double(Plait.Bench.peakResidentKiB()) / 1024))
 

@@ -254,7 +254,10 @@ import Testing
             }
             _ = try runSession(a, c).results()
             var recorded: RecordingTransport?
-            let pair = try runSession(a, b) { socket in
+            var bounds = SessionOptions()
+            bounds.maxBatchChanges = 2_000
+            bounds.maxBatchBytes = 1 << 20
+            let pair = try runSession(a, b, options: bounds) { socket in
                 let transport = RecordingTransport(socket)
                 if recorded == nil { recorded = transport }  // the first is A's side
                 return transport
