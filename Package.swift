@@ -67,7 +67,10 @@ let package = Package(
             dependencies: ["PlaitWire", "PlaitCore", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         .testTarget(
             name: "PlaitSyncTests",
-            dependencies: ["PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTestSupport"]),
+            dependencies: [
+                "PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
     ],
     swiftLanguageModes: [.v6]

@@ -323,7 +323,10 @@ public final class Replica: @unchecked Sendable {
                 try Meta.set(db, .ownTimeline, Int64(bitPattern: new.rawValue))
                 result.switchedTimeline = (own, new)
             }
-            try persistCheckpointIfDue(db, added: fresh.count)
+            // A late batch was just replayed over a long stretch, and the stream it belongs to is likely to roll
+            // back again at its next batch: a stored checkpoint (a snapshot of the whole state) per batch was most
+            // of the cost of two devices catching up on each other. Rolled-back batches store one less often.
+            try persistCheckpointIfDue(db, added: fresh.count, every: result.stats.rolledBack ? 5 : 1)
             return result
         }
     }
@@ -350,9 +353,10 @@ public final class Replica: @unchecked Sendable {
         return (.zero, domain.emptyState())
     }
 
-    private func persistCheckpointIfDue(_ db: Database, added: Int) throws {
+    /// Stores a checkpoint once `storedCheckpointInterval` × `every` changes were added since the last one.
+    private func persistCheckpointIfDue(_ db: Database, added: Int, every: Int = 1) throws {
         let pending = (try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'since_checkpoint'") ?? 0) + added
-        if pending >= storedCheckpointInterval && engine.position > .zero {
+        if pending >= storedCheckpointInterval * every && engine.position > .zero {
             let key = engine.position
             try db.execute(
                 sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, ?)",

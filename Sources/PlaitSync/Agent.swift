@@ -208,6 +208,7 @@ public final class Agent: @unchecked Sendable {
         defer { connection.close() }
         guard let peer = connection.peerDeviceID?.description else { return }
         var options = SessionOptions(mode: .agent)
+        options.maxBatchChanges = home.config.batchChanges
         options.idleTimeout = .seconds(60)
         let session: Session
         do {

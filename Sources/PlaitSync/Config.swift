@@ -21,6 +21,8 @@ public struct Config: Sendable, Equatable {
     public var compactionIntervalSeconds = 3600
     /// `compaction.peer_grace_days`: a paired peer unseen this long no longer holds compaction back.
     public var peerGraceDays = 30
+    /// `sync.batch_changes`: changes per batch sent to a peer at most (each batch is one transaction there).
+    public var batchChanges = 16_000
 
     public init() {}
 
@@ -29,6 +31,7 @@ public struct Config: Sendable, Equatable {
         "store": ["max_change_bytes": "integer", "synchronous": "string", "checkpoint_interval": "integer"],
         "agent": ["listen": "string", "peers": "array", "log_level": "string"],
         "compaction": ["interval_seconds": "integer", "peer_grace_days": "integer"],
+        "sync": ["batch_changes": "integer"],
     ]
 
     /// Parses TOML text. `origin` names the file in errors.
@@ -117,6 +120,12 @@ public struct Config: Sendable, Equatable {
                 }
                 peerGraceDays = number
             }
+        }
+        if let sync = table["sync"]?.table, let value = sync["batch_changes"] {
+            guard let number = value.int, (1...1_000_000).contains(number) else {
+                throw PlaitError.config(path: origin, problem: "sync.batch_changes must be an integer from 1 to 1000000")
+            }
+            batchChanges = number
         }
     }
 

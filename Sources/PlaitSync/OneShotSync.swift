@@ -43,6 +43,7 @@ extension Home {
             }
             outcome.deviceID = peer
             var options = SessionOptions(mode: .oneShot)
+            options.maxBatchChanges = config.batchChanges
             options.idleTimeout = timeout
             options.onPulled = onPulled
             let session = try Session(

@@ -44,8 +44,10 @@ extension Plait {
                 var progress: (@Sendable (Int) -> Void)?
                 if terminal {
                     let label = address.description
+                    let total = PulledCounter()
                     progress = { count in
-                        FileHandle.standardError.write(Data("\r\(label): pulled \(count) changes…".utf8))
+                        let sum = total.add(count)
+                        FileHandle.standardError.write(Data("\r\(label): pulled \(sum) changes…".utf8))
                     }
                 }
                 let outcome = home.syncOnce(with: address, timeout: .seconds(timeout), onPulled: progress)
@@ -67,6 +69,8 @@ extension Plait {
                             "name": outcome.name ?? NSNull(), "ok": outcome.succeeded,
                             "error": outcome.failure ?? NSNull(), "pulled": outcome.result?.pulled ?? 0,
                             "sent": outcome.result?.sent ?? 0,
+                            "baselines_pulled": outcome.result?.baselinesPulled ?? 0,
+                            "baselines_sent": outcome.result?.baselinesSent ?? 0,
                             "summary": outcome.result?.finalSummary.description ?? NSNull(),
                             "forked": outcome.result?.forkedTimelines.map(\.description) ?? [],
                         ]
@@ -80,13 +84,29 @@ extension Plait {
             guard let result = outcome.result, outcome.succeeded else {
                 return "\(outcome.address): failed: \(outcome.failure ?? "unknown error")"
             }
-            var text = "\(result.peerName) (\(outcome.address)): pulled \(result.pulled) changes, sent \(result.sent), "
+            let pulledBaseline = result.baselinesPulled > 0 ? " and its baseline" : ""
+            let sentBaseline = result.baselinesSent > 0 ? " and this device's baseline" : ""
+            var text = "\(result.peerName) (\(outcome.address)): pulled \(result.pulled) changes\(pulledBaseline), "
+                + "sent \(result.sent)\(sentBaseline), "
                 + "now at \(result.finalSummary.isEmpty ? "(empty)" : result.finalSummary.description)"
             for fork in result.forkedTimelines { text += "\n  WARNING: \(fork)" }
             if let change = result.timelineSwitch {
                 text += "\n  this home was stale (restored from a copy): now authoring on timeline \(change.new)"
             }
             return text
+        }
+    }
+}
+
+/// The running total of changes pulled from one peer, for the progress line (called on the session's thread).
+final class PulledCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+
+    func add(_ count: Int) -> Int {
+        lock.withLock {
+            total += count
+            return total
         }
     }
 }

@@ -124,6 +124,33 @@ struct ReplayTests {
         #expect(engine.digest == digestOfReplay(held))
     }
 
+    @Test("a late batch leaves one checkpoint where it ends, none in between")
+    func lateBatchCheckpointsWhereItEnds() throws {
+        var a = TimelineAuthor(1)
+        var b = TimelineAuthor(2)
+        let list = objectID(1)
+        a.append(.listCreate(id: list, title: "l", color: nil, at: .top), lamport: 1)
+        for i in 2...40 {
+            a.append(.itemCreate(id: objectID(100 + UInt64(i)), list: list, text: "\(i)", at: .top), lamport: UInt64(i))
+        }
+        var engine = ReplayEngine(
+            domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 5, checkpointLimit: 100)
+        var held = a.changes
+        _ = try engine.integrate(a.changes, source: ChangeArraySource(held), fallback: emptyFallback)
+        // A stream from B in replay order, in two batches, both behind A's head.
+        let first = (12...17).map { b.append(.itemEdit(id: objectID(110), text: "b\($0)"), lamport: UInt64($0)) }
+        let second = (18...24).map { b.append(.itemEdit(id: objectID(111), text: "b\($0)"), lamport: UInt64($0)) }
+        held += first
+        _ = try engine.integrate(first, source: ChangeArraySource(held), fallback: emptyFallback)
+        #expect(engine.checkpoints.map(\.key) == [5, 10].map { a.changes[$0 - 1].orderKey } + [first.last!.orderKey])
+        held += second
+        let stats = try engine.integrate(second, source: ChangeArraySource(held), fallback: emptyFallback)
+        // Rolled back exactly to the end of the first batch: replays A's changes from Lamport 18 on only.
+        #expect(stats.replayed == 40 - 17)
+        #expect(engine.checkpoints.last?.key == second.last!.orderKey)
+        #expect(engine.digest == digestOfReplay(held))
+    }
+
     @Test("state(through:) equals the replay of the changes up to the limit")
     func stateThroughLimit() throws {
         for seed in UInt64(40)..<70 {

@@ -1,0 +1,207 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `plait` command running in the background, stopped by its PID at the latest when the test ends.
+final class BackgroundRun {
+    let process = Process()
+    private let exited = DispatchSemaphore(value: 0)
+    private let outputPath: String
+    private let errorPath: String
+
+    init(sandbox: Sandbox, _ arguments: [String], stdinFile: String? = nil) throws {
+        let io = sandbox.root + "/io/background-\(UUID().uuidString)"
+        outputPath = io + ".out"
+        errorPath = io + ".err"
+        for path in [outputPath, errorPath] { FileManager.default.createFile(atPath: path, contents: nil) }
+        process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
+        process.arguments = arguments
+        process.environment = sandbox.baseEnvironment
+        process.standardInput = try stdinFile.map { try FileHandle(forReadingFrom: URL(fileURLWithPath: $0)) }
+            ?? FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
+        process.terminationHandler = { [exited] _ in exited.signal() }
+        try process.run()
+    }
+
+    /// Waits for the exit (killing it after `timeout` seconds); returns the status and output.
+    func wait(timeout: Double = 300) -> (status: Int32, stdout: String, stderr: String) {
+        if exited.wait(timeout: .now() + timeout) == .timedOut {
+            kill(process.processIdentifier, SIGKILL)
+            exited.wait()
+        }
+        let read = { (path: String) in (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+        return (process.terminationStatus, read(outputPath), read(errorPath))
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// Sync that survives what happens to real processes: a sender killed mid-transfer, two large catch-ups at
+/// once, a home restored from an old copy, two homes copied from one.
+@Suite(.serialized) struct SyncRecoveryTests {
+    let sync = SyncTests()
+
+    /// `count` lines for `plait batch`: a list and items in it.
+    func batchFile(_ sandbox: Sandbox, list: String, count: Int) throws -> String {
+        let path = sandbox.root + "/\(list).batch"
+        var text = "list add \(list)\n"
+        text.reserveCapacity(count * 24)
+        for index in 0..<count { text += "add \(list) \"\(list) item \(index)\"\n" }
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    func changeCount(_ sandbox: Sandbox, _ home: String) throws -> Int {
+        try sandbox.ok(["status", "--json", "--home", home]).json()["changes"] as? Int ?? -1
+    }
+
+    /// The sender dies (SIGKILL) in the middle of a large transfer: the receiver's store is at a batch
+    /// boundary, and the next sync finishes with nothing lost and nothing duplicated.
+    @Test func aSenderKilledMidTransferLeavesABatchBoundary() throws {
+        try withSandbox { sandbox in
+            let d = try sync.devices(sandbox, ["source", "receiver"])
+            try sync.pair(sandbox, d[0], d[1])
+            let total = 20_001
+            let write = try BackgroundRun(
+                sandbox: sandbox, ["batch", "--home", d[0].home], stdinFile: try batchFile(sandbox, list: "Big", count: total - 1))
+            let written = write.wait()
+            #expect(written.status == 0, "\(written)")
+            let config = sandbox.root + "/small-batches.toml"
+            try "[sync]\nbatch_changes = 500\n".write(toFile: config, atomically: true, encoding: .utf8)
+
+            let agent = try RunningAgent(sandbox: sandbox, home: d[0].home, extra: ["--config", config])
+            let pull = try BackgroundRun(sandbox: sandbox, ["sync", "--peer", agent.address, "--home", d[1].home])
+            // As soon as the first batches are in, kill the sender.
+            let started = try eventually(120) { try changeCount(sandbox, d[1].home) > 0 }
+            kill(agent.process.processIdentifier, SIGKILL)
+            agent.stop()
+            let interrupted = pull.wait()
+            #expect(started, "no batch arrived")
+            #expect(interrupted.status != 0, "the sync cannot have finished: \(interrupted)")
+            #expect(interrupted.stderr.contains("failed"), "\(interrupted)")
+
+            let held = try changeCount(sandbox, d[1].home)
+            let summary = try sync.status(sandbox, d[1].home).summary
+            #expect(held > 0 && held < total, "\(held) of \(total) changes arrived before the kill")
+            #expect(held % 500 == 0, "\(held) changes: not a whole number of 500-change batches")
+            #expect(summary.hasSuffix(":\(held)"), "the summary \(summary) names exactly what is stored")
+
+            let again = try RunningAgent(sandbox: sandbox, home: d[0].home)
+            defer { #expect(again.stop() == 0) }
+            let run = try sandbox.ok(["sync", "--peer", again.address, "--home", d[1].home, "--json"]).json()
+            let pulled = (run["peers"] as? [[String: Any]])?.first?["pulled"] as? Int
+            #expect(pulled == total - held, "the rest, and only the rest: \(run)")
+            #expect(try changeCount(sandbox, d[1].home) == total)
+            #expect(try sync.status(sandbox, d[0].home) == sync.status(sandbox, d[1].home))
+        }
+    }
+
+    /// Both devices hold 100,000 changes the other lacks; their agents connect and stream to each other at
+    /// once over one TLS connection: both finish, no deadlock, one state.
+    @Test func bothSidesCatchUpOneHundredThousandAtOnce() throws {
+        try withSandbox { sandbox in
+            let d = try sync.devices(sandbox, ["a", "b"])
+            try sync.pair(sandbox, d[0], d[1])
+            let count = 100_000
+            // Both histories at once (two processes), to keep the test short.
+            let writes = [
+                try BackgroundRun(
+                    sandbox: sandbox, ["batch", "--home", d[0].home],
+                    stdinFile: try batchFile(sandbox, list: "A", count: count - 1)),
+                try BackgroundRun(
+                    sandbox: sandbox, ["batch", "--home", d[1].home],
+                    stdinFile: try batchFile(sandbox, list: "B", count: count - 1)),
+            ]
+            for write in writes {
+                let result = write.wait()
+                #expect(result.status == 0, "\(result)")
+            }
+            let agentB = try RunningAgent(sandbox: sandbox, home: d[1].home)
+            defer { #expect(agentB.stop() == 0) }
+            let started = Date()
+            let agentA = try RunningAgent(sandbox: sandbox, home: d[0].home, extra: ["--peer", agentB.address])
+            defer { #expect(agentA.stop() == 0) }
+            let converged = try eventually(600) {
+                try changeCount(sandbox, d[0].home) == 2 * count && changeCount(sandbox, d[1].home) == 2 * count
+            }
+            print("100,000 changes each way between two agents: \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+            #expect(converged, "a: \(agentA.log)\nb: \(agentB.log)")
+            #expect(try sync.status(sandbox, d[0].home) == sync.status(sandbox, d[1].home))
+        }
+    }
+
+    /// A home restored from an old copy of itself notices it is stale, authors on a new timeline, and
+    /// nothing is lost on either side.
+    @Test func aRestoredHomeMovesToANewTimeline() throws {
+        try withSandbox { sandbox in
+            let d = try sync.devices(sandbox, ["laptop", "server"])
+            try sync.pair(sandbox, d[0], d[1])
+            let agent = try RunningAgent(sandbox: sandbox, home: d[1].home)
+            defer { #expect(agent.stop() == 0) }
+            try sandbox.ok(["batch", "--home", d[0].home], stdin: "list add Notes\nadd Notes before-backup\n")
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home])
+            let backup = sandbox.root + "/laptop-backup"
+            try FileManager.default.copyItem(atPath: d[0].home, toPath: backup)
+            let oldTimeline = try sandbox.ok(["status", "--json", "--home", d[0].home]).json()["timeline"] as? String
+
+            try sandbox.ok(["add", "Notes", "after-backup", "--home", d[0].home])
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home])
+            // The disk is restored from the backup: "after-backup" and its number are gone from the laptop.
+            try FileManager.default.removeItem(atPath: d[0].home)
+            try FileManager.default.copyItem(atPath: backup, toPath: d[0].home)
+
+            let run = try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home])
+            #expect(run.stdout.contains("stale"), "\(run)")
+            let newTimeline = try sandbox.ok(["status", "--json", "--home", d[0].home]).json()["timeline"] as? String
+            #expect(newTimeline != oldTimeline)
+            try sandbox.ok(["add", "Notes", "after-restore", "--home", d[0].home])
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home])
+            for home in [d[0].home, d[1].home] {
+                let shown = try sandbox.ok(["show", "Notes", "--json", "--home", home]).json()
+                let texts = ((shown["lists"] as? [[String: Any]])?.first?["pending"] as? [[String: Any]])?.compactMap {
+                    $0["text"] as? String
+                }
+                #expect(Set(texts ?? []) == ["before-backup", "after-backup", "after-restore"], "\(home): \(shown)")
+            }
+            #expect(try sync.status(sandbox, d[0].home) == sync.status(sandbox, d[1].home))
+        }
+    }
+
+    /// Two homes copied from one author different changes under the same numbers: a fork, reported and not
+    /// merged.
+    @Test func twoHomesCopiedFromOneAreAFork() throws {
+        try withSandbox { sandbox in
+            let d = try sync.devices(sandbox, ["original", "server"])
+            try sync.pair(sandbox, d[0], d[1])
+            try sandbox.ok(["list", "add", "Shared", "--home", d[0].home])
+            let copy = sandbox.root + "/copy"
+            try FileManager.default.copyItem(atPath: d[0].home, toPath: copy)
+            try sandbox.ok(["add", "Shared", "from the original", "--home", d[0].home])
+            try sandbox.ok(["add", "Shared", "from the copy", "--home", copy])
+
+            let agent = try RunningAgent(sandbox: sandbox, home: d[1].home)
+            defer { #expect(agent.stop() == 0) }
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home])
+            let serverBefore = try sync.status(sandbox, d[1].home)
+            let run = try sandbox.run(["sync", "--peer", agent.address, "--home", copy, "--json"])
+            let peer = (try run.json()["peers"] as? [[String: Any]])?.first
+            let forked = peer?["forked"] as? [String] ?? []
+            #expect(forked.count == 1 && forked.first?.contains("forked") == true, "\(run)")
+            #expect(try sync.status(sandbox, d[1].home) == serverBefore, "the server took nothing of the fork")
+            let texts = { (home: String) throws -> Set<String> in
+                let shown = try sandbox.ok(["show", "Shared", "--json", "--home", home]).json()
+                let pending = (shown["lists"] as? [[String: Any]])?.first?["pending"] as? [[String: Any]] ?? []
+                return Set(pending.compactMap { $0["text"] as? String })
+            }
+            #expect(try texts(d[1].home) == ["from the original"])
+            #expect(try texts(copy) == ["from the copy"], "the copy did not merge the other history either")
+        }
+    }
+}
