@@ -165,11 +165,15 @@ struct Workload {
     var listOf: [ObjectID: ObjectID] = [:]
     let listCount: Int
     let itemCap: Int
+    /// Whether items are ever deleted. Without deletes, once the cap is reached every change edits one of a
+    /// fixed set of items: the state stops growing (no tombstones) however long the history.
+    let deletes: Bool
 
-    init(seed: UInt64, lists: Int, items: Int) {
+    init(seed: UInt64, lists: Int, items: Int, deletes: Bool = true) {
         random = SplitMix64(seed: seed)
         listCount = lists
         itemCap = max(50, items)
+        self.deletes = deletes
     }
 
     mutating func next() -> ListsChange {
@@ -181,6 +185,7 @@ struct Workload {
         var roll = Int(random.next() % 100)
         // At the cap, an add becomes an edit: the state stays about the same size while the history grows.
         if roll < 35 && live.count >= itemCap { roll = 40 }
+        if !deletes && (87..<89).contains(roll) { roll = 40 }
         if live.count < 50 || roll < 35 {
             let id = ObjectID.random(using: &random)
             let list = lists[Int(random.next() % UInt64(lists.count))]

@@ -7,14 +7,6 @@ import PlaitSync
 /// The network half of `plait bench`: catch-up over TLS on loopback, and edit-to-peer latency between two
 /// agents. Everything runs in this process on 127.0.0.1.
 enum NetworkBench {
-    /// User plus system CPU time of this process so far.
-    static func cpuSeconds() -> Double {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-    }
-
     static func run(directory: String, changes: Int, edits: Int, log: (String) -> Void) throws -> [String: Any] {
         var results: [String: Any] = [:]
         let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -24,7 +16,9 @@ enum NetworkBench {
         let fresh = try Home.create(at: directory + "/net-fresh", name: "fresh", config: Config())
         _ = try source.trust(fresh.identity.deviceID.description, address: nil, name: "fresh")
         _ = try fresh.trust(source.identity.deviceID.description, address: nil, name: "source")
-        var workload = Workload(seed: 7, lists: 100, items: 10_000)
+        // Edits to a fixed set of 10,000 items (no deletes, so no tombstones): the state is the same size for
+        // every history length, and the catch-up's memory can be compared across lengths.
+        var workload = Workload(seed: 7, lists: 100, items: 10_000, deletes: false)
         var written = 0
         while written < changes {
             let count = min(50_000, changes - written)
@@ -33,28 +27,46 @@ enum NetworkBench {
             }
             written += count
         }
+        try? fresh.store.checkpointWAL()
         var settings = Agent.Settings()
         settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
         let sourceAgent = Agent(home: source, settings: settings, logger: quiet)
         try sourceAgent.start()
         defer { sourceAgent.stop() }
         let address = try PeerAddress(parsing: "127.0.0.1:\(sourceAgent.boundPort!)")
-        let rssBefore = Plait.Bench.currentResidentKiB()
-        let cpuBefore = cpuSeconds()
+        // The fresh device is a `plait sync` child process, so its peak memory is its own (not the source's).
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+        if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path) {
+            process.executableURL = Bundle.main.executableURL
+        }
+        process.arguments = ["sync", "--home", directory + "/net-fresh", "--peer", address.description, "--json", "--timeout", "300"]
+        let output = Pipe()
+        process.standardOutput = output
         let start = DispatchTime.now().uptimeNanoseconds
-        let outcome = fresh.syncOnce(with: address, timeout: .seconds(120))
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        let cpu = cpuSeconds() - cpuBefore
-        guard let result = outcome.result else { throw PlaitError.usage("catch-up failed: \(outcome.failure ?? "?")") }
-        results["catchup_changes"] = result.pulled
-        results["catchup_changes_per_second"] = Int(Double(result.pulled) / seconds)
-        results["catchup_bytes_received"] = result.bytesReceived
-        log(String(format: "catch-up of %d changes over TLS on loopback: %.2f s (%.0f changes/s, stored durably), %d bytes on the wire",
-            result.pulled, seconds, Double(result.pulled) / seconds, result.bytesReceived))
-        results["catchup_cpu_seconds"] = cpu
-        log(String(format: "  CPU time of both ends together: %.2f s (2 cores: %.0f%% busy)", cpu, cpu / seconds / 2 * 100))
-        log(String(format: "  resident memory before/after the catch-up: %.0f / %.0f MiB (process peak so far %.0f MiB)",
-            Double(rssBefore) / 1024, Double(Plait.Bench.currentResidentKiB()) / 1024, Double(Plait.Bench.peakResidentKiB()) / 1024))
+        var usage = rusage()
+        getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+        let childPeakMiB = Double(usage.ru_maxrss) / 1024
+        let childCPU = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        guard process.terminationStatus == 0,
+            let json = try JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let peer = (json["peers"] as? [[String: Any]])?.first, let pulled = peer["pulled"] as? Int
+        else {
+            throw PlaitError.usage("catch-up failed: \(String(decoding: data, as: UTF8.self))")
+        }
+        results["catchup_changes"] = pulled
+        results["catchup_bytes_received"] = peer["bytes_received"] as? Int ?? 0
+        results["catchup_changes_per_second"] = Int(Double(pulled) / seconds)
+        results["catchup_peak_rss_mib"] = childPeakMiB
+        results["catchup_cpu_seconds"] = childCPU
+        log(String(format: "catch-up of %d changes over TLS on loopback by a `plait sync` process: %.2f s (%.0f changes/s, stored durably), %d bytes on the wire",
+            pulled, seconds, Double(pulled) / seconds, peer["bytes_received"] as? Int ?? 0))
+        log(String(format: "  that process: peak resident memory %.0f MiB, CPU %.2f s", childPeakMiB, childCPU))
 
         // Edit on one agent's device → applied on the other's, agents connected.
         let a = try Home.create(at: directory + "/net-a", name: "a", config: Config())

@@ -69,6 +69,8 @@ extension Plait {
                             "name": outcome.name ?? NSNull(), "ok": outcome.succeeded,
                             "error": outcome.failure ?? NSNull(), "pulled": outcome.result?.pulled ?? 0,
                             "sent": outcome.result?.sent ?? 0,
+                            "bytes_received": outcome.result?.bytesReceived ?? 0,
+                            "bytes_sent": outcome.result?.bytesSent ?? 0,
                             "baselines_pulled": outcome.result?.baselinesPulled ?? 0,
                             "baselines_sent": outcome.result?.baselinesSent ?? 0,
                             "summary": outcome.result?.finalSummary.description ?? NSNull(),
