@@ -13,6 +13,8 @@ public final class Replica: @unchecked Sendable {
     private var engine: ReplayEngine<ListsDomain>
     private var generation: Int64 = -1
     private let lock = NSLock()
+    /// `uninterpretableCount()` as of a store generation.
+    private var uninterpretable: (generation: Int64, count: Int)?
     /// Largest accepted change, in canonical bytes (config: `store.max_change_bytes`).
     public var maxChangeBytes = 1 << 20
     /// Changes between checkpoints written to the store (late changes roll back to the nearest one).
@@ -472,8 +474,15 @@ public final class Replica: @unchecked Sendable {
     }
 
     /// Stored changes this build cannot interpret (a newer plait wrote them): kept, forwarded, skipped.
+    /// Counting scans every stored change, so the count is kept until the store's generation moves (every
+    /// session's Hello carries it).
     public func uninterpretableCount() throws -> Int {
-        try store.kindCounts().filter { !domain.understands(kind: $0.kind, version: $0.version) }.reduce(0) { $0 + $1.count }
+        let current: Int64 = try store.read { db in try Meta.get(db, .generation) ?? 0 }
+        if let cached = lock.withLock({ uninterpretable }), cached.generation == current { return cached.count }
+        let count = try store.kindCounts().filter { !domain.understands(kind: $0.kind, version: $0.version) }
+            .reduce(0) { $0 + $1.count }
+        lock.withLock { uninterpretable = (current, count) }
+        return count
     }
 }
 

@@ -108,6 +108,9 @@ public final class Agent: @unchecked Sendable {
     /// Handshakes in progress at most: a stranger cannot exhaust threads by opening connections.
     static let maxHandshaking = 32
     private var handshaking = 0
+    /// When each address last had an unpaired device listed as pending.
+    private var pendingRecorded: [String: ContinuousClock.Instant] = [:]
+    static let pendingInterval: Duration = .seconds(60)
 
     private func acceptLoop(_ listener: TLSListener) {
         while !isStopped {
@@ -142,12 +145,28 @@ public final class Agent: @unchecked Sendable {
 
     /// Completes an accepted connection's handshake; records a device that is not paired as pending.
     private func finishHandshake(_ connection: TLSConnection) -> Bool {
+        // Read now: a refused handshake closes the socket.
+        let host = peerHost(of: connection.fileDescriptor)
         do {
             try connection.finishHandshake(timeout: .seconds(10))
             return true
         } catch let TLSError.peerNotTrusted(id) {
-            logger.notice("refused unpaired device \(id); listed by `plait peers --pending`")
-            try? home.store.recordPending(deviceID: id.description, claimedName: "(unknown)", address: nil, now: Replica.now())
+            // At most one new pending entry per address and minute: one host cannot push the (16-entry) list's
+            // real devices out by presenting fresh certificates.
+            let now = ContinuousClock.now
+            let admitted = lock.withLock { () -> Bool in
+                let key = host ?? "?"
+                if let last = pendingRecorded[key], now - last < Self.pendingInterval { return false }
+                pendingRecorded[key] = now
+                if pendingRecorded.count > 256 { pendingRecorded = pendingRecorded.filter { now - $0.value < Self.pendingInterval } }
+                return true
+            }
+            if admitted {
+                logger.notice("refused unpaired device \(id) from \(host ?? "an unknown address"); listed by `plait peers --pending`")
+                try? home.store.recordPending(deviceID: id.description, claimedName: "(unknown)", address: host, now: Replica.now())
+            } else {
+                logger.info("refused unpaired device \(id) from \(host ?? "an unknown address") (not listed: that address was listed less than a minute ago)")
+            }
         } catch {
             logger.info("a connection failed: \(error)")
         }
@@ -312,4 +331,22 @@ extension Store {
     public func generation() throws -> Int64 {
         try read { db in try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'generation'") ?? 0 }
     }
+}
+
+/// The numeric address of a connected socket's peer ("192.168.1.20", "fe80::1"), or nil.
+func peerHost(of descriptor: Int32) -> String? {
+    var storage = sockaddr_storage()
+    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+    let found = withUnsafeMutablePointer(to: &storage) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) }
+    }
+    guard found == 0 else { return nil }
+    var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+    let resolved = withUnsafePointer(to: &storage) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            getnameinfo($0, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST)
+        }
+    }
+    guard resolved == 0 else { return nil }
+    return String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -110,4 +110,35 @@ private struct RecordingHandler: LogHandler {
             #expect(try rogue.store.summary().count == 0, "the rogue pulled nothing")
         }
     }
+
+    /// Unpaired devices are refused and listed as pending with their address, at most one new entry per
+    /// address and minute: one host presenting fresh certificates cannot flush the list.
+    @Test func pendingDevicesAreRateLimitedPerAddress() throws {
+        try withTemporaryDirectory { directory in
+            let server = try Home.create(at: directory.file("server"), name: "server", config: Config())
+            let recorder = LogRecorder()
+            var settings = Agent.Settings()
+            settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
+            let agent = Agent(home: server, settings: settings, logger: recorder.logger())
+            try agent.start()
+            defer { agent.stop() }
+            let port = try #require(agent.boundPort)
+            var strangers: [String] = []
+            for index in 0..<3 {
+                let stranger = try Home.create(at: directory.file("stranger\(index)"), name: "s\(index)", config: Config())
+                strangers.append(stranger.identity.deviceID.description)
+                let context = try TLSContext(identity: stranger.identity, role: .client(offering: .sync))
+                let connection = try TLSConnection.connect(
+                    host: "127.0.0.1", port: port, context: context, trust: { _ in true }, timeout: .seconds(5))
+                // TLS 1.3: the refusal shows on the first read; nothing of the protocol arrives.
+                #expect(throws: (any Error).self) { _ = try connection.readExactly(1, timeout: .seconds(10)) }
+                connection.close()
+                #expect(recorder.line(containing: ["refused unpaired device", strangers[index]]) != nil)
+            }
+            let pending = try server.store.pendingPeers()
+            #expect(pending.map(\.deviceID) == [strangers[0]], "\(pending)")
+            #expect(pending.first?.address == "127.0.0.1")
+            #expect(recorder.line(containing: [strangers[2], "not listed"]) != nil)
+        }
+    }
 }
