@@ -54,7 +54,24 @@ extension Store {
     }
 
     public func peers() throws -> [PeerRecord] {
-        try read { db in
+        try read { db in try Self.peers(db) }
+    }
+
+    /// The paired devices, read through a read-only connection (`plait doctor` writes nothing).
+    public static func peers(readOnlyAt path: String) throws -> [PeerRecord] {
+        try precheck(path)
+        var readOnly = Configuration()
+        readOnly.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: readOnly)
+            defer { try? queue.close() }
+            return try queue.read { db in try peers(db) }
+        } catch let error as DatabaseError {
+            throw StoreError.sqlite(error.message ?? "\(error)")
+        }
+    }
+
+    static func peers(_ db: Database) throws -> [PeerRecord] {
             try Row.fetchAll(
                 db, sql: "SELECT device_id, name, address, paired_at, last_seen, last_summary FROM peers ORDER BY name, device_id"
             ).map { row in
@@ -62,7 +79,6 @@ extension Store {
                     deviceID: row[0], name: row[1], address: row[2], pairedAt: row[3], lastSeen: row[4],
                     lastSummary: try (row[5] as String?).map { try Summary(parsing: $0) })
             }
-        }
     }
 
     public func isTrusted(deviceID: String) throws -> Bool {

@@ -47,6 +47,53 @@ public final class Store: @unchecked Sendable {
     /// Opens an existing store; refuses a missing file, a damaged one, and one written by a newer plait.
     /// Nothing is written before those checks pass.
     public static func open(at path: String, synchronousFull: Bool = true) throws -> Store {
+        try precheck(path)
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
+            try Schema.migrator.migrate(pool)
+        } catch {
+            throw StoreError.corrupt(path: path, detail: "\(error)")
+        }
+        return Store(path: path, pool: pool)
+    }
+
+    /// What `plait doctor` reports about a store, read through a read-only connection: opening the store
+    /// normally runs the migrator in a write transaction, whose checkpoint rewrites pages of the file.
+    public struct Inspection: Sendable {
+        /// SQLite's `PRAGMA integrity_check` lines: exactly `["ok"]` for a sound file.
+        public var integrity: [String]
+        public var changes: Int
+        public var summary: Summary
+    }
+
+    /// Checks the store at `path` without writing to it: header, schema, `integrity_check`, and a count.
+    public static func inspect(at path: String) throws -> Inspection {
+        try precheck(path)
+        do {
+            var readOnly = Configuration()
+            readOnly.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: readOnly)
+            defer { try? queue.close() }
+            return try queue.read { db in
+                let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
+                guard integrity == ["ok"] else { return Inspection(integrity: integrity, changes: 0, summary: Summary()) }
+                return Inspection(
+                    integrity: integrity, changes: try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0,
+                    summary: try summary(db))
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch let error as DatabaseError {
+            throw StoreError.corrupt(path: path, detail: error.message ?? "\(error)")
+        } catch {
+            throw StoreError.corrupt(path: path, detail: "\(error)")
+        }
+    }
+
+    /// Refuses a missing file, one that is not SQLite or not a plait store, and one written by a newer plait,
+    /// looking only through a read-only connection.
+    static func precheck(_ path: String) throws {
         guard FileManager.default.fileExists(atPath: path) else { throw StoreError.missing(path: path) }
         // Look before opening in WAL mode (which writes): the header must be SQLite's.
         if let handle = FileHandle(forReadingAtPath: path) {
@@ -83,14 +130,6 @@ public final class Store: @unchecked Sendable {
         } catch {
             throw StoreError.corrupt(path: path, detail: "\(error)")
         }
-        let pool: DatabasePool
-        do {
-            pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
-            try migrator.migrate(pool)
-        } catch {
-            throw StoreError.corrupt(path: path, detail: "\(error)")
-        }
-        return Store(path: path, pool: pool)
     }
 
     /// Runs `body` in a read transaction (a consistent snapshot, concurrent with writers). Errors the body

@@ -150,6 +150,8 @@ public final class Agent: @unchecked Sendable {
         do {
             try connection.finishHandshake(timeout: .seconds(10))
             return true
+        } catch let TLSError.peerNotTrusted(id) where id == home.identity.deviceID {
+            logger.debug("a connection from this very device (`plait doctor` checking the port); closed")
         } catch let TLSError.peerNotTrusted(id) {
             // At most one new pending entry per address and minute: one host cannot push the (16-entry) list's
             // real devices out by presenting fresh certificates.

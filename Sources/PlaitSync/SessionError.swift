@@ -41,7 +41,7 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
         case let .wire(error):
             return "the connection was closed because " + error.description
         case let .transport(detail):
-            return "the connection failed: \(detail)."
+            return "the connection failed: \(detail.hasSuffix(".") ? String(detail.dropLast()) : detail)."
         case let .connectionLost(midFrame):
             return midFrame
                 ? "the peer closed the connection in the middle of a frame, before the sync finished."

@@ -1,0 +1,192 @@
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitTLS
+
+/// One finding of `plait doctor`: what was checked, how it went, and what to do about it.
+public struct DoctorCheck: Sendable {
+    public enum Status: String, Sendable {
+        case ok, warning, failed
+    }
+
+    public var name: String
+    public var status: Status
+    /// What was found, one sentence.
+    public var detail: String
+    /// What to do, when something is wrong.
+    public var advice: String?
+
+    public init(name: String, status: Status, detail: String, advice: String? = nil) {
+        self.name = name
+        self.status = status
+        self.detail = detail
+        self.advice = advice
+    }
+}
+
+/// The checks of `plait doctor`. Each runs on its own, so one broken piece (a damaged key) does not hide
+/// the state of the others; nothing is written to the home.
+public enum Doctor {
+    /// Identity, store, listen address and paired peers of the home at `path`. `peerTimeout` bounds each
+    /// peer's connection attempt.
+    public static func run(homePath path: String, config: Config, listen: PeerAddress, peerTimeout: Duration)
+        -> [DoctorCheck]
+    {
+        var checks: [DoctorCheck] = []
+        let identity = checkIdentity(path, into: &checks)
+        let storeIsSound = checkStore(path, into: &checks)
+        checks.append(checkListen(listen, identity: identity))
+        if storeIsSound, let identity {
+            checks += checkPeers(storePath: path + "/" + Home.storeFileName, identity: identity, timeout: peerTimeout)
+        }
+        return checks
+    }
+
+    static func checkIdentity(_ path: String, into checks: inout [DoctorCheck]) -> Identity? {
+        let identity: Identity
+        do {
+            identity = try Identity.load(directory: path)
+        } catch {
+            checks.append(
+                DoctorCheck(
+                    name: "certificate", status: .failed, detail: "\(error)",
+                    advice: "restore key.pem and cert.pem from a backup of this home; failing that, `plait init` a new "
+                        + "home and pair it again (the Device ID changes)."))
+            return nil
+        }
+        if identity.isValidNow() {
+            checks.append(
+                DoctorCheck(
+                    name: "certificate", status: .ok,
+                    detail: "Device ID \(identity.deviceID); the key matches the certificate, valid until "
+                        + "\(identity.notAfter)"))
+        } else {
+            checks.append(
+                DoctorCheck(
+                    name: "certificate", status: .warning,
+                    detail: "the certificate is outside its validity period (until \(identity.notAfter)); peers pin "
+                        + "the Device ID and do not check dates, so sync still works",
+                    advice: "check the system clock."))
+        }
+        var status = stat()
+        let keyPath = path + "/" + Identity.keyFileName
+        if stat(keyPath, &status) == 0, status.st_mode & 0o077 != 0 {
+            checks.append(
+                DoctorCheck(
+                    name: "key file", status: .warning,
+                    detail: "\(keyPath) is readable by other users (mode \(String(status.st_mode & 0o777, radix: 8)))",
+                    advice: "chmod 600 \(keyPath)"))
+        }
+        return identity
+    }
+
+    static func checkStore(_ path: String, into checks: inout [DoctorCheck]) -> Bool {
+        let storePath = path + "/" + Home.storeFileName
+        do {
+            let inspection = try Store.inspect(at: storePath)
+            if inspection.integrity == ["ok"] {
+                checks.append(
+                    DoctorCheck(
+                        name: "store", status: .ok,
+                        detail: "SQLite integrity_check ok; \(inspection.changes) changes stored, summary "
+                            + (inspection.summary.isEmpty ? "(empty)" : inspection.summary.description)))
+                return true
+            }
+            checks.append(
+                DoctorCheck(
+                    name: "store", status: .failed,
+                    detail: "SQLite integrity_check: " + inspection.integrity.prefix(5).joined(separator: "; "),
+                    advice: "stop the agent, copy \(storePath) aside, and restore it from a backup or rebuild the home "
+                        + "from a paired device (`plait init` a new home and sync)."))
+        } catch {
+            checks.append(
+                DoctorCheck(
+                    name: "store", status: .failed, detail: "\(error)",
+                    advice: "restore \(storePath) from a backup; or move it aside, `plait init` again and sync the "
+                        + "data back from a paired device."))
+        }
+        return false
+    }
+
+    /// Whether the agent could listen at `listen`; if something holds it, whether that is this home's agent.
+    static func checkListen(_ listen: PeerAddress, identity: Identity?) -> DoctorCheck {
+        let name = "listen address"
+        guard let identity else {
+            return DoctorCheck(name: name, status: .warning, detail: "not checked (no usable certificate)")
+        }
+        do {
+            let context = try TLSContext(identity: identity, role: .server(acceptsPairing: false))
+            let listener = try TLSListener(host: listen.host, port: listen.port, context: context)
+            listener.close()
+            return DoctorCheck(name: name, status: .ok, detail: "\(listen) is free for `plait agent`")
+        } catch {
+            // Taken: by this home's own agent (fine), or by something else.
+            let own = identity.deviceID
+            let host = listen.host == "0.0.0.0" ? "127.0.0.1" : (listen.host == "::" ? "::1" : listen.host)
+            if let context = try? TLSContext(identity: identity, role: .client(offering: .sync)),
+                let connection = try? TLSConnection.connect(
+                    host: host, port: listen.port, context: context, trust: { $0 == own }, timeout: .seconds(2))
+            {
+                connection.close()
+                return DoctorCheck(name: name, status: .ok, detail: "\(listen) is in use by this home's running agent")
+            }
+            return DoctorCheck(
+                name: name, status: .failed, detail: "cannot listen at \(listen): \(error)",
+                advice: "stop the program holding port \(listen.port) (`ss -ltnp`), or choose another address with "
+                    + "agent.listen in the config or `plait agent --listen`.")
+        }
+    }
+
+    /// Each paired peer with a known address: reachable, the device it should be, and pairing this one.
+    static func checkPeers(storePath: String, identity: Identity, timeout: Duration) -> [DoctorCheck] {
+        let peers: [PeerRecord]
+        do {
+            peers = try Store.peers(readOnlyAt: storePath)
+        } catch {
+            return [DoctorCheck(name: "peers", status: .failed, detail: "cannot read the paired devices: \(error)")]
+        }
+        if peers.isEmpty {
+            return [
+                DoctorCheck(
+                    name: "peers", status: .warning, detail: "no paired device",
+                    advice: "pair with `plait pair` on both machines (or `plait pair --trust ID`).")
+            ]
+        }
+        return peers.map { peer in
+            let name = "peer \(peer.name)"
+            guard let text = peer.address, let address = try? PeerAddress(parsing: text) else {
+                return DoctorCheck(
+                    name: name, status: .ok,
+                    detail: "\(peer.deviceID): no known address (found by discovery, or it connects here)")
+            }
+            do {
+                let context = try TLSContext(identity: identity, role: .client(offering: .sync))
+                let connection = try TLSConnection.connect(
+                    host: address.host, port: address.port, context: context,
+                    trust: { $0.description == peer.deviceID }, timeout: timeout)
+                defer { connection.close() }
+                // Its agent sends Hello at once if it trusts this device; the refusal shows on the first read.
+                _ = try connection.readExactly(1, timeout: timeout)
+                return DoctorCheck(name: name, status: .ok, detail: "\(address) is reachable and this device is paired there")
+            } catch let error as TLSError {
+                return DoctorCheck(
+                    name: name, status: .failed, detail: Home.explain(error, address: address),
+                    advice: advice(for: error, peer: peer, identity: identity))
+            } catch {
+                return DoctorCheck(name: name, status: .failed, detail: "\(address): \(error)")
+            }
+        }
+    }
+
+    static func advice(for error: TLSError, peer: PeerRecord, identity: Identity) -> String {
+        switch error {
+        case .rejectedByPeer:
+            return "on that device: plait pair --trust \(identity.deviceID)"
+        case .peerNotTrusted:
+            return "another device answers at that address now; re-pair, or give the peer's new address with "
+                + "`plait pair --trust \(peer.deviceID) --address HOST:PORT`."
+        default:
+            return "start `plait agent` on \(peer.name), and check the address and any firewall between the two."
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import PlaitSync
+
+extension Plait {
+    struct Doctor: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check this device: certificate, store, listen address, paired peers.",
+            discussion: """
+                Each check prints ok, WARN or FAIL; every failure says what to do. Nothing is written to the \
+                home. Exits 0 when nothing failed (warnings allowed), 1 otherwise.
+
+                Checks: the key and certificate load and match (and the key file is private); the store \
+                opens and passes SQLite's integrity_check; the agent's listen address is free (or held by \
+                this home's own agent); each paired peer with a known address is reachable over TLS, is the \
+                device it should be, and has this device paired too.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+
+        @Option(help: ArgumentHelp("The listen address to check (default: agent.listen from the config).", valueName: "host:port"))
+        var listen: String?
+
+        @Option(help: "Seconds to wait for each paired peer.") var timeout: Double = 3
+
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func validate() throws {
+            if !(timeout > 0 && timeout <= 600) { throw ValidationError("--timeout must be between 0 and 600 seconds") }
+        }
+
+        func run() throws {
+            let config = try global.loadConfig()
+            let path = global.homePath
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw PlaitError.noHome(path: path)
+            }
+            let address = try PeerAddress(parsing: listen ?? config.listen, allowingPortZero: true)
+            let checks = PlaitSync.Doctor.run(
+                homePath: path, config: config, listen: address, peerTimeout: .milliseconds(Int(timeout * 1000)))
+            if json {
+                printJSON([
+                    "home": path,
+                    "ok": !checks.contains { $0.status == .failed },
+                    "checks": checks.map { check -> [String: Any] in
+                        ["check": check.name, "status": check.status.rawValue, "detail": check.detail,
+                         "advice": check.advice ?? NSNull()]
+                    },
+                ])
+            } else {
+                print("plait doctor: \(path)")
+                for check in checks {
+                    let mark = switch check.status {
+                    case .ok: "ok  "
+                    case .warning: "WARN"
+                    case .failed: "FAIL"
+                    }
+                    print("  \(mark)  \(check.name): \(check.detail)")
+                    if let advice = check.advice, check.status != .ok { print("        → \(advice)") }
+                }
+            }
+            if checks.contains(where: { $0.status == .failed }) { throw ExitCode(1) }
+        }
+    }
+}
