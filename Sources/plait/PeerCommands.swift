@@ -37,11 +37,15 @@ extension Plait {
 
         func run() throws {
             let home = try global.openHome()
-            let (id, parsed) = try home.trust(trust!, address: address, name: name)
+            let paired = try home.trust(trust!, address: address, name: name)
             if json {
-                printJSON(["device": id.description, "address": parsed?.description ?? NSNull()] as [String: Any])
+                printJSON(
+                    [
+                        "device": paired.deviceID.description, "name": paired.name,
+                        "address": paired.address?.description ?? NSNull(),
+                    ] as [String: Any])
             } else {
-                print("paired with \(id)\(parsed.map { " at \($0)" } ?? "")")
+                print("paired with \(paired.deviceID) (\"\(paired.name)\")\(paired.address.map { " at \($0)" } ?? "")")
                 print("Now, on that device: plait pair --trust \(home.identity.deviceID)")
             }
         }
