@@ -53,6 +53,9 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
             return "the connection speaks \(negotiated ?? "no protocol"), not pairing; nothing stored."
         case .ownDevice:
             return "that is this device itself: pair with another device. Nothing stored."
+        case .tls(.refused(let address, let reason)):
+            return "could not connect to \(address) (\(reason)): run `plait pair --listen HOST:PORT` on the other "
+                + "device first, and check the address and port."
         case .tls(let error):
             return error.description
         case .store(let error):
