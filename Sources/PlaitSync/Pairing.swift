@@ -54,7 +54,7 @@ public final class Pairing: @unchecked Sendable {
         guard peer != identity.deviceID else { throw .ownDevice }
         self.connection = connection
         self.peer = peer
-        peerName = connection.peerCommonName ?? ""
+        peerName = Self.displayable(connection.peerCommonName ?? "")
         machine = PairingMachine(
             role: connection.isServer ? .responder : .initiator, ownCertificate: identity.certificateDER,
             peerCertificate: peerCertificate, nonce: nonce ?? PairingMachine.randomNonce())
@@ -184,6 +184,22 @@ public final class Pairing: @unchecked Sendable {
                 outcome = .failure(error)
             }
         }
+    }
+
+    /// A name a device chose for itself, safe to print and store: control and format characters
+    /// (terminal escapes, bidirectional overrides) dropped, whitespace trimmed, at most 64 characters.
+    static func displayable(_ claimed: String) -> String {
+        let kept = claimed.unicodeScalars.filter { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse, .unassigned:
+                return false
+            default:
+                return true
+            }
+        }
+        var name = String(String.UnicodeScalarView(kept)).trimmingCharacters(in: .whitespaces)
+        if name.count > 64 { name = String(name.prefix(64)) }
+        return name
     }
 
     private func milliseconds(_ duration: Duration) -> Int32 {

@@ -1,5 +1,5 @@
 import PlaitCore
-import PlaitSync
+@testable import PlaitSync
 import PlaitTLS
 import PlaitWire
 import Testing
@@ -224,5 +224,12 @@ import Testing
         let nonces = (0..<8).map { _ in PairingMachine.randomNonce() }
         #expect(nonces.allSatisfy { $0.count == 32 })
         #expect(Set(nonces).count == nonces.count)
+    }
+
+    @Test func aNameFromAPeersCertificateIsMadeSafeToPrint() {
+        #expect(Pairing.displayable("laptop") == "laptop")
+        #expect(Pairing.displayable("  l\u{1B}[2Jap\u{202E}top\n ") == "l[2Japtop")
+        #expect(Pairing.displayable(String(repeating: "é", count: 100)).count == 64)
+        #expect(Pairing.displayable("\u{7}\u{0}").isEmpty)
     }
 }
