@@ -161,7 +161,8 @@ public final class Pairing: @unchecked Sendable {
             switch action {
             case .send(let message):
                 do {
-                    try connection.writeAll(message.encode(), timeout: max(.zero, ContinuousClock.now.duration(to: deadline)))
+                    let left = max(.zero, ContinuousClock.now.duration(to: deadline))
+                    try connection.writeAll(message.encode(), timeout: left)
                 } catch {
                     // Our answer did not reach the peer: it will not trust us, so neither do we. A refusal
                     // that was on its way out is still reported as the refusal.

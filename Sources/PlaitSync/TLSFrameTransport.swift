@@ -15,8 +15,8 @@ public final class TLSFrameTransport: FrameTransport {
     /// never carry a session.
     public init(_ connection: TLSConnection) throws(SessionError) {
         guard connection.applicationProtocol == .sync else {
-            throw .incompatible(
-                "the connection speaks \(connection.negotiatedALPN ?? "no protocol"), not \(TLSApplicationProtocol.sync.rawValue)")
+            let negotiated = connection.negotiatedALPN ?? "no protocol"
+            throw .incompatible("the connection speaks \(negotiated), not \(TLSApplicationProtocol.sync.rawValue)")
         }
         self.connection = connection
     }

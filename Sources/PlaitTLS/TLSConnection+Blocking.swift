@@ -99,8 +99,10 @@ extension TLSConnection {
             do {
                 switch try read(into: &buffer) {
                 case .bytes: continue
-                case .wantRead: try waitUntilReady(fileDescriptor, for: POLLIN, deadline: deadline, operation: "closing")
-                case .wantWrite: try waitUntilReady(fileDescriptor, for: POLLOUT, deadline: deadline, operation: "closing")
+                case .wantRead:
+                    try waitUntilReady(fileDescriptor, for: POLLIN, deadline: deadline, operation: "closing")
+                case .wantWrite:
+                    try waitUntilReady(fileDescriptor, for: POLLOUT, deadline: deadline, operation: "closing")
                 case .closed: break draining
                 }
             } catch {

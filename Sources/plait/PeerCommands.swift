@@ -43,16 +43,20 @@ extension Plait {
                 valueName: "host:port"))
         var connect: String?
 
-        @Option(help: ArgumentHelp("Pair without a code: the other device's ID, as `plait id` prints it.", valueName: "device-id"))
+        @Option(
+            help: ArgumentHelp(
+                "Pair without a code: the other device's ID, as `plait id` prints it.", valueName: "device-id"))
         var trust: String?
 
         @Option(
             help: ArgumentHelp(
-                "Where the other device listens for syncing (with --trust; with --connect, if not the address connected to).",
+                "Where the other device listens for syncing (with --trust; with --connect, if not the address "
+                    + "connected to).",
                 valueName: "host:port"))
         var address: String?
 
-        @Option(help: "A name for the other device (default: the name it gives itself, or what it claimed when pending).")
+        @Option(
+            help: "A name for the other device (default: the name it gives itself, or what it claimed when pending).")
         var name: String?
 
         @Option(
@@ -68,7 +72,8 @@ extension Plait {
                 throw ValidationError("give only one of --listen, --connect and --trust")
             }
             if address != nil && listen != nil {
-                throw ValidationError("--address goes with --trust or --connect; the listening side learns no address to dial")
+                throw ValidationError(
+                    "--address goes with --trust or --connect; the listening side learns no address to dial")
             }
             if json && trust == nil {
                 throw ValidationError("--json goes with --trust: interactive pairing talks to a person")
@@ -87,9 +92,9 @@ extension Plait {
             } else {
                 // Where discovery (mDNS, TXT pair=1) will list the devices in pairing mode and let the user pick one.
                 throw PlaitError.usage(
-                    "no devices found: finding devices in pairing mode by mDNS is not built yet. Run `plait pair "
-                        + "--listen HOST:PORT` on one device and `plait pair --connect HOST:PORT` on the other, or pair "
-                        + "by ID with `plait pair --trust DEVICE-ID`.")
+                    "no devices found: finding devices in pairing mode by mDNS is not built yet. Run `plait "
+                        + "pair --listen HOST:PORT` on one device and `plait pair --connect HOST:PORT` on the other, "
+                        + "or pair by ID with `plait pair --trust DEVICE-ID`.")
             }
         }
 
@@ -221,7 +226,9 @@ extension Plait {
                 ])
                 return
             }
-            if rows.isEmpty { print("no paired devices: pair with `plait pair --trust DEVICE-ID`") }
+            if rows.isEmpty {
+                print("no paired devices: pair with `plait pair --listen`/`--connect` (or --trust DEVICE-ID)")
+            }
             for row in rows {
                 let seen = row.lastSeen.map { time($0) as! String } ?? "never"
                 print("\(row.name)  \(row.deviceID)  \(row.address ?? "-")  seen \(seen)  \(state(row))")
