@@ -40,16 +40,33 @@ extension Home {
     }
 
     /// Headless pairing: trusts `deviceID` (read off the other device with `plait id`).
-    public func trust(_ text: String, address: String?, name: String?) throws -> (DeviceID, PeerAddress?) {
+    ///
+    /// A device in the pending list (it tried to connect unpaired) brings what was remembered of it: its
+    /// address unless `address` is given, and its claimed name, marked "(unverified)", unless `name` is
+    /// given. A device already paired keeps its name unless `name` is given.
+    public func trust(_ text: String, address: String?, name: String?) throws -> PairedDevice {
         let id = try Self.parseDeviceID(text)
         guard id != identity.deviceID else {
             throw PlaitError.usage("that is this device's own ID; run `plait pair --trust` with the other device's ID.")
         }
-        let parsed = try address.map { try PeerAddress(parsing: $0) }
-        try store.trust(
-            deviceID: id.description, name: name ?? "device \(id.shortForm)", address: parsed?.description,
-            now: Replica.now())
-        return (id, parsed)
+        var parsed = try address.map { try PeerAddress(parsing: $0) }
+        let pending = try store.pendingPeers().first { $0.deviceID == id.description }
+        if parsed == nil, let remembered = pending?.address {
+            parsed = try? PeerAddress(parsing: remembered)
+        }
+        let existing = try store.peers().first { $0.deviceID == id.description }
+        let claimed = pending.flatMap { Self.unverifiedName($0.name) }
+        let stored = name ?? existing?.name ?? claimed ?? "device \(id.shortForm)"
+        try store.trust(deviceID: id.description, name: stored, address: parsed?.description, now: Replica.now())
+        return PairedDevice(deviceID: id, name: stored, address: parsed, code: nil)
+    }
+
+    /// A name a device claimed before it was paired, marked as such; nil when it claimed none.
+    static func unverifiedName(_ claimed: String) -> String? {
+        let name = claimed.trimmingCharacters(in: .whitespaces)
+        // The agent records "(unknown)" for a device refused at the handshake, before it could claim a name.
+        guard !name.isEmpty, name != "(unknown)" else { return nil }
+        return name.hasSuffix(" (unverified)") ? name : name + " (unverified)"
     }
 
     /// Revokes trust in a device.

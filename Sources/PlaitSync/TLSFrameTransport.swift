@@ -10,7 +10,16 @@ public final class TLSFrameTransport: FrameTransport {
     private var readNeedsWritable = false
     private var writeNeedsReadable = false
 
-    public init(_ connection: TLSConnection) { self.connection = connection }
+    /// Wraps a connection that negotiated the sync protocol. Any other connection is refused with
+    /// `SessionError.incompatible`: a pairing connection admits devices that are not paired, so it must
+    /// never carry a session.
+    public init(_ connection: TLSConnection) throws(SessionError) {
+        guard connection.applicationProtocol == .sync else {
+            let negotiated = connection.negotiatedALPN ?? "no protocol"
+            throw .incompatible("the connection speaks \(negotiated), not \(TLSApplicationProtocol.sync.rawValue)")
+        }
+        self.connection = connection
+    }
 
     public var fileDescriptor: Int32 { connection.fileDescriptor }
     public var hasBufferedInput: Bool { connection.hasBufferedBytes }

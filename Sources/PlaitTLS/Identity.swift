@@ -236,7 +236,8 @@ public final class Identity: @unchecked Sendable {
         }
     }
 
-    private static func commonName(of certificate: OpaquePointer) -> String {
+    /// The subject common name of `certificate` (borrowed), or "" if it has none.
+    static func commonName(of certificate: OpaquePointer) -> String {
         guard let name = X509_get_subject_name(certificate) else { return "" }
         let index = X509_NAME_get_index_by_NID(name, NID_commonName, -1)
         guard index >= 0, let entry = X509_NAME_get_entry(name, index),

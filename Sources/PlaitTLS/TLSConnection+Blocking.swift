@@ -85,4 +85,30 @@ extension TLSConnection {
         }
         return bytes
     }
+
+    /// Sends close_notify, then reads and discards until the peer's close_notify or end of stream, or
+    /// until `timeout`; then closes. The last message this side wrote is then not lost: closing a
+    /// socket that still holds unread bytes sends a reset, and a reset can make the peer's kernel drop
+    /// what it had received but not yet handed to the peer. The pairing protocol ends this way.
+    public func closeGracefully(timeout: Duration) {
+        guard !isClosed else { return }
+        shutdownSending()
+        let deadline = Deadline(timeout)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        draining: while true {
+            do {
+                switch try read(into: &buffer) {
+                case .bytes: continue
+                case .wantRead:
+                    try waitUntilReady(fileDescriptor, for: POLLIN, deadline: deadline, operation: "closing")
+                case .wantWrite:
+                    try waitUntilReady(fileDescriptor, for: POLLOUT, deadline: deadline, operation: "closing")
+                case .closed: break draining
+                }
+            } catch {
+                break draining
+            }
+        }
+        close()
+    }
 }

@@ -15,7 +15,9 @@ import Musl
 ///
 /// After the handshake the peer's Device ID is checked against the trust predicate given at
 /// creation (it is also checked during the handshake, so that an unknown peer gets a TLS alert);
-/// an untrusted peer is disconnected before any application byte is read or written. In TLS 1.3 a
+/// an untrusted peer is disconnected before any application byte is read or written. The one
+/// exception is the pairing protocol (`plait-pair/1`), which admits any certificate: see `admits`.
+/// Whoever drives a connection must check `applicationProtocol` before speaking. In TLS 1.3 a
 /// client's handshake completes before the server has judged the client's certificate: a client
 /// learns that it was refused on its first read, so the protocol's first message from the server
 /// is what tells a client it was accepted.
@@ -25,7 +27,8 @@ import Musl
 public final class TLSConnection: @unchecked Sendable {
     /// Where a handshake stands after one step.
     public enum HandshakeProgress: Sendable, Equatable {
-        /// The handshake is complete and the peer is trusted: application data may flow.
+        /// The handshake is complete and the peer is admitted (trusted, or pairing): application
+        /// data may flow.
         case done
         /// Call again once the socket is readable.
         case wantRead
@@ -62,6 +65,10 @@ public final class TLSConnection: @unchecked Sendable {
     public private(set) var peerCertificateDER: [UInt8]?
     /// The application protocol both sides agreed on (e.g. `plait-sync/1`), once the handshake is done.
     public private(set) var negotiatedALPN: String?
+    /// The subject common name of the peer's certificate (the name that device gave itself at `plait
+    /// init`; empty if none), once the handshake is done. It travels inside the certificate whose hash is
+    /// the Device ID, so it belongs to that device; what it says is the device's own claim.
+    public private(set) var peerCommonName: String?
 
     /// The `SSL *`, owned by this object.
     let ssl: OpaquePointer
@@ -118,6 +125,30 @@ public final class TLSConnection: @unchecked Sendable {
     /// Whether this connection is the server side.
     public var isServer: Bool { context.isServer }
 
+    /// The application protocol selected so far in the handshake. ALPN is settled before either side
+    /// sees the other's certificate (a TLS 1.3 server selects it from the ClientHello; the client reads
+    /// it in EncryptedExtensions, before the server's Certificate), so the verify callback can use it.
+    private var selectedALPN: String? {
+        var name: UnsafePointer<UInt8>?
+        var length: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &name, &length)
+        return name.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(length)), as: UTF8.self) }
+    }
+
+    /// Whether a peer presenting the certificate of `deviceID` may complete the handshake.
+    ///
+    /// On the pairing protocol any device may: the peer is not trusted yet by definition, pairing
+    /// authenticates it by numeric comparison, and a pairing connection carries nothing but pairing
+    /// messages (the sync protocol refuses it). Only a context that speaks pairing (a server made with
+    /// `acceptsPairing`, a client offering it) can select it. On every other protocol only a device the
+    /// trust predicate accepts may.
+    func admits(_ deviceID: DeviceID) -> Bool {
+        if selectedALPN == TLSApplicationProtocol.pairing.rawValue, context.applicationProtocols.contains(.pairing) {
+            return true
+        }
+        return trust(deviceID)
+    }
+
     /// Whether the connection is closed.
     public var isClosed: Bool { state == .closed }
 
@@ -166,11 +197,7 @@ public final class TLSConnection: @unchecked Sendable {
     /// The checks after OpenSSL's handshake: one agreed application protocol, TLS 1.3, and a
     /// trusted peer certificate. Any failure closes the connection before application data flows.
     private func establish() throws {
-        var name: UnsafePointer<UInt8>?
-        var length: UInt32 = 0
-        SSL_get0_alpn_selected(ssl, &name, &length)
-        let alpn = name.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(length)), as: UTF8.self) }
-        guard let alpn, context.applicationProtocols.contains(where: { $0.rawValue == alpn }) else {
+        guard let alpn = selectedALPN, context.applicationProtocols.contains(where: { $0.rawValue == alpn }) else {
             throw refuse(.alpnMismatch(offered: isServer ? [] : context.applicationProtocols.map(\.rawValue)))
         }
         guard SSL_version(ssl) == TLS1_3_VERSION else {
@@ -180,6 +207,7 @@ public final class TLSConnection: @unchecked Sendable {
             throw refuse(.handshakeFailed(reason: "the peer presented no certificate"))
         }
         let der = derEncoding(ofCertificate: certificate)
+        let commonName = Identity.commonName(of: certificate)
         X509_free(certificate)
         guard let der else {
             throw refuse(.handshakeFailed(reason: "cannot encode the peer's certificate: \(openSSLErrorText())"))
@@ -189,11 +217,12 @@ public final class TLSConnection: @unchecked Sendable {
             throw refuse(.handshakeFailed(reason: String(cString: X509_verify_cert_error_string(Int(verification)))))
         }
         let deviceID = DeviceID(certificateDER: der)
-        guard trust(deviceID) else {
+        guard admits(deviceID) else {
             throw refuse(.peerNotTrusted(deviceID))
         }
         negotiatedALPN = alpn
         peerCertificateDER = der
+        peerCommonName = commonName
         peerDeviceID = deviceID
         state = .established
     }
@@ -312,6 +341,15 @@ public final class TLSConnection: @unchecked Sendable {
             return .rejectedByPeer(reason: text)
         }
         return handshaking ? .handshakeFailed(reason: text) : .closed(reason: text)
+    }
+
+    /// Sends a close_notify if the connection is healthy and keeps it open for reading (see
+    /// `closeGracefully(timeout:)`). Only after the handshake; idempotent.
+    func shutdownSending() {
+        guard state == .established, !broken else { return }
+        ERR_clear_error()
+        _ = SSL_shutdown(ssl)
+        ERR_clear_error()
     }
 
     /// Sends a close_notify if the connection is healthy, then closes the socket. Idempotent.

@@ -10,8 +10,11 @@ public final class TLSContext: @unchecked Sendable {
     /// Which side of the handshake a context is for, and the application protocols it speaks.
     public enum Role: Sendable, Equatable {
         /// Accepts connections; selects `plait-sync/1`, and `plait-pair/1` too when `acceptsPairing`.
+        /// A pairing connection admits a client whatever its certificate (the pairing protocol is what
+        /// authenticates it); a sync connection only a client the trust predicate accepts.
         case server(acceptsPairing: Bool)
-        /// Makes connections and offers exactly one application protocol.
+        /// Makes connections and offers exactly one application protocol. Offering `plait-pair/1`
+        /// admits a server whatever its certificate, as above.
         case client(offering: TLSApplicationProtocol)
     }
 
@@ -129,8 +132,8 @@ private func owningConnection(of ssl: OpaquePointer?) -> TLSConnection? {
 /// Certificate verification (`SSL_verify_cb`), on the thread driving the handshake.
 ///
 /// Accepts only a chain of exactly one certificate, at depth 0, whose only fault is being
-/// self-signed (X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT), and whose Device ID the connection's trust
-/// predicate accepts; anything else fails the handshake with a TLS alert, so an unknown peer learns
+/// self-signed (X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT), and whose Device ID the connection admits
+/// (its trust predicate accepts it, or the pairing protocol was selected); anything else fails the handshake with a TLS alert, so an unknown peer learns
 /// nothing but that. OpenSSL calls this once with the self-signed error and again with
 /// `preverified == 1` when the chain is done.
 private func plaitVerifyPeer(_ preverified: Int32, _ store: OpaquePointer?) -> Int32 {
@@ -154,7 +157,7 @@ private func plaitVerifyPeer(_ preverified: Int32, _ store: OpaquePointer?) -> I
         return 0
     }
     let deviceID = DeviceID(certificateDER: der)
-    guard connection.trust(deviceID) else {
+    guard connection.admits(deviceID) else {
         connection.untrustedPeer = deviceID
         X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED)
         return 0

@@ -9,40 +9,147 @@ extension Plait {
         static let configuration = CommandConfiguration(
             abstract: "Pair with another device, so the two may sync.",
             discussion: """
-                Headless pairing: run `plait id` on the other device and pass its ID with --trust here; then \
-                do the same on the other device with this one's ID. Only paired devices may sync. A typo in \
-                the ID is caught by its check characters.
+                Interactive pairing compares a code on both screens. On one device run `plait pair --listen \
+                HOST:PORT`: it prints this device's ID and where it listens, and waits. On the other run `plait \
+                pair --connect HOST:PORT` with that address. Each shows the other device's ID and a six-digit \
+                code and asks "Do both screens show the same code? [y/N]". Answer y on both only if the two \
+                codes are the same: a device in the middle would make them differ. Each device stores the other \
+                only once both users said yes; a no, a different code, a timeout or a broken connection stores \
+                nothing and exits non-zero. A device accepts pairing only while `plait pair --listen` runs \
+                on it, and only one attempt per run. The connecting side remembers the address it connected to \
+                (or --address) for syncing, so listen on the port the agent will use (agent.listen, 7400) \
+                while the agent is not running.
 
-                Interactive pairing (a code confirmed on both screens) is not built yet; see the README.
+                Headless pairing (scripts, servers): run `plait id` on the other device and pass its ID with \
+                --trust here, then do the same there with this device's ID. A device listed by `plait peers \
+                --pending` brings its remembered address and name (marked unverified). A typo in the ID is \
+                caught by its check characters.
+
+                With none of --listen, --connect and --trust, plait is meant to list the devices in pairing mode \
+                that mDNS finds; discovery is not built yet, so that says so and exits non-zero.
                 """)
 
         @OptionGroup var global: GlobalOptions
 
-        @Option(help: ArgumentHelp("The other device's ID, as `plait id` prints it.", valueName: "device-id"))
+        @Option(
+            help: ArgumentHelp(
+                "Wait for the other device to connect here and pair with it (port 0: any free port).",
+                valueName: "host:port"))
+        var listen: String?
+
+        @Option(
+            help: ArgumentHelp(
+                "Connect to the other device, which runs `plait pair --listen` at this address, and pair with it.",
+                valueName: "host:port"))
+        var connect: String?
+
+        @Option(
+            help: ArgumentHelp(
+                "Pair without a code: the other device's ID, as `plait id` prints it.", valueName: "device-id"))
         var trust: String?
 
-        @Option(help: ArgumentHelp("Where the other device listens.", valueName: "host:port"))
+        @Option(
+            help: ArgumentHelp(
+                "Where the other device listens for syncing (with --trust; with --connect, if not the address "
+                    + "connected to).",
+                valueName: "host:port"))
         var address: String?
 
-        @Option(help: "A name for the other device.")
+        @Option(
+            help: "A name for the other device (default: the name it gives itself, or what it claimed when pending).")
         var name: String?
 
-        @Flag(help: "Print the result as JSON.") var json = false
+        @Option(
+            help: ArgumentHelp(
+                "With --listen or --connect: seconds to wait for the other device and for both answers.",
+                valueName: "seconds"))
+        var timeout: Int = 120
+
+        @Flag(help: "With --trust: print the result as JSON.") var json = false
 
         func validate() throws {
-            if trust == nil {
-                throw ValidationError("interactive pairing is not built yet: pair with --trust DEVICE-ID (from `plait id` on the other device)")
+            if [listen, connect, trust].compactMap({ $0 }).count > 1 {
+                throw ValidationError("give only one of --listen, --connect and --trust")
             }
+            if address != nil && listen != nil {
+                throw ValidationError(
+                    "--address goes with --trust or --connect; the listening side learns no address to dial")
+            }
+            if json && trust == nil {
+                throw ValidationError("--json goes with --trust: interactive pairing talks to a person")
+            }
+            if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
         }
 
         func run() throws {
             let home = try global.openHome()
-            let (id, parsed) = try home.trust(trust!, address: address, name: name)
-            if json {
-                printJSON(["device": id.description, "address": parsed?.description ?? NSNull()] as [String: Any])
+            if let trust {
+                try pairByID(home, trust)
+            } else if let listen {
+                try pairListening(home, on: try PeerAddress(parsing: listen, allowingPortZero: true))
+            } else if let connect {
+                try pairConnecting(home, to: try PeerAddress(parsing: connect))
             } else {
-                print("paired with \(id)\(parsed.map { " at \($0)" } ?? "")")
+                // Where discovery (mDNS, TXT pair=1) will list the devices in pairing mode and let the user pick one.
+                throw PlaitError.usage(
+                    "no devices found: finding devices in pairing mode by mDNS is not built yet. Run `plait "
+                        + "pair --listen HOST:PORT` on one device and `plait pair --connect HOST:PORT` on the other, "
+                        + "or pair by ID with `plait pair --trust DEVICE-ID`.")
+            }
+        }
+
+        private func pairByID(_ home: Home, _ text: String) throws {
+            let paired = try home.trust(text, address: address, name: name)
+            if json {
+                printJSON(
+                    [
+                        "device": paired.deviceID.description, "name": paired.name,
+                        "address": paired.address?.description ?? NSNull(),
+                    ] as [String: Any])
+            } else {
+                print("paired with \(paired.deviceID) (\"\(paired.name)\")\(paired.address.map { " at \($0)" } ?? "")")
                 print("Now, on that device: plait pair --trust \(home.identity.deviceID)")
+            }
+        }
+
+        private func pairListening(_ home: Home, on requested: PeerAddress) throws {
+            let terminal = PairingTerminal()
+            let listener = try PairingListener(home: home, address: requested)
+            defer { listener.close() }
+            let host = ["0.0.0.0", "::"].contains(listener.address.host) ? "THIS-HOST" : listener.address.host
+            var hint = listener.address
+            hint.host = host
+            terminal.say("this device: \(home.identity.deviceID) (\(home.deviceName))")
+            terminal.say("listening for pairing on \(listener.address) for \(timeout) s")
+            terminal.say("on the other device run: plait pair --connect \(hint)")
+            do {
+                let paired = try listener.pairOnce(
+                    timeout: .seconds(timeout), name: name,
+                    onConnected: { terminal.say("device \($0) connected") },
+                    onRefused: { terminal.say("refused a connection that was not pairing: \($0)") },
+                    confirm: { terminal.ask($0) })
+                terminal.report(paired)
+                terminal.say("It will sync with this device once it runs `plait agent` or `plait sync`.")
+            } catch {
+                terminal.endPrompt()
+                throw error
+            }
+        }
+
+        private func pairConnecting(_ home: Home, to target: PeerAddress) throws {
+            let terminal = PairingTerminal()
+            let remembered = try address.map { try PeerAddress(parsing: $0) }
+            terminal.say("this device: \(home.identity.deviceID) (\(home.deviceName))")
+            terminal.say("connecting to \(target) to pair")
+            do {
+                let paired = try home.pair(
+                    connectingTo: target, rememberedAddress: remembered, name: name, timeout: .seconds(timeout),
+                    confirm: { terminal.ask($0) })
+                terminal.report(paired)
+                terminal.say("Sync now with `plait sync`, or run `plait agent` on both devices.")
+            } catch {
+                terminal.endPrompt()
+                throw error
             }
         }
     }
@@ -119,11 +226,61 @@ extension Plait {
                 ])
                 return
             }
-            if rows.isEmpty { print("no paired devices: pair with `plait pair --trust DEVICE-ID`") }
+            if rows.isEmpty {
+                print("no paired devices: pair with `plait pair --listen`/`--connect` (or --trust DEVICE-ID)")
+            }
             for row in rows {
                 let seen = row.lastSeen.map { time($0) as! String } ?? "never"
                 print("\(row.name)  \(row.deviceID)  \(row.address ?? "-")  seen \(seen)  \(state(row))")
             }
         }
+    }
+}
+
+/// The user's side of interactive pairing on standard input and output. The question is asked on the
+/// pairing driver's asking thread while the command's thread may end the attempt, hence the lock. Output
+/// goes straight to the descriptor, unbuffered, so whoever waits for "listening for pairing on" sees it
+/// at once even through a pipe or a file.
+final class PairingTerminal: @unchecked Sendable {
+    private let lock = NSLock()
+    private var promptOpen = false
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
+    func say(_ line: String) {
+        lock.withLock { write(line + "\n") }
+    }
+
+    /// Shows the other device and the code, and reads the answer: y or yes is yes, anything else
+    /// (including the end of input) is no.
+    func ask(_ prompt: PairingPrompt) -> Bool {
+        lock.withLock {
+            let name = prompt.peerName.isEmpty ? "no name" : "\"\(prompt.peerName)\", the name it gives itself"
+            write("other device: \(prompt.peer) (\(name))\ncode: \(prompt.code)\n")
+            write("Do both screens show the same code? [y/N] ")
+            promptOpen = true
+        }
+        let answer = readLine(strippingNewline: true)
+        let accepted = ["y", "yes"].contains(answer?.trimmingCharacters(in: .whitespaces).lowercased() ?? "")
+        lock.withLock {
+            // Input that is not a terminal was not echoed: show it, so the transcript reads as a dialogue.
+            if promptOpen && (answer == nil || isatty(STDIN_FILENO) == 0) { write((answer ?? "") + "\n") }
+            promptOpen = false
+        }
+        return accepted
+    }
+
+    /// Ends an unanswered question's line, so an error does not follow it on the same line.
+    func endPrompt() {
+        lock.withLock {
+            if promptOpen { write("\n") }
+            promptOpen = false
+        }
+    }
+
+    func report(_ paired: PairedDevice) {
+        say("paired with \(paired.deviceID) (\"\(paired.name)\")\(paired.address.map { " at \($0)" } ?? "")")
     }
 }

@@ -36,7 +36,8 @@ extension Plait {
             }
             guard !addresses.isEmpty else {
                 throw PlaitError.usage(
-                    "no peer to sync with: pair with `plait pair --trust DEVICE-ID --address HOST:PORT`, or give --peer HOST:PORT.")
+                    "no peer to sync with: pair with `plait pair --connect HOST:PORT` (or `--trust DEVICE-ID "
+                        + "--address HOST:PORT`), or give --peer HOST:PORT.")
             }
             let terminal = isatty(STDOUT_FILENO) != 0 && !json
             var outcomes: [PeerSyncOutcome] = []

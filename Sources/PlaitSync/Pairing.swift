@@ -1,0 +1,254 @@
+import Foundation
+import PlaitTLS
+import PlaitWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a user is asked to confirm: that the other screen shows the same code.
+public struct PairingPrompt: Sendable, Equatable {
+    /// The code this device computed; the other device shows the same one only if nobody is in between.
+    public var code: PairingCode
+    /// The other device's ID, from its certificate in the TLS handshake.
+    public var peer: DeviceID
+    /// The common name in the other device's certificate: the name it gave itself (empty if none).
+    public var peerName: String
+}
+
+/// One pairing attempt over one TLS connection that negotiated `plait-pair/1`: drives a
+/// `PairingMachine` with blocking reads and writes (poll(2), a deadline) on the calling thread, and asks
+/// the user through a closure on a thread of its own, so the peer's refusal, a disconnect or the
+/// deadline end the attempt even while the question is still open.
+///
+/// Frames over `maxFrameSize` close the connection: a device that is not trusted yet gets no more
+/// memory than that. `run()` returns only once both users said yes; it stores nothing itself (see
+/// `Home.pair(connectingTo:…)` and `PairingListener`, which store on success).
+public final class Pairing: @unchecked Sendable {
+    /// The largest frame accepted on a pairing connection (the messages are under 40 bytes).
+    public static let maxFrameSize = 4096
+    /// How long the end of an attempt waits for the peer's close_notify, so the last message (Confirm)
+    /// is not lost to a reset.
+    public static let closingTimeout: Duration = .seconds(2)
+
+    public let connection: TLSConnection
+    /// The other device: its ID and the name in its certificate.
+    public let peer: DeviceID
+    public let peerName: String
+
+    private var machine: PairingMachine
+    private var outcome: Result<PairingPrompt, PairingError>?
+    private var confirm: (@Sendable (PairingPrompt) -> Bool)?
+    private var answers: AnswerBox?
+    private var started = false
+
+    /// Prepares an attempt on an established connection (the TLS server is the responder). Throws
+    /// `notPairing` unless the connection negotiated `plait-pair/1`, and `ownDevice` if the peer presented
+    /// this device's own certificate. `nonce` is for tests; by default a fresh one from the CSPRNG.
+    public init(connection: TLSConnection, identity: Identity, nonce: [UInt8]? = nil) throws(PairingError) {
+        guard connection.applicationProtocol == .pairing, let peerCertificate = connection.peerCertificateDER,
+            let peer = connection.peerDeviceID
+        else {
+            throw .notPairing(negotiated: connection.negotiatedALPN)
+        }
+        guard peer != identity.deviceID else { throw .ownDevice }
+        self.connection = connection
+        self.peer = peer
+        peerName = Self.displayable(connection.peerCommonName ?? "")
+        machine = PairingMachine(
+            role: connection.isServer ? .responder : .initiator, ownCertificate: identity.certificateDER,
+            peerCertificate: peerCertificate, nonce: nonce ?? PairingMachine.randomNonce())
+    }
+
+    /// Runs the attempt within `timeout` and closes the connection. `confirm` is called once, on a
+    /// thread of its own, when the code is known; it returns whether the user said yes. If the attempt
+    /// ends while it is still running (the peer refused, the connection broke, time ran out), `run`
+    /// returns without waiting for it and its answer is ignored.
+    ///
+    /// Returns what was confirmed once both users said yes; throws otherwise.
+    public func run(
+        timeout: Duration, confirm: @escaping @Sendable (PairingPrompt) -> Bool
+    ) throws(PairingError) -> PairingPrompt {
+        try run(until: ContinuousClock.now + timeout, timeout: timeout, confirm: confirm)
+    }
+
+    /// `run(timeout:confirm:)` with a deadline set earlier (a listener's wait counts against it);
+    /// `timeout` is what a timeout error reports.
+    func run(
+        until deadline: ContinuousClock.Instant, timeout: Duration, confirm: @escaping @Sendable (PairingPrompt) -> Bool
+    ) throws(PairingError) -> PairingPrompt {
+        precondition(!started, "a Pairing runs once: one attempt per connection")
+        started = true
+        self.confirm = confirm
+        do {
+            answers = try AnswerBox()
+        } catch {
+            connection.close()
+            throw .tls(error)
+        }
+        drive(deadline: deadline, timeout: timeout)
+        let result = outcome!
+        switch result {
+        case .success, .failure(.refusedHere), .failure(.refusedByPeer):
+            connection.closeGracefully(timeout: Self.closingTimeout)
+        case .failure:
+            connection.close()
+        }
+        return try result.get()
+    }
+
+    // MARK: The loop
+
+    private func drive(deadline: ContinuousClock.Instant, timeout: Duration) {
+        var decoder = FrameDecoder(maxFrameSize: Self.maxFrameSize)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var readNeedsWritable = false
+        perform(machine.start(), deadline: deadline)
+        while outcome == nil {
+            // Everything readable now, including records OpenSSL already decrypted (poll cannot see them).
+            reading: while outcome == nil {
+                let result: TLSConnection.IOResult
+                do {
+                    result = try connection.read(into: &buffer)
+                } catch {
+                    perform(machine.connectionEnded(), deadline: deadline)
+                    break reading
+                }
+                switch result {
+                case .bytes(let count):
+                    decoder.append(buffer[0..<count])
+                    do {
+                        while outcome == nil, let frame = try decoder.next() {
+                            perform(machine.received(try Message.decode(frame)), deadline: deadline)
+                        }
+                    } catch {
+                        perform(machine.connectionEnded(.wire(error)), deadline: deadline)
+                    }
+                case .wantRead:
+                    readNeedsWritable = false
+                    break reading
+                case .wantWrite:
+                    readNeedsWritable = true
+                    break reading
+                case .closed:
+                    perform(machine.connectionEnded(), deadline: deadline)
+                }
+            }
+            guard outcome == nil, let answers else { break }
+            if let answer = answers.take() {
+                perform(machine.userAnswered(answer), deadline: deadline)
+                continue
+            }
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else {
+                perform(machine.timedOut(after: timeout), deadline: deadline)
+                break
+            }
+            var entries = [
+                pollfd(
+                    fd: connection.fileDescriptor, events: Int16(readNeedsWritable ? POLLOUT : POLLIN), revents: 0),
+                pollfd(fd: answers.readDescriptor, events: Int16(POLLIN), revents: 0),
+            ]
+            let status = poll(&entries, 2, milliseconds(left))
+            if status < 0 && errno != EINTR {
+                perform(machine.connectionEnded(), deadline: deadline)
+            }
+        }
+    }
+
+    private func perform(_ actions: [PairingAction], deadline: ContinuousClock.Instant) {
+        for (index, action) in actions.enumerated() where outcome == nil {
+            switch action {
+            case .send(let message):
+                do {
+                    let left = max(.zero, ContinuousClock.now.duration(to: deadline))
+                    try connection.writeAll(message.encode(), timeout: left)
+                } catch {
+                    // Our answer did not reach the peer: it will not trust us, so neither do we. A refusal
+                    // that was on its way out is still reported as the refusal.
+                    let refusal = actions[(index + 1)...].lazy.compactMap { action -> PairingError? in
+                        if case .abort(let error) = action { return error }
+                        return nil
+                    }.first
+                    outcome = .failure(refusal ?? .connectionLost)
+                    return
+                }
+            case .confirm(let code):
+                let prompt = PairingPrompt(code: code, peer: peer, peerName: peerName)
+                let (box, confirm) = (answers!, confirm!)
+                let thread = Thread { box.answer(confirm(prompt)) }
+                thread.name = "plait-pair-confirm"
+                thread.start()
+            case .trustPeer:
+                outcome = .success(PairingPrompt(code: machine.code!, peer: peer, peerName: peerName))
+            case .abort(let error):
+                outcome = .failure(error)
+            }
+        }
+    }
+
+    /// A name a device chose for itself, safe to print and store: control and format characters
+    /// (terminal escapes, bidirectional overrides) dropped, whitespace trimmed, at most 64 characters.
+    static func displayable(_ claimed: String) -> String {
+        let kept = claimed.unicodeScalars.filter { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse, .unassigned:
+                return false
+            default:
+                return true
+            }
+        }
+        var name = String(String.UnicodeScalarView(kept)).trimmingCharacters(in: .whitespaces)
+        if name.count > 64 { name = String(name.prefix(64)) }
+        return name
+    }
+
+    private func milliseconds(_ duration: Duration) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        return Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+    }
+}
+
+/// The user's answer, handed from the asking thread to the driver, which polls `readDescriptor`.
+/// The asking thread keeps the box (and so the pipe) alive for as long as it runs, so a late answer
+/// never writes into a descriptor number that was closed and reused.
+private final class AnswerBox: @unchecked Sendable {
+    let readDescriptor: Int32
+    private let writeDescriptor: Int32
+    private let lock = NSLock()
+    private var value: Bool?
+
+    init() throws(TLSError) {
+        var descriptors: [Int32] = [-1, -1]
+        guard pipe(&descriptors) == 0 else {
+            throw .socket(operation: "create a pipe", reason: String(cString: strerror(errno)))
+        }
+        for descriptor in descriptors {
+            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        }
+        readDescriptor = descriptors[0]
+        writeDescriptor = descriptors[1]
+    }
+
+    deinit {
+        _ = close(readDescriptor)
+        _ = close(writeDescriptor)
+    }
+
+    func answer(_ accepted: Bool) {
+        lock.withLock { value = accepted }
+        var byte: UInt8 = 1
+        _ = write(writeDescriptor, &byte, 1)
+    }
+
+    /// The answer, once given (each answer is taken once, and its wake-up byte with it).
+    func take() -> Bool? {
+        var sink = [UInt8](repeating: 0, count: 16)
+        while read(readDescriptor, &sink, sink.count) > 0 {}
+        return lock.withLock {
+            defer { value = nil }
+            return value
+        }
+    }
+}

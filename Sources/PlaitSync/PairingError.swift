@@ -1,0 +1,80 @@
+import PlaitStore
+import PlaitTLS
+import PlaitWire
+
+/// Why an interactive pairing attempt ended without trusting anyone. Whatever the case, nothing was
+/// stored on this device. The description is one sentence a user can act on.
+public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// This device's user said the codes differ (or did not say yes).
+    case refusedHere
+    /// The other device's user said the codes differ.
+    case refusedByPeer
+    /// The responder's nonce does not match the commitment it sent first: a device in the middle
+    /// tried to choose the code. The initiator aborts before any code is shown.
+    case commitmentMismatch
+    /// The peer sent a message out of turn (say, its nonce before the commitment) or a second attempt.
+    case protocolViolation(String)
+    /// A frame from the peer did not decode, or was over the pairing limit.
+    case wire(WireError)
+    /// The connection ended before both answers were exchanged.
+    case connectionLost
+    /// The attempt took longer than allowed (no device came, or the answers did not).
+    case timedOut(after: Duration)
+    /// The connection does not speak the pairing protocol (it negotiated `negotiated`).
+    case notPairing(negotiated: String?)
+    /// The other end is this very device.
+    case ownDevice
+    /// Connecting, listening or the TLS handshake failed.
+    case tls(TLSError)
+    /// Both said yes, but the peer could not be stored.
+    case store(StoreError)
+
+    public var description: String {
+        switch self {
+        case .refusedHere:
+            return "codes were refused: nothing stored. Pair again, and check both screens, if it was a mistake."
+        case .refusedByPeer:
+            return "pairing cancelled: the other device refused (its user saw a different code, or said no); "
+                + "nothing stored."
+        case .commitmentMismatch:
+            return "the other device's nonce does not match the commitment it sent: something between the two "
+                + "devices is interfering. Nothing stored; pair again on a network you trust."
+        case .protocolViolation(let detail):
+            return "the other device broke the pairing protocol (\(detail)); nothing stored."
+        case .wire(let error):
+            return "the pairing connection was closed because \(error.description) Nothing stored."
+        case .connectionLost:
+            return "the connection closed before both devices had answered: nothing stored. Run `plait pair` "
+                + "again on both devices."
+        case .timedOut(let after):
+            return "pairing did not finish within \(after): nothing stored. Run `plait pair` on both devices "
+                + "at the same time (or give a longer --timeout)."
+        case .notPairing(let negotiated):
+            return "the connection speaks \(negotiated ?? "no protocol"), not pairing; nothing stored."
+        case .ownDevice:
+            return "that is this device itself: pair with another device. Nothing stored."
+        case .tls(.refused(let address, let reason)):
+            return "could not connect to \(address) (\(reason)): run `plait pair --listen HOST:PORT` on the other "
+                + "device first, and check the address and port."
+        case .tls(let error):
+            return error.description
+        case .store(let error):
+            return "both devices confirmed, but storing the other device failed: \(error.description)"
+        }
+    }
+
+    public static func == (lhs: PairingError, rhs: PairingError) -> Bool {
+        switch (lhs, rhs) {
+        case (.refusedHere, .refusedHere), (.refusedByPeer, .refusedByPeer), (.commitmentMismatch, .commitmentMismatch),
+            (.connectionLost, .connectionLost), (.ownDevice, .ownDevice):
+            return true
+        case (.protocolViolation(let a), .protocolViolation(let b)): return a == b
+        case (.wire(let a), .wire(let b)): return a == b
+        case (.timedOut(let a), .timedOut(let b)): return a == b
+        case (.notPairing(let a), .notPairing(let b)): return a == b
+        case (.tls(let a), .tls(let b)): return a.description == b.description
+        case (.store(let a), .store(let b)): return a.description == b.description
+        default: return false
+        }
+    }
+}

@@ -1,0 +1,197 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `plait pair` process started by a test, with its answer on standard input; always stopped by its PID.
+final class RunningPair {
+    let process = Process()
+    let arguments: [String]
+    let outputPath: String
+    let errorPath: String
+    let exited = DispatchSemaphore(value: 0)
+
+    init(sandbox: Sandbox, _ arguments: [String], answer: String) throws {
+        self.arguments = arguments
+        let base = sandbox.root + "/io/pair-\(UUID().uuidString)"
+        outputPath = base + ".out"
+        errorPath = base + ".err"
+        for path in [outputPath, errorPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        _ = FileManager.default.createFile(atPath: base + ".in", contents: Data(answer.utf8))
+        process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
+        process.arguments = arguments
+        process.environment = sandbox.baseEnvironment
+        process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: base + ".in"))
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
+        process.terminationHandler = { [exited] _ in exited.signal() }
+        try process.run()
+    }
+
+    var stdout: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
+
+    /// The port a `--listen 127.0.0.1:0` responder printed, once it did (it dies or 20 s pass: an error).
+    func listeningPort() throws -> UInt16 {
+        let marker = "listening for pairing on 127.0.0.1:"
+        let deadline = Date().addingTimeInterval(20)
+        while true {
+            if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(marker) }),
+                let port = line.dropFirst(marker.count).split(separator: " ").first.flatMap({ UInt16($0) })
+            {
+                return port
+            }
+            guard process.isRunning, Date() < deadline else {
+                stop()
+                throw CLITestFailure("`plait pair` did not start listening: \(self)")
+            }
+            usleep(10_000)
+        }
+    }
+
+    /// Waits for the exit (SIGTERM after `seconds`, then SIGKILL) and returns the status.
+    @discardableResult
+    func finish(within seconds: Double = 30) -> Int32 {
+        if !waitForExit(seconds) {
+            stop()
+        }
+        return process.terminationStatus
+    }
+
+    /// Stops the process if it still runs.
+    func stop() {
+        guard !waitForExit(0) else { return }
+        kill(process.processIdentifier, SIGTERM)
+        if !waitForExit(5) {
+            kill(process.processIdentifier, SIGKILL)
+            _ = waitForExit(60)
+        }
+    }
+
+    /// Whether the process exited within `seconds`; any number of calls may see the one exit.
+    private func waitForExit(_ seconds: Double) -> Bool {
+        guard exited.wait(timeout: .now() + seconds) == .success else { return false }
+        exited.signal()
+        return true
+    }
+
+    var description: String {
+        "`plait \(arguments.joined(separator: " "))`\nstdout: \(stdout)\nstderr: \(stderr)"
+    }
+}
+
+/// Interactive pairing as two users do it: two `plait pair` processes, answers typed on standard input.
+@Suite(.serialized) struct PairCommandTests {
+    func device(_ sandbox: Sandbox, _ name: String) throws -> (home: String, id: String) {
+        let home = sandbox.root + "/" + name
+        try sandbox.ok(["init", "--name", name, "--home", home])
+        return (home, try sandbox.ok(["id", "--home", home]).lines.last!)
+    }
+
+    func peers(_ sandbox: Sandbox, _ home: String) throws -> [[String: Any]] {
+        try sandbox.ok(["peers", "--json", "--home", home]).json()["peers"] as? [[String: Any]] ?? [["broken": true]]
+    }
+
+    /// The code a transcript showed.
+    func code(_ transcript: String) -> String? {
+        transcript.split(separator: "\n").first { $0.hasPrefix("code: ") }.map { String($0.dropFirst(6)) }
+    }
+
+    /// Runs a responder with `listenerAnswer` and an initiator with `initiatorAnswer`; returns both, finished.
+    func pair(
+        _ sandbox: Sandbox, _ a: (home: String, id: String), _ b: (home: String, id: String),
+        listenerAnswer: String, initiatorAnswer: String
+    ) throws -> (listener: RunningPair, initiator: RunningPair, port: UInt16) {
+        let listener = try RunningPair(
+            sandbox: sandbox, ["pair", "--listen", "127.0.0.1:0", "--home", a.home, "--timeout", "30"],
+            answer: listenerAnswer)
+        defer { listener.stop() }
+        let port = try listener.listeningPort()
+        #expect(listener.stdout.contains("this device: \(a.id) (alpha)"))
+        let initiator = try RunningPair(
+            sandbox: sandbox, ["pair", "--connect", "127.0.0.1:\(port)", "--home", b.home, "--timeout", "30"],
+            answer: initiatorAnswer)
+        defer { initiator.stop() }
+        initiator.finish()
+        listener.finish()
+        return (listener, initiator, port)
+    }
+
+    @Test func twoDevicesThatBothSayYesTrustEachOtherAndSync() throws {
+        try withSandbox { sandbox in
+            let a = try device(sandbox, "alpha")
+            let b = try device(sandbox, "beta")
+            let (listener, initiator, port) = try pair(sandbox, a, b, listenerAnswer: "y\n", initiatorAnswer: "yes\n")
+            #expect(listener.process.terminationStatus == 0, "\(listener)")
+            #expect(initiator.process.terminationStatus == 0, "\(initiator)")
+            let shown = code(listener.stdout)
+            #expect(shown != nil && shown == code(initiator.stdout), "both screens show one code")
+            #expect(shown?.wholeMatch(of: /[0-9]{3} [0-9]{3}/) != nil, "six digits in two groups: \(shown ?? "none")")
+            #expect(listener.stdout.contains("other device: \(b.id) (\"beta\""))
+            #expect(initiator.stdout.contains("other device: \(a.id) (\"alpha\""))
+            #expect(listener.stdout.contains("Do both screens show the same code? [y/N]"))
+            #expect(listener.stdout.contains("paired with \(b.id)"))
+            #expect(initiator.stdout.contains("paired with \(a.id) (\"alpha\") at 127.0.0.1:\(port)"))
+
+            let onA = try peers(sandbox, a.home)
+            let onB = try peers(sandbox, b.home)
+            #expect(onA.map { $0["device"] as? String } == [b.id] && onA.first?["name"] as? String == "beta")
+            #expect(onB.map { $0["device"] as? String } == [a.id] && onB.first?["name"] as? String == "alpha")
+            #expect(onB.first?["address"] as? String == "127.0.0.1:\(port)", "the initiator knows where it connected")
+
+            // Paired means sync works, both ways.
+            try sandbox.ok(["batch", "--home", a.home], stdin: "list add Inbox\nadd Inbox milk\n")
+            let agent = try RunningAgent(sandbox: sandbox, home: a.home)
+            defer { agent.stop() }
+            let sync = try sandbox.ok(["sync", "--peer", agent.address, "--home", b.home])
+            #expect(sync.stdout.contains("pulled 2 changes"), "\(sync)")
+        }
+    }
+
+    @Test func oneSideAnsweringNoStoresNothingOnEither() throws {
+        try withSandbox { sandbox in
+            let a = try device(sandbox, "alpha")
+            let b = try device(sandbox, "beta")
+            let (listener, initiator, _) = try pair(sandbox, a, b, listenerAnswer: "n\n", initiatorAnswer: "y\n")
+            #expect(listener.process.terminationStatus != 0, "\(listener)")
+            #expect(initiator.process.terminationStatus != 0, "\(initiator)")
+            #expect(listener.stderr.contains("codes were refused: nothing stored"), "\(listener)")
+            #expect(initiator.stderr.contains("pairing cancelled: the other device refused"), "\(initiator)")
+            #expect(try peers(sandbox, a.home).isEmpty)
+            #expect(try peers(sandbox, b.home).isEmpty)
+            for run in [listener, initiator] { #expect(!run.stderr.contains("Fatal error")) }
+        }
+    }
+
+    @Test func noAnswerAtAllIsNo() throws {
+        try withSandbox { sandbox in
+            let a = try device(sandbox, "alpha")
+            let b = try device(sandbox, "beta")
+            // The initiator's standard input is empty: the end of input is a no.
+            let (listener, initiator, _) = try pair(sandbox, a, b, listenerAnswer: "y\n", initiatorAnswer: "")
+            #expect(initiator.process.terminationStatus != 0 && initiator.stderr.contains("codes were refused"))
+            #expect(listener.process.terminationStatus != 0 && listener.stderr.contains("the other device refused"))
+            #expect(try peers(sandbox, a.home).isEmpty && peers(sandbox, b.home).isEmpty)
+        }
+    }
+
+    @Test func withoutAnAddressItSaysDiscoveryIsMissingAndHowToPairInstead() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let run = try sandbox.fails(["pair"])
+            #expect(run.stderr.contains("no devices found"))
+            for option in ["--listen", "--connect", "--trust"] { #expect(run.stderr.contains(option), "\(run)") }
+            let both = try sandbox.fails(["pair", "--listen", "127.0.0.1:0", "--connect", "127.0.0.1:7400"])
+            #expect(both.stderr.contains("only one of"))
+            #expect(try sandbox.fails(["pair", "--listen", "127.0.0.1:0", "--json"]).stderr.contains("--json goes with --trust"))
+            #expect(try sandbox.fails(["pair", "--connect", "127.0.0.1:1"]).stderr.contains("plait pair --listen"))
+            #expect(try sandbox.fails(["pair", "--listen", "127.0.0.1"]).stderr.contains("HOST:PORT"))
+            let help = try sandbox.ok(["pair", "--help"]).stdout
+            for words in ["--listen <host:port>", "--connect <host:port>", "--trust <device-id>", "--timeout", "[y/N]"] {
+                #expect(help.contains(words), "pair help lacks \(words)")
+            }
+        }
+    }
+}
