@@ -50,6 +50,10 @@ let package = Package(
             name: "CAvahi",
             pkgConfig: "avahi-client",
             providers: [.apt(["libavahi-client-dev"])]),
+        // Discovery on the LAN through avahi-daemon: publish, browse, resolve; the daily tag.
+        .target(
+            name: "PlaitDiscovery",
+            dependencies: ["CAvahi", "PlaitCore", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(
             name: "plait",
             dependencies: [
@@ -73,6 +77,7 @@ let package = Package(
             name: "PlaitSyncTests",
             dependencies: ["PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTestSupport"]),
         .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
+        .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore"]),
     ],
     swiftLanguageModes: [.v6]
 )
