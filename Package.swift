@@ -63,6 +63,9 @@ let package = Package(
             ]),
         // Fixtures shared by the tests that work on real stores.
         .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore"]),
+        // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon. Foundation only,
+        // so any test target can use it.
+        .target(name: "PlaitNetnsSupport"),
         .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
         .testTarget(
             name: "PlaitStoreTests",
