@@ -66,6 +66,11 @@ let package = Package(
         // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon. Foundation only,
         // so any test target can use it.
         .target(name: "PlaitNetnsSupport"),
+        // Test helper, in no product: publishes and browses with PlaitDiscovery inside a test host and prints
+        // what it sees as JSON lines (a test process can be in one network namespace only).
+        .executableTarget(
+            name: "plait-discovery-probe",
+            dependencies: ["PlaitDiscovery", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
         .testTarget(
             name: "PlaitStoreTests",
@@ -80,7 +85,7 @@ let package = Package(
             name: "PlaitSyncTests",
             dependencies: ["PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTestSupport"]),
         .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
-        .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore"]),
+        .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
