@@ -69,10 +69,12 @@ public final class HostProcess: @unchecked Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        // dup2 clears close-on-exec on 0, 1 and 2; every other descriptor of ours is close-on-exec.
+        // dup2 clears close-on-exec on 0, 1 and 2; every other descriptor of ours is close-on-exec, and
+        // the rest of the test process's (another test's pipes) are closed, where glibc can.
         posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
         posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, stderrPipe[1], 2)
+        _ = Self.addCloseFrom?(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -115,6 +117,15 @@ public final class HostProcess: @unchecked Sendable {
     }
 
     private static let spawnLock = NSLock()
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), looked up at run time because
+    /// Swift's Glibc module does not declare it; nil where it does not exist.
+    private static let addCloseFrom: AddCloseFrom? = {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
 
     private static func startWaiting(for pid: pid_t, _ shared: Shared) {
         let thread = Thread {
