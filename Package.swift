@@ -46,6 +46,14 @@ let package = Package(
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        .systemLibrary(
+            name: "CAvahi",
+            pkgConfig: "avahi-client",
+            providers: [.apt(["libavahi-client-dev"])]),
+        // Discovery on the LAN through avahi-daemon: publish, browse, resolve; the daily tag.
+        .target(
+            name: "PlaitDiscovery",
+            dependencies: ["CAvahi", "PlaitCore", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(
             name: "plait",
             dependencies: [
@@ -55,6 +63,14 @@ let package = Package(
             ]),
         // Fixtures shared by the tests that work on real stores.
         .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore"]),
+        // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon. Foundation only,
+        // so any test target can use it.
+        .target(name: "PlaitNetnsSupport"),
+        // Test helper, in no product: publishes and browses with PlaitDiscovery inside a test host and prints
+        // what it sees as JSON lines (a test process can be in one network namespace only).
+        .executableTarget(
+            name: "plait-discovery-probe",
+            dependencies: ["PlaitDiscovery", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
         .testTarget(
             name: "PlaitStoreTests",
@@ -72,6 +88,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
+        .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
