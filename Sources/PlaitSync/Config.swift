@@ -23,6 +23,10 @@ public struct Config: Sendable, Equatable {
     public var peerGraceDays = 30
     /// `sync.batch_changes`: changes per batch sent to a peer at most (each batch is one transaction there).
     public var batchChanges = 16_000
+    /// `discovery.enabled`: publish and browse `_plait._tcp` with avahi-daemon (`--no-discovery` turns it off).
+    public var discoveryEnabled = true
+    /// `discovery.browse_seconds`: how long `plait sync` and `plait pair` look for devices by mDNS.
+    public var browseSeconds = 3.0
 
     public init() {}
 
@@ -32,6 +36,7 @@ public struct Config: Sendable, Equatable {
         "agent": ["listen": "string", "peers": "array", "log_level": "string"],
         "compaction": ["interval_seconds": "integer", "peer_grace_days": "integer"],
         "sync": ["batch_changes": "integer"],
+        "discovery": ["enabled": "boolean", "browse_seconds": "number"],
     ]
 
     /// Parses TOML text. `origin` names the file in errors.
@@ -126,6 +131,20 @@ public struct Config: Sendable, Equatable {
                 throw PlaitError.config(path: origin, problem: "sync.batch_changes must be an integer from 1 to 1000000")
             }
             batchChanges = number
+        }
+        if let discovery = table["discovery"]?.table {
+            if let value = discovery["enabled"] {
+                guard let flag = value.bool else {
+                    throw PlaitError.config(path: origin, problem: "discovery.enabled must be true or false")
+                }
+                discoveryEnabled = flag
+            }
+            if let value = discovery["browse_seconds"] {
+                guard let number = value.double ?? value.int.map(Double.init), number > 0, number <= 60 else {
+                    throw PlaitError.config(path: origin, problem: "discovery.browse_seconds must be a number from 0 to 60")
+                }
+                browseSeconds = number
+            }
         }
     }
 
