@@ -42,7 +42,7 @@ let package = Package(
         .target(
             name: "PlaitSync",
             dependencies: [
-                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire",
+                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire", "PlaitDiscovery",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -87,7 +87,8 @@ let package = Package(
                 "PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
+        // Runs the built `plait` binary; the LAN tests also read the stores and build namespaces.
+        .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore", "PlaitStore", "PlaitNetnsSupport"]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -4,8 +4,10 @@ import Glibc
 #endif
 import Logging
 import PlaitCore
+import PlaitDiscovery
 import PlaitStore
 import PlaitTLS
+import PlaitWire
 
 /// The background agent: listens, dials paired peers, keeps one session per peer open, pushes Notify right
 /// after any change to the store (a local edit by any `plait` command, or changes pulled from another
@@ -24,6 +26,13 @@ public final class Agent: @unchecked Sendable {
         public var compactionInterval: Duration = .seconds(3600)
         /// A peer unseen this long no longer holds compaction back.
         public var peerGrace: Duration = .seconds(30 * 24 * 3600)
+        /// Publish and browse `_plait._tcp` through avahi-daemon (DESIGN §6). Off by default for embedders and
+        /// tests; `plait agent` turns it on unless `--no-discovery`.
+        public var discovery = false
+        /// How often every session re-exchanges summaries whatever Notify and TXT records said.
+        public var antiEntropyInterval: Duration = .seconds(60)
+        /// The least time between two updates of the TXT `sum` (a burst of edits updates it once).
+        public var sumUpdateInterval: Duration = .seconds(1)
 
         public init() {}
     }
@@ -32,11 +41,19 @@ public final class Agent: @unchecked Sendable {
         let session: Session
         let peer: String
         let dialedByMe: Bool
+        let started = ContinuousClock.now
         init(session: Session, peer: String, dialedByMe: Bool) {
             self.session = session
             self.peer = peer
             self.dialedByMe = dialedByMe
         }
+    }
+
+    /// A paired device as discovery last saw it.
+    private struct Discovered {
+        var instance: String
+        var endpoint: PeerAddress
+        var sum: String
     }
 
     public let home: Home
@@ -49,6 +66,14 @@ public final class Agent: @unchecked Sendable {
     private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
     private var trusted: Set<String> = []
     private var listener: TLSListener?
+    private var discovery: Discovery?
+    /// The tag in the published TXT record (it changes with the UTC date).
+    private var publishedTag: String?
+    private var discoveryTask: Task<Void, Never>?
+    /// Paired devices found on the LAN, by Device ID.
+    private var discovered: [String: Discovered] = [:]
+    /// Sessions younger than this are "simultaneous" when a second connection from the same peer arrives.
+    static let simultaneousWindow: Duration = .seconds(2)
     private let threads = DispatchGroup()
     /// The port actually bound (useful with port 0).
     public private(set) var boundPort: UInt16?
@@ -73,6 +98,7 @@ public final class Agent: @unchecked Sendable {
             logger.info("listening on \(listen.host):\(listener.port) as \(myID) (\(home.deviceName))")
             spawn("accept") { self.acceptLoop(listener) }
         }
+        if settings.discovery, let port = boundPort { startDiscovery(port: port) }
         spawn("watch") { self.watchLoop() }
         spawn("dial") { self.dialLoop() }
     }
@@ -85,7 +111,9 @@ public final class Agent: @unchecked Sendable {
         }
         // The accept thread owns the listener and closes it when it sees `stopped` (within its timeout).
         for entry in running { entry.session.stop() }
+        discovery?.close()
         threads.wait()
+        discoveryTask?.cancel()
         logger.info("agent stopped")
     }
 
@@ -181,8 +209,13 @@ public final class Agent: @unchecked Sendable {
     private func dialLoop() {
         while !isStopped {
             var targets: [(address: PeerAddress, id: String?)] = settings.staticPeers.map { ($0, nil) }
+            // Where discovery last saw a paired device comes first: it is where the device is now.
+            let found = lock.withLock { discovered }
+            for (id, device) in found.sorted(by: { $0.key < $1.key }) where !targets.contains(where: { $0.id == id }) {
+                targets.append((device.endpoint, id))
+            }
             if let peers = try? home.store.peers() {
-                for peer in peers {
+                for peer in peers where found[peer.deviceID] == nil {
                     guard let text = peer.address, let address = try? PeerAddress(parsing: text) else { continue }
                     if !targets.contains(where: { $0.address == address }) { targets.append((address, peer.deviceID)) }
                 }
@@ -199,9 +232,12 @@ public final class Agent: @unchecked Sendable {
                 }
                 if due { spawn("dial-\(key.prefix(7))") { self.dial(target.address, key: key) } }
             }
-            sleepInterruptibly(.milliseconds(500))
+            dialWake.wait(timeout: .now() + 0.5)
         }
     }
+
+    /// Signalled when discovery finds a device to dial at once.
+    private let dialWake = DispatchSemaphore(value: 0)
 
     private func dial(_ address: PeerAddress, key: String) {
         defer { _ = lock.withLock { dialing.remove(key) } }
@@ -241,13 +277,17 @@ public final class Agent: @unchecked Sendable {
             return
         }
         let entry = Running(session: session, peer: peer, dialedByMe: dialedByMe)
-        // Two agents dialling each other at once keep the connection dialled by the smaller Device ID.
+        // A second connection with a peer: two agents dialling each other at once keep the one dialled by the
+        // smaller Device ID (both decide alike). Otherwise the newer one wins: a peer dials only when it holds no
+        // session with this device, so the older one is dead on its side (a cut link; TCP has not noticed).
         let keep = lock.withLock { () -> Bool in
             if stopped { return false }
             if let existing = sessions[peer] {
                 let existingDialer = existing.dialedByMe ? myID : peer
                 let newDialer = dialedByMe ? myID : peer
-                if existingDialer <= newDialer { return false }
+                let simultaneous = ContinuousClock.now - existing.started < Self.simultaneousWindow
+                    && existingDialer != newDialer
+                if simultaneous && existingDialer <= newDialer { return false }
                 existing.session.stop()
             }
             sessions[peer] = entry
@@ -266,6 +306,7 @@ public final class Agent: @unchecked Sendable {
         lock.withLock {
             if sessions[peer] === entry { sessions[peer] = nil }
         }
+        dialWake.signal()  // a peer that is still (or again) to be found is dialled now, not at the next tick
     }
 
     // MARK: Watching the store
@@ -273,12 +314,31 @@ public final class Agent: @unchecked Sendable {
     private func watchLoop() {
         var lastGeneration = (try? home.store.generation()) ?? -1
         var lastCompaction = ContinuousClock.now
+        var lastAntiEntropy = ContinuousClock.now
+        var lastTXT = ContinuousClock.now
+        var txtStale = false
         while !isStopped {
             sleepInterruptibly(settings.watchInterval)
             if let generation = try? home.store.generation(), generation != lastGeneration {
                 lastGeneration = generation
                 let running = lock.withLock { Array(sessions.values) }
                 for entry in running { entry.session.notify() }
+                txtStale = true
+            }
+            // The TXT record follows the summary, at most once per `sumUpdateInterval`; the tag follows the date.
+            if discovery != nil, ContinuousClock.now - lastTXT >= settings.sumUpdateInterval {
+                let dayChanged = ContinuousClock.now - lastTXT >= .seconds(60)
+                    && DiscoveryTag.tag(deviceID: myID, date: Date()) != lock.withLock({ publishedTag })
+                if txtStale || dayChanged {
+                    lastTXT = ContinuousClock.now
+                    txtStale = false
+                    updateTXT()
+                }
+            }
+            if ContinuousClock.now - lastAntiEntropy >= settings.antiEntropyInterval {
+                lastAntiEntropy = ContinuousClock.now
+                let running = lock.withLock { Array(sessions.values) }
+                for entry in running { entry.session.resync() }
             }
             if let current = try? home.trustedDeviceIDs() {
                 let dropped: [Running] = lock.withLock {
@@ -325,6 +385,95 @@ public final class Agent: @unchecked Sendable {
 
     private func sleepInterruptibly(_ duration: Duration) {
         Thread.sleep(forTimeInterval: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+    }
+}
+
+// MARK: Discovery
+
+extension Agent {
+    /// This device's TXT record now: today's tag, the protocol, a hash of the summary.
+    private func currentTXT() -> TXTRecord {
+        let summary = (try? home.store.summary()) ?? Summary()
+        return TXTRecord(
+            tag: DiscoveryTag.tag(deviceID: myID, date: Date()), proto: Int(Hello.currentProtocolVersion),
+            sum: TXTRecord.summaryHash(summary))
+    }
+
+    private func startDiscovery(port: UInt16) {
+        let discovery: Discovery
+        do {
+            discovery = try Discovery(logger: logger)
+        } catch {
+            logger.warning("discovery is off (\(error)); static peers and known addresses still work")
+            return
+        }
+        let txt = currentTXT()
+        do {
+            try discovery.publish(Announcement(name: String(home.deviceName.prefix(Announcement.maximumNameBytes)), port: port, txt: txt))
+            lock.withLock { publishedTag = txt.tag }
+        } catch {
+            logger.warning("cannot publish this device on the LAN: \(error)")
+        }
+        discovery.startBrowsing()
+        self.discovery = discovery
+        let events = discovery.events
+        discoveryTask = Task.detached { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                self.handle(event)
+            }
+        }
+    }
+
+    private func updateTXT() {
+        guard let discovery else { return }
+        let txt = currentTXT()
+        do {
+            try discovery.updateTXT(txt)
+            lock.withLock { publishedTag = txt.tag }
+        } catch {
+            logger.debug("cannot update the TXT record: \(error)")
+        }
+    }
+
+    private func handle(_ event: DiscoveryEvent) {
+        switch event {
+        case let .found(service), let .updated(service):
+            guard let txt = TXTRecord(service.txt), let text = service.preferredEndpoint,
+                let endpoint = try? PeerAddress(parsing: text)
+            else { return }
+            let trusted = lock.withLock { Array(self.trusted) }
+            guard let id = DiscoveryTag.matchingDevice(tag: txt.tag, trusted: trusted), id != myID else {
+                logger.debug("found '\(service.name)' on the LAN: not a paired device")
+                return
+            }
+            let isNew: Bool
+            let (previous, running) = lock.withLock { () -> (Discovered?, Running?) in
+                let previous = discovered[id]
+                discovered[id] = Discovered(instance: service.name, endpoint: endpoint, sum: txt.sum)
+                backoff[id] = nil
+                return (previous, sessions[id])
+            }
+            if case .found = event { isNew = true } else { isNew = previous == nil || previous?.endpoint != endpoint }
+            if let running {
+                if isNew {
+                    // It (re)appeared, or moved: the session may be dead on a link that went away. Start afresh.
+                    logger.info("paired device \(service.name) is back on the LAN at \(endpoint); reconnecting")
+                    running.session.stop()
+                } else if previous?.sum != txt.sum {
+                    running.session.resync()  // its summary changed: ask now, whatever Notify said
+                }
+            } else if isNew || previous?.sum != txt.sum {
+                logger.info("found paired device \(service.name) at \(endpoint)")
+            }
+            dialWake.signal()
+        case let .removed(name):
+            lock.withLock {
+                for (id, device) in discovered where device.instance == name { discovered[id] = nil }
+            }
+        case .state, .published:
+            break
+        }
     }
 }
 

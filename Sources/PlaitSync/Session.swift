@@ -29,6 +29,7 @@ public final class Session: @unchecked Sendable {
     private let wakeWrite: Int32
     private let lock = NSLock()
     private var notifyRequested = false
+    private var resyncRequested = false
     private var stopRequested = false
     private var started = false
 
@@ -74,6 +75,12 @@ public final class Session: @unchecked Sendable {
     /// a local change, or after another session pulled changes.
     public func notify() {
         lock.withLock { notifyRequested = true }
+        wake()
+    }
+
+    /// Asks the peer again for everything this device lacks (agent mode): anti-entropy, whatever Notify said.
+    public func resync() {
+        lock.withLock { resyncRequested = true }
         wake()
     }
 
@@ -126,9 +133,12 @@ public final class Session: @unchecked Sendable {
         for message in try machine.start() { try enqueue(message) }
         lastProgress = .now
         while true {
-            let (notify, stop) = lock.withLock { () -> (Bool, Bool) in
-                defer { notifyRequested = false }
-                return (notifyRequested, stopRequested)
+            let (notify, resync, stop) = lock.withLock { () -> (Bool, Bool, Bool) in
+                defer {
+                    notifyRequested = false
+                    resyncRequested = false
+                }
+                return (notifyRequested, resyncRequested, stopRequested)
             }
             if stop {
                 if let close = machine.stopping(reason: "stopped") { try enqueue(close) }
@@ -137,6 +147,7 @@ public final class Session: @unchecked Sendable {
                 throw .stopped
             }
             if notify { for message in try machine.localChanged() { try enqueue(message) } }
+            if resync { for message in try machine.resync() { try enqueue(message) } }
             // The next batch only once everything queued is written: memory stays near one batch.
             while outbox.isEmpty, let message = try machine.nextOutgoing() { try enqueue(message) }
             if machine.isComplete && outbox.isEmpty { return }

@@ -310,6 +310,17 @@ struct SessionMachine {
         return [.notify(try local { try replica.store.summary() })]
     }
 
+    /// Anti-entropy (agent mode): asks the peer again for whatever this device lacks, whatever Notify said or
+    /// failed to say. Run on a timer and when discovery shows the peer's summary changed.
+    mutating func resync() throws(SessionError) -> [Message] {
+        guard options.mode == .agent, peer != nil, !closeSent else { return [] }
+        if pull == .asking {
+            wantAgain = true
+            return []
+        }
+        return [try want()]
+    }
+
     /// The Close this side sends when it stops.
     mutating func stopping(reason: String) -> Message? {
         guard !closeSent else { return nil }

@@ -13,6 +13,11 @@ extension Plait {
                 Keeps a connection to every paired peer it can reach, sends each change made on this device \
                 (by any plait command) within milliseconds, relays what peers send, and compacts history on a \
                 schedule. Stops cleanly on SIGTERM or SIGINT. Logs go to standard error.
+
+                Peers are found three ways: by mDNS through avahi-daemon (this device is published as \
+                _plait._tcp; paired devices recognise each other by a daily tag that strangers cannot link \
+                to a device), at the addresses paired peers were last reached at, and at --peer / agent.peers \
+                addresses. Without a running avahi-daemon it warns once and uses the other two.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -23,7 +28,7 @@ extension Plait {
         @Option(name: .customLong("peer"), help: ArgumentHelp("Also keep a connection to this address (repeatable).", valueName: "host:port"))
         var peers: [String] = []
 
-        @Flag(help: "Do not use mDNS discovery (it is not built yet; accepted for forward compatibility).")
+        @Flag(help: "Do not publish this device or look for paired ones by mDNS (also: discovery.enabled = false).")
         var noDiscovery = false
 
         @Flag(name: .shortAndLong, help: "Log more (debug level).")
@@ -37,6 +42,7 @@ extension Plait {
             settings.staticPeers = try (config.staticPeers + peers).map { try PeerAddress(parsing: $0) }
             settings.compactionInterval = .seconds(config.compactionIntervalSeconds == 0 ? Int.max / 2 : config.compactionIntervalSeconds)
             settings.peerGrace = .seconds(config.peerGraceDays * 24 * 3600)
+            settings.discovery = config.discoveryEnabled && !noDiscovery
             let level: Logger.Level = verbose ? .debug : Logger.Level(rawValue: config.logLevel) ?? .info
             LoggingSystem.bootstrap { label in
                 var handler = StreamLogHandler.standardError(label: label)

@@ -12,7 +12,8 @@ final class RunningAgent {
         logPath = sandbox.root + "/agent-\(UUID().uuidString).log"
         FileManager.default.createFile(atPath: logPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
-        process.arguments = ["agent", "--home", home, "--listen", "127.0.0.1:0"] + extra
+        // Loopback tests never touch mDNS: a system avahi-daemon would announce on the real interfaces.
+        process.arguments = ["agent", "--home", home, "--listen", "127.0.0.1:0", "--no-discovery"] + extra
         process.environment = sandbox.baseEnvironment
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = FileHandle.nullDevice

@@ -113,7 +113,7 @@ import Glibc
             // Cut a's side after about half the baseline went out.
             let cut = runSessionCut(a, b, optionsA: small, afterBytes: size / 2)
             #expect(cut.b.isFailure, "b saw the connection drop: \(cut.b)")
-            let staged = try #require(try b.store.stagedBaseline(from: "DEVICE-A"))
+            let staged = try #require(try b.store.stagedBaseline(from: "DEVICE-A"), "a: \(cut.a)\nb: \(cut.b)")
             #expect(staged.staged > 0 && staged.staged < staged.total, "\(staged.staged) of \(staged.total) staged")
             #expect(try b.snapshot() == before, "nothing but the staging changed")
 
