@@ -133,7 +133,10 @@ struct LANTests {
     }
 
     /// A host cut off (link down) while both sides edit, then brought back, catches up and everyone agrees.
-    @Test func aHostCutOffCatchesUpWhenItsLinkComesBack() throws {
+    /// `outage` is how long the link stays down after the edits: none (TCP simply resumes), or long enough
+    /// for TCP's retransmission back-off to grow past a second (then rediscovery starts fresh sessions).
+    @Test(arguments: [0.0, 6.0])
+    func aHostCutOffCatchesUpWhenItsLinkComesBack(outage: Double) throws {
         let lan = try NetnsLAN(hosts: 3)
         defer { lan.tearDown() }
         try withSandbox { sandbox in
@@ -154,12 +157,16 @@ struct LANTests {
             // The two still connected agree; the one cut off cannot.
             #expect(try time(within: 10) { try devices[0].store.summary() == devices[1].store.summary() && devices[0].store.summary().count == 6 } != nil)
             #expect(try devices[2].store.summary() != devices[0].store.summary())
+            // The length of the outage being simulated (not a wait for an event).
+            Thread.sleep(forTimeInterval: outage)
 
             try lan.setLink(of: lan.hosts[2], up: true)
             let back = try time(within: 30) { try agreed(devices) && devices[0].store.summary().count == 11 }
             let h3 = try devices[2].store.summary()
             #expect(back != nil, "h3 \(h3)\n\(agents[2].transcript)")
-            if let back { print(String(format: "LAN: link back up → all hosts agree: %.2f s", back)) }
+            if let back {
+                print(String(format: "LAN: link back up after %.0f s down → all hosts agree: %.2f s", outage + 0, back))
+            }
             let digests = try devices.map { try sync.status(sandbox, $0.home).digest }
             #expect(Set(digests).count == 1, "\(digests)")
         }
