@@ -158,6 +158,12 @@ public final class Session: @unchecked Sendable {
             } catch {
                 // The peer closed and went away while its Close was being answered: nothing is lost.
                 if machine.peerCloseReason != nil && (machine.isComplete || machine.isSynced) { return }
+                // The peer is gone (killed mid-transfer): still take the whole batches it sent before, so the
+                // next sync resumes from further on. Whatever that reading runs into, the write error stands.
+                while inputOpen && !machine.isComplete {
+                    let before = bytesReceived
+                    guard (try? readAvailable(&decoder, buffer: &readBuffer)) != nil, bytesReceived > before else { break }
+                }
                 throw error
             }
             if machine.isComplete && outbox.isEmpty { return }
