@@ -171,4 +171,28 @@ struct LANTests {
             #expect(Set(digests).count == 1, "\(digests)")
         }
     }
+
+    /// No avahi-daemon on the hosts (a dbus-daemon only): each agent warns once and static peers still work.
+    @Test func withoutAvahiAgentsWarnOnceAndUseStaticPeers() throws {
+        let lan = try NetnsLAN(hosts: 2, avahi: false)
+        defer { lan.tearDown() }
+        try withSandbox { sandbox in
+            let devices = try devices(sandbox, count: 2)
+            try pairAll(sandbox, devices)
+            try sandbox.ok(["list", "add", "Static", "--home", devices[0].home])
+            let a = try lan.spawn(
+                [try PlaitExecutable.path.get(), "agent", "--home", devices[0].home, "--listen", "0.0.0.0:7400"], in: lan.hosts[0])
+            defer { _ = a.stop() }
+            let b = try lan.spawn(
+                [
+                    try PlaitExecutable.path.get(), "agent", "--home", devices[1].home, "--listen", "0.0.0.0:7400",
+                    "--peer", "\(lan.hosts[0].ipv4):7400",
+                ], in: lan.hosts[1])
+            defer { _ = b.stop() }
+            #expect(try time(within: 20) { try agreed(devices) } != nil, "\(b.transcript)")
+            let warning = try b.waitForLine(on: .stderr, timeout: .seconds(10)) { $0.contains("avahi-daemon") }
+            #expect(warning.contains("static peers still work"), "\(warning)")
+            #expect(b.lines(.stderr).filter { $0.contains("avahi-daemon") && $0.contains("warning") }.count == 1, "\(b.transcript)")
+        }
+    }
 }
