@@ -42,7 +42,7 @@ let package = Package(
         .target(
             name: "PlaitSync",
             dependencies: [
-                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire",
+                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire", "PlaitDiscovery",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -84,7 +84,7 @@ let package = Package(
         .testTarget(
             name: "PlaitSyncTests",
             dependencies: [
-                "PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport",
+                "PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport", "PlaitDiscovery",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
