@@ -87,7 +87,7 @@ let package = Package(
                 "PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport", "PlaitDiscovery",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore"]),
+        .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore", "PlaitNetnsSupport"]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),
     ],
     swiftLanguageModes: [.v6]
