@@ -184,6 +184,97 @@ struct LANPairAndSyncTests {
             #expect(try peers(sandbox, alpha.home).isEmpty)
         }
     }
+
+    // MARK: plait sync without --peer
+
+    /// `plait sync` on alpha (h1) finds beta's agent (h2) by mDNS, recognises it by its tag, and syncs with it.
+    /// `announce` starts whatever announces beta's agent, given beta's home and ID; nil: the agent itself.
+    func syncFindsPairedDevice(
+        _ lan: NetnsLAN, _ sandbox: Sandbox, announce: ((String, String) throws -> HostProcess)?
+    ) throws {
+        let alpha = try device(sandbox, "alpha")
+        let beta = try device(sandbox, "beta")
+        // Paired with no address on either side, as `plait pair` by discovery leaves them.
+        try sandbox.ok(["pair", "--trust", beta.id, "--home", alpha.home])
+        try sandbox.ok(["pair", "--trust", alpha.id, "--home", beta.home])
+        try sandbox.ok(["batch", "--home", beta.home], stdin: "list add Groceries\nadd Groceries milk\n")
+        // A long browse window: finishing well within it shows the search stops once every peer is found.
+        let config = sandbox.root + "/long-browse.toml"
+        try Data("[discovery]\nbrowse_seconds = 20\n".utf8).write(to: URL(fileURLWithPath: config))
+
+        #expect(try sandbox.fails(["sync", "--home", alpha.home]).stderr.contains("no peer to sync with"))
+
+        let agent = try plait(
+            ["agent", "--home", beta.home, "--listen", "0.0.0.0:7400"], in: lan.hosts[1], on: lan, sandbox)
+        defer { #expect(agent.stop() == 0, "the agent exits cleanly: \(agent.transcript)") }
+        _ = try agent.waitForLine(on: .stderr, timeout: .seconds(20)) { $0.contains("listening on") }
+        let announcer = try announce?(beta.home, beta.id)
+        defer { announcer?.stop() }
+
+        let start = Date()
+        let sync = try plait(["sync", "--home", alpha.home, "--config", config], in: lan.hosts[0], on: lan, sandbox)
+        defer { sync.stop() }
+        let status = sync.waitForExit(timeout: .seconds(60))
+        let took = since(start)
+        sync.waitForEndOfOutput(timeout: .seconds(5))
+        #expect(status == 0, "\(sync.transcript)")
+        #expect(sync.lines().count == 1, "one line for the one device: \(sync.transcript)")
+        #expect(
+            sync.lines().first?.hasPrefix("beta (\(lan.hosts[1].ipv4):7400): pulled 2 changes, sent 0") == true,
+            "\(sync.transcript)")
+        #expect(try summary(sandbox, alpha.home) == summary(sandbox, beta.home))
+        #expect(sync.lines(.stderr).isEmpty, "\(sync.transcript)")
+        #expect(Date().timeIntervalSince(start) < 15, "the search stops once every paired device is found")
+        print("sync by mDNS: found beta and synced in \(took) (browse window 20 s)")
+
+        // Now known both ways (the address it synced at is remembered): still one line, found by mDNS.
+        let again = try plait(
+            ["sync", "--home", alpha.home, "--config", config, "--json"], in: lan.hosts[0], on: lan, sandbox)
+        defer { again.stop() }
+        #expect(again.waitForExit(timeout: .seconds(60)) == 0, "\(again.transcript)")
+        again.waitForEndOfOutput(timeout: .seconds(5))
+        let json = try JSONSerialization.jsonObject(with: Data(again.lines().joined(separator: "\n").utf8))
+        let results = (json as? [String: Any])?["peers"] as? [[String: Any]] ?? []
+        #expect(results.count == 1 && results.first?["found_by"] as? String == "mdns", "\(again.transcript)")
+        #expect(results.first?["device"] as? String == beta.id)
+        // --no-discovery: the stored address alone.
+        let known = try plait(
+            ["sync", "--home", alpha.home, "--no-discovery", "--json"], in: lan.hosts[0], on: lan, sandbox)
+        defer { known.stop() }
+        #expect(known.waitForExit(timeout: .seconds(60)) == 0, "\(known.transcript)")
+        known.waitForEndOfOutput(timeout: .seconds(5))
+        #expect(known.lines().joined().contains("\"found_by\" : \"stored\""), "\(known.transcript)")
+    }
+
+    func summary(_ sandbox: Sandbox, _ home: String) throws -> String {
+        try sandbox.ok(["status", "--json", "--home", home]).json()["summary"] as? String ?? "?"
+    }
+
+    @Test(.disabled("needs the agent's mDNS publishing (lead's branch)"))
+    func syncWithoutPeerFindsAPairedAgentByMDNS() throws {
+        let lan = try NetnsLAN(hosts: 2)
+        defer { lan.tearDown() }
+        try withSandbox { sandbox in try syncFindsPairedDevice(lan, sandbox, announce: nil) }
+    }
+
+    /// The same, with the agent's announcement made by `plait-discovery-probe` on its behalf (name = device
+    /// name, port = the agent's, TXT tag/proto/sum, no `pair`), while the agent itself does not publish yet.
+    @Test(.disabled(if: ProbeLocation.path == nil, "plait-discovery-probe is not built next to the tests"))
+    func syncWithoutPeerFindsAPairedDeviceAnnouncedForItsAgent() throws {
+        let lan = try NetnsLAN(hosts: 2)
+        defer { lan.tearDown() }
+        try withSandbox { sandbox in
+            try syncFindsPairedDevice(lan, sandbox) { home, id in
+                let probe = try lan.spawn(
+                    [
+                        ProbeLocation.path!, "--publish", "beta", "--port", "7400", "--tag",
+                        DailyTag.tag(deviceID: id, date: Date()), "--proto", "1", "--sum", "S",
+                    ], in: lan.hosts[1])
+                _ = try probe.nextLine(timeout: .seconds(20)) { $0.contains("\"published\"") }
+                return probe
+            }
+        }
+    }
 }
 
 /// The built `plait-discovery-probe`, next to `plait`.
@@ -194,4 +285,25 @@ enum ProbeLocation {
             .appendingPathComponent("plait-discovery-probe")
         return FileManager.default.isExecutableFile(atPath: probe.path) ? probe.path : nil
     }()
+}
+
+/// DESIGN §6's daily tag, computed here from its definition (SHA-256 of the Device ID's text and the UTC
+/// date `YYYY-MM-DD`, base32, 16 characters), as a paired peer would.
+enum DailyTag {
+    static func tag(deviceID: String, date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let parts = calendar.dateComponents([.year, .month, .day], from: date)
+        let day = String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!)
+        let digest = SHA256.hash(Array((deviceID + day).utf8))
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+        let binary = digest.prefix(10).map { String($0, radix: 2) }
+        var bits = binary.map { String(repeating: "0", count: 8 - $0.count) + $0 }.joined()[...]
+        var text = ""
+        while text.count < 16 {
+            text.append(alphabet[Int(bits.prefix(5), radix: 2)!])
+            bits = bits.dropFirst(5)
+        }
+        return text
+    }
 }
