@@ -275,6 +275,25 @@ struct LANPairAndSyncTests {
             }
         }
     }
+
+    @Test func doctorSeesTheHostsAvahiDaemon() throws {
+        let lan = try NetnsLAN(hosts: 1)
+        defer { lan.tearDown() }
+        try withSandbox { sandbox in
+            let alpha = try device(sandbox, "alpha")
+            let doctor = try plait(
+                ["doctor", "--home", alpha.home, "--listen", "127.0.0.1:0", "--json"], in: lan.hosts[0], on: lan,
+                sandbox)
+            defer { doctor.stop() }
+            #expect(doctor.waitForExit(timeout: .seconds(30)) == 0, "\(doctor.transcript)")
+            doctor.waitForEndOfOutput(timeout: .seconds(5))
+            let json = try JSONSerialization.jsonObject(with: Data(doctor.lines().joined(separator: "\n").utf8))
+            let checks = (json as? [String: Any])?["checks"] as? [[String: Any]] ?? []
+            let avahi = checks.first { $0["check"] as? String == "avahi-daemon" }
+            #expect(avahi?["status"] as? String == "ok", "\(doctor.transcript)")
+            #expect((avahi?["detail"] as? String)?.contains("plait-h1.local") == true, "\(doctor.transcript)")
+        }
+    }
 }
 
 /// The built `plait-discovery-probe`, next to `plait`.
