@@ -84,7 +84,7 @@ let package = Package(
         .testTarget(
             name: "PlaitSyncTests",
             dependencies: [
-                "PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport",
+                "PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport", "PlaitDiscovery",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built `plait` binary; the LAN tests also read the stores and build namespaces.

@@ -56,3 +56,16 @@ public enum DiscoveryEvent: Sendable, Hashable {
     /// A device's service left the LAN, or can no longer be seen (this host lost its link or its daemon).
     case removed(name: String)
 }
+
+/// The avahi-daemon discovery talks to, as it describes itself.
+public struct DaemonInfo: Sendable, Hashable {
+    /// Its version string, e.g. `avahi 0.8`.
+    public var version: String
+    /// The host name it publishes for this machine, e.g. `laptop.local`.
+    public var hostName: String
+
+    public init(version: String, hostName: String) {
+        self.version = version
+        self.hostName = hostName
+    }
+}

@@ -85,6 +85,16 @@ public final class Discovery: @unchecked Sendable {
     /// The instance name this device's service is published under, once Avahi established it.
     public var establishedName: String? { locked { established } }
 
+    /// What avahi-daemon says about itself while discovery runs (`plait doctor` shows it); nil otherwise.
+    public var daemon: DaemonInfo? {
+        locked {
+            guard clientRunning, let client else { return nil }
+            return DaemonInfo(
+                version: avahi_client_get_version_string(client).map { String(cString: $0) } ?? "avahi-daemon",
+                hostName: avahi_client_get_host_name_fqdn(client).map { String(cString: $0) } ?? "")
+        }
+    }
+
     /// Publishes (or re-publishes) `announcement`: now if avahi-daemon runs, else as soon as it does. A new
     /// name or port re-registers the service; a new TXT record alone is an update (`updateTXT`).
     public func publish(_ announcement: Announcement) throws(DiscoveryError) {

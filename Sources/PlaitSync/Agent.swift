@@ -439,7 +439,8 @@ extension Agent {
     private func handle(_ event: DiscoveryEvent) {
         switch event {
         case let .found(service), let .updated(service):
-            guard let txt = TXTRecord(service.txt), let text = service.preferredEndpoint,
+            // A paired device running `plait pair` announces its pairing port with the same tag: not its agent.
+            guard let txt = TXTRecord(service.txt), !txt.pairing, let text = service.preferredEndpoint,
                 let endpoint = try? PeerAddress(parsing: text)
             else { return }
             let trusted = lock.withLock { Array(self.trusted) }

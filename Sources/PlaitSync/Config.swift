@@ -25,7 +25,8 @@ public struct Config: Sendable, Equatable {
     public var batchChanges = 16_000
     /// `discovery.enabled`: publish and browse `_plait._tcp` with avahi-daemon (`--no-discovery` turns it off).
     public var discoveryEnabled = true
-    /// `discovery.browse_seconds`: how long `plait sync` and `plait pair` look for devices by mDNS.
+    /// `discovery.browse_seconds`: how long `plait sync` looks for paired devices by mDNS (it stops sooner once
+    /// every one is found). `plait pair` waits up to its `--timeout` instead.
     public var browseSeconds = 3.0
 
     public init() {}

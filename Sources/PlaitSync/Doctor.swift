@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitDiscovery
 import PlaitStore
 import PlaitTLS
 
@@ -27,8 +28,8 @@ public struct DoctorCheck: Sendable {
 /// The checks of `plait doctor`. Each runs on its own, so one broken piece (a damaged key) does not hide
 /// the state of the others; nothing is written to the home.
 public enum Doctor {
-    /// Identity, store, listen address and paired peers of the home at `path`. `peerTimeout` bounds each
-    /// peer's connection attempt.
+    /// Identity, store, listen address, avahi-daemon and paired peers of the home at `path`. `peerTimeout`
+    /// bounds each peer's connection attempt.
     public static func run(homePath path: String, config: Config, listen: PeerAddress, peerTimeout: Duration)
         -> [DoctorCheck]
     {
@@ -36,6 +37,7 @@ public enum Doctor {
         let identity = checkIdentity(path, into: &checks)
         let storeIsSound = checkStore(path, into: &checks)
         checks.append(checkListen(listen, identity: identity))
+        checks.append(checkAvahi(enabled: config.discoveryEnabled))
         if storeIsSound, let identity {
             checks += checkPeers(storePath: path + "/" + Home.storeFileName, identity: identity, timeout: peerTimeout)
         }
@@ -135,6 +137,63 @@ public enum Doctor {
                 advice: "stop the program holding port \(listen.port) (`ss -ltnp`), or choose another address with "
                     + "agent.listen in the config or `plait agent --listen`.")
         }
+    }
+
+    /// How long the avahi-daemon check waits for an answer.
+    public static let avahiTimeout: Duration = .seconds(3)
+
+    /// Whether avahi-daemon answers, so devices find each other by mDNS. Its absence is a warning, not a
+    /// failure: known addresses and static peers (`agent.peers`, `--peer`) still sync, and pairing works with
+    /// `--listen`/`--connect` or `--trust`.
+    static func checkAvahi(enabled: Bool, timeout: Duration = avahiTimeout) -> DoctorCheck {
+        let name = "avahi-daemon"
+        guard enabled else {
+            return DoctorCheck(
+                name: name, status: .ok, detail: "not checked: discovery is off (discovery.enabled = false)")
+        }
+        let advice =
+            "start avahi-daemon (`systemctl start avahi-daemon`), or use static peers: agent.peers in the config, "
+            + "`plait sync --peer HOST:PORT`, and pair with `plait pair --listen`/`--connect` or `--trust`."
+        let discovery: Discovery
+        let inbox: Inbox<DiscoveryEvent>
+        do {
+            inbox = try Inbox()
+            discovery = try Discovery.forCommand(retryDelay: .seconds(60))
+        } catch {
+            return DoctorCheck(name: name, status: .warning, detail: "\(error)", advice: advice)
+        }
+        defer { discovery.close() }
+        let events = discovery.events
+        Task.detached {
+            for await event in events { inbox.post(event) }
+        }
+        let deadline = ContinuousClock.now + timeout
+        var last = DiscoveryState.starting
+        while ContinuousClock.now < deadline {
+            inbox.wait(until: deadline)
+            for case .state(let state) in inbox.take() {
+                last = state
+                switch state {
+                case .running:
+                    let daemon = discovery.daemon
+                    let what = daemon.map { "\($0.version), host name \($0.hostName)" } ?? "running"
+                    return DoctorCheck(
+                        name: name, status: .ok,
+                        detail: "running (\(what)): paired devices on the LAN are found by mDNS")
+                case .unavailable(let warning):
+                    return DoctorCheck(name: name, status: .warning, detail: warning, advice: advice)
+                case .starting, .closed:
+                    break
+                }
+            }
+        }
+        let detail =
+            last == .starting
+            ? "avahi-daemon answers but has not finished registering this host's name within \(timeout) (a name "
+                + "conflict on the LAN?); discovery waits for it"
+            : "avahi-daemon did not answer within \(timeout)"
+        return DoctorCheck(
+            name: name, status: .warning, detail: detail, advice: "check `journalctl -u avahi-daemon`; " + advice)
     }
 
     /// Each paired peer with a known address: reachable, the device it should be, and pairing this one.

@@ -1,3 +1,4 @@
+import PlaitDiscovery
 import PlaitStore
 import PlaitTLS
 import PlaitWire
@@ -28,6 +29,19 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
     case tls(TLSError)
     /// Both said yes, but the peer could not be stored.
     case store(StoreError)
+    /// `plait pair` without an address needs avahi-daemon, and it cannot be reached; `warning` says why.
+    case discoveryUnavailable(warning: String)
+    /// Discovery could not be started or could not publish this device.
+    case discovery(DiscoveryError)
+    /// No other device in pairing mode showed up on the LAN in time.
+    case noDeviceFound(after: Duration)
+    /// Several devices were in pairing mode and the user chose none (end of input).
+    case noDeviceChosen
+    /// The device found in pairing mode as `name` could not be reached at `address`.
+    case unreachable(name: String, address: String, reason: String)
+    /// The device that answered is not the one found in pairing mode under `name`: its certificate does not
+    /// hash to the tag that device published.
+    case unexpectedPeer(name: String, connected: DeviceID)
 
     public var description: String {
         switch self {
@@ -60,6 +74,24 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
             return error.description
         case .store(let error):
             return "both devices confirmed, but storing the other device failed: \(error.description)"
+        case .discoveryUnavailable(let warning):
+            return "cannot look for devices in pairing mode: \(unavailabilityReason(warning)). Start avahi-daemon "
+                + "(`systemctl start avahi-daemon`), or pair without it: `plait pair --listen HOST:PORT` on one "
+                + "device and `plait pair --connect HOST:PORT` on the other, or `plait pair --trust DEVICE-ID`."
+        case .discovery(let error):
+            return "cannot look for devices in pairing mode: \(error.description) Pair without discovery: "
+                + "`plait pair --listen HOST:PORT` / `--connect HOST:PORT`, or `--trust DEVICE-ID`."
+        case .noDeviceFound(let after):
+            return "no device in pairing mode showed up within \(after): run `plait pair` on the other device too, "
+                + "on the same network (or use `plait pair --listen`/`--connect`, or `--trust DEVICE-ID`)."
+        case .noDeviceChosen:
+            return "no device was chosen: nothing stored. Run `plait pair` again and answer with a number."
+        case .unreachable(let name, let address, let reason):
+            return "could not connect to \(name) at \(address) (\(reason)): it may have left pairing mode. Run "
+                + "`plait pair` again on both devices."
+        case .unexpectedPeer(let name, let connected):
+            return "the device that answered (\(connected)) is not the one found in pairing mode as \"\(name)\": "
+                + "nothing stored. Run `plait pair` again on both devices."
         }
     }
 
@@ -74,7 +106,20 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
         case (.notPairing(let a), .notPairing(let b)): return a == b
         case (.tls(let a), .tls(let b)): return a.description == b.description
         case (.store(let a), .store(let b)): return a.description == b.description
+        case (.discoveryUnavailable(let a), .discoveryUnavailable(let b)): return a == b
+        case (.discovery(let a), .discovery(let b)): return a.description == b.description
+        case (.noDeviceFound(let a), .noDeviceFound(let b)): return a == b
+        case (.noDeviceChosen, .noDeviceChosen): return true
+        case (.unexpectedPeer(let a, let x), .unexpectedPeer(let b, let y)): return a == b && x == y
+        case (.unreachable(let a, let x, let r), .unreachable(let b, let y, let q)): return a == b && x == y && r == q
         default: return false
         }
     }
+}
+
+/// What is wrong in one of discovery's `unavailable` warnings, without what it says follows ("…; discovery is
+/// off, static peers still work"), which each command words for itself.
+func unavailabilityReason(_ warning: String) -> String {
+    let reason = warning.components(separatedBy: "; discovery is off").first ?? warning
+    return reason.hasSuffix(".") ? String(reason.dropLast()) : reason
 }

@@ -47,6 +47,30 @@ public final class PairingListener: @unchecked Sendable {
     /// Stops listening: pairing is no longer accepted. Idempotent.
     public func close() { listener.close() }
 
+    /// The listening socket, for poll(2) (readable when a connection is pending); valid until `close`.
+    public var fileDescriptor: Int32 { listener.fileDescriptor }
+
+    /// Takes a pending connection, if there is one, and completes its handshake within `handshakeTimeout`:
+    /// an attempt ready to run, from a device that offered the pairing protocol. Returns nil when nothing
+    /// was pending or the handshake stalled; throws for a connection that failed its handshake or does not
+    /// pair (it is closed). Either way the listener goes on listening.
+    public func acceptPending(handshakeTimeout: Duration) throws(PairingError) -> Pairing? {
+        let connection: TLSConnection
+        do {
+            connection = try listener.accept(trust: { _ in false }, timeout: .zero, handshakeTimeout: handshakeTimeout)
+        } catch let error as TLSError {
+            if case .timeout = error { return nil }
+            throw .tls(error)
+        } catch {
+            throw .tls(.socket(operation: "accept a connection", reason: "\(error)"))
+        }
+        guard connection.applicationProtocol == .pairing else {
+            connection.close()
+            throw .notPairing(negotiated: connection.negotiatedALPN)
+        }
+        return try Pairing(connection: connection, identity: home.identity)
+    }
+
     /// Waits until a device connects with the pairing protocol, runs one attempt with it and, if both
     /// users said yes, trusts it (named `name`, else as its certificate names itself). All within
     /// `timeout`. A connection that fails its handshake (a sync client, a scan) is closed, reported to
@@ -94,6 +118,18 @@ extension Home {
         timeout: Duration, onConnected: (@Sendable (DeviceID) -> Void)? = nil,
         confirm: @escaping @Sendable (PairingPrompt) -> Bool
     ) throws(PairingError) -> PairedDevice {
+        try pair(
+            connectingTo: address, remembering: rememberedAddress ?? address, name: name, timeout: timeout,
+            onConnected: onConnected, confirm: confirm)
+    }
+
+    /// `pair(connectingTo:…)` that stores `remembering` as the other device's address (nil: none), and, with
+    /// `expecting`, goes on only if the device that answered is the expected one (else `unexpectedPeer`).
+    func pair(
+        connectingTo address: PeerAddress, remembering: PeerAddress?, name: String?, timeout: Duration,
+        expecting: (name: String, isExpected: @Sendable (DeviceID) -> Bool)? = nil,
+        onConnected: (@Sendable (DeviceID) -> Void)?, confirm: @escaping @Sendable (PairingPrompt) -> Bool
+    ) throws(PairingError) -> PairedDevice {
         let deadline = ContinuousClock.now + timeout
         let connection: TLSConnection
         do {
@@ -109,9 +145,13 @@ extension Home {
             throw .tls(.socket(operation: "connect to \(address)", reason: "\(error)"))
         }
         let pairing = try Pairing(connection: connection, identity: identity)
+        if let expecting, !expecting.isExpected(pairing.peer) {
+            connection.close()
+            throw .unexpectedPeer(name: expecting.name, connected: pairing.peer)
+        }
         onConnected?(pairing.peer)
         let confirmed = try pairing.run(until: deadline, timeout: timeout, confirm: confirm)
-        return try storePaired(confirmed, name: name, address: rememberedAddress ?? address)
+        return try storePaired(confirmed, name: name, address: remembering)
     }
 
     /// Trusts the device both users confirmed. Its name is `name`, else the one in its certificate.

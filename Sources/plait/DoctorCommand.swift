@@ -5,15 +5,17 @@ import PlaitSync
 extension Plait {
     struct Doctor: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check this device: certificate, store, listen address, paired peers.",
+            abstract: "Check this device: certificate, store, listen address, avahi-daemon, paired peers.",
             discussion: """
                 Each check prints ok, WARN or FAIL; every failure says what to do. Nothing is written to the \
                 home. Exits 0 when nothing failed (warnings allowed), 1 otherwise.
 
                 Checks: the key and certificate load and match (and the key file is private); the store \
                 opens and passes SQLite's integrity_check; the agent's listen address is free (or held by \
-                this home's own agent); each paired peer with a known address is reachable over TLS, is the \
-                device it should be, and has this device paired too.
+                this home's own agent); avahi-daemon answers (at most 3 s; without it a warning, not a failure: \
+                known addresses and static peers still sync, and `plait pair` works with --listen/--connect or \
+                --trust; not checked when discovery.enabled = false); each paired peer with a known address is \
+                reachable over TLS, is the device it should be, and has this device paired too.
                 """)
 
         @OptionGroup var global: GlobalOptions

@@ -25,8 +25,15 @@ extension Plait {
                 --pending` brings its remembered address and name (marked unverified). A typo in the ID is \
                 caught by its check characters.
 
-                With none of --listen, --connect and --trust, plait is meant to list the devices in pairing mode \
-                that mDNS finds; discovery is not built yet, so that says so and exits non-zero.
+                With none of --listen, --connect and --trust, pairing finds the other device by mDNS: run \
+                `plait pair` on both devices, on the same network. Each listens for pairing on a free port, \
+                announces itself as "NAME (pairing)" with pair=1 in its TXT record, and prints the devices in \
+                pairing mode it finds. With exactly one found it goes ahead; with several it asks which, by \
+                number. Of the two devices, the one whose daily tag sorts lower connects and the other waits, so \
+                they never dial each other at once; a device accepts only the device it found (its certificate \
+                must match the tag it announced). Then the code is compared as above. No address is stored: the \
+                pairing port is not where the other device syncs, and discovery finds its agent later. This needs \
+                avahi-daemon; without it, plait says so and exits non-zero.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -61,7 +68,7 @@ extension Plait {
 
         @Option(
             help: ArgumentHelp(
-                "With --listen or --connect: seconds to wait for the other device and for both answers.",
+                "Seconds to wait for the other device (to be found, or to connect) and for both answers.",
                 valueName: "seconds"))
         var timeout: Int = 120
 
@@ -74,6 +81,11 @@ extension Plait {
             if address != nil && listen != nil {
                 throw ValidationError(
                     "--address goes with --trust or --connect; the listening side learns no address to dial")
+            }
+            if address != nil && listen == nil && connect == nil && trust == nil {
+                throw ValidationError(
+                    "--address goes with --trust or --connect; pairing by discovery stores no address (the other "
+                        + "device's agent is found by mDNS)")
             }
             if json && trust == nil {
                 throw ValidationError("--json goes with --trust: interactive pairing talks to a person")
@@ -90,11 +102,33 @@ extension Plait {
             } else if let connect {
                 try pairConnecting(home, to: try PeerAddress(parsing: connect))
             } else {
-                // Where discovery (mDNS, TXT pair=1) will list the devices in pairing mode and let the user pick one.
-                throw PlaitError.usage(
-                    "no devices found: finding devices in pairing mode by mDNS is not built yet. Run `plait "
-                        + "pair --listen HOST:PORT` on one device and `plait pair --connect HOST:PORT` on the other, "
-                        + "or pair by ID with `plait pair --trust DEVICE-ID`.")
+                try pairByDiscovery(home)
+            }
+        }
+
+        private func pairByDiscovery(_ home: Home) throws {
+            let terminal = PairingTerminal()
+            terminal.say("this device: \(home.identity.deviceID) (\(home.deviceName))")
+            let user = DiscoveryPairingUser(
+                started: { instance, port in
+                    terminal.say(
+                        "looking for devices in pairing mode for \(timeout) s (this one is \"\(instance)\", pairing "
+                            + "port \(port)); run `plait pair` on the other device too")
+                },
+                found: { terminal.say("found in pairing mode: \($0.description)") },
+                choose: { terminal.choose($0, problem: $1) },
+                connecting: { terminal.say("connecting to \($0.name) at \($0.endpoint) to pair") },
+                waiting: { terminal.say("waiting for \($0.name) to connect") },
+                connected: { terminal.say("device \($0) (\($1.name)) connected") },
+                refused: { terminal.say($0) },
+                confirm: { terminal.ask($0) })
+            do {
+                let paired = try home.pairByDiscovery(timeout: .seconds(timeout), name: name, user: user)
+                terminal.report(paired)
+                terminal.say("Sync now with `plait sync`, or run `plait agent` on both devices: they find each other.")
+            } catch {
+                terminal.endPrompt()
+                throw error
             }
         }
 
@@ -227,7 +261,8 @@ extension Plait {
                 return
             }
             if rows.isEmpty {
-                print("no paired devices: pair with `plait pair --listen`/`--connect` (or --trust DEVICE-ID)")
+                print(
+                    "no paired devices: pair with `plait pair` on both devices (or --listen/--connect, or --trust ID)")
             }
             for row in rows {
                 let seen = row.lastSeen.map { time($0) as! String } ?? "never"
@@ -270,6 +305,22 @@ final class PairingTerminal: @unchecked Sendable {
             promptOpen = false
         }
         return accepted
+    }
+
+    /// Lists the devices found, numbered from 1, and reads which one to pair with (nil at the end of input).
+    func choose(_ candidates: [PairingCandidate], problem: String?) -> String? {
+        lock.withLock {
+            var text = problem.map { "\($0).\n" } ?? "Several devices are in pairing mode:\n"
+            for (index, candidate) in candidates.enumerated() { text += "  \(index + 1). \(candidate.description)\n" }
+            write(text + "Pair with which device? [1-\(candidates.count)] ")
+            promptOpen = true
+        }
+        let answer = readLine(strippingNewline: true)
+        lock.withLock {
+            if promptOpen && (answer == nil || isatty(STDIN_FILENO) == 0) { write((answer ?? "") + "\n") }
+            promptOpen = false
+        }
+        return answer
     }
 
     /// Ends an unanswered question's line, so an error does not follow it on the same line.

@@ -9,15 +9,25 @@ extension Plait {
         static let configuration = CommandConfiguration(
             abstract: "Sync with paired peers now, both ways, and print what moved.",
             discussion: """
-                Connects over TLS to every paired peer with a known address (or to the --peer addresses \
-                given), pulls what this device lacks and sends what the peer lacks. Exits 0 only if every \
-                peer it tried succeeded; each failure gets a line saying why.
+                Without --peer: every paired device with a known address, and every paired device found on \
+                the LAN by mDNS (avahi-daemon) within discovery.browse_seconds (3 s by default; the search \
+                stops as soon as every paired device is found). A paired device is recognised by the daily tag \
+                its agent announces. A device known both ways is synced once: at the address discovery found, \
+                then at its stored address if that fails. Without avahi-daemon, one warning, then the known \
+                addresses; --no-discovery (or discovery.enabled = false) skips the search.
+
+                With --peer: exactly those addresses, no search. Pulls what this device lacks and sends what \
+                the peer lacks, both ways. One line per device; exits 0 only if every device it tried \
+                succeeded, and each failure says why.
                 """)
 
         @OptionGroup var global: GlobalOptions
 
         @Option(name: .customLong("peer"), help: ArgumentHelp("Sync with this address (repeatable).", valueName: "host:port"))
         var peers: [String] = []
+
+        @Flag(help: "Do not look for paired devices by mDNS: only known addresses (or --peer).")
+        var noDiscovery = false
 
         @Option(help: "Seconds to wait for a peer that stops answering.")
         var timeout: Int = 30
@@ -30,30 +40,30 @@ extension Plait {
 
         func run() throws {
             let home = try global.openHome()
-            var addresses = try peers.map { try PeerAddress(parsing: $0) }
-            if addresses.isEmpty {
-                addresses = try home.store.peers().compactMap { $0.address }.map { try PeerAddress(parsing: $0) }
-            }
-            guard !addresses.isEmpty else {
+            let targets = try plan(home)
+            guard !targets.isEmpty else {
                 throw PlaitError.usage(
-                    "no peer to sync with: pair with `plait pair --connect HOST:PORT` (or `--trust DEVICE-ID "
+                    "no peer to sync with: no paired device has a known address"
+                        + (searches(home) ? " or was found on the LAN by mDNS" : "")
+                        + ". Start `plait agent` on the other device, pair with `plait pair` (or `--trust DEVICE-ID "
                         + "--address HOST:PORT`), or give --peer HOST:PORT.")
             }
             let terminal = isatty(STDOUT_FILENO) != 0 && !json
-            var outcomes: [PeerSyncOutcome] = []
-            for address in addresses {
+            var outcomes: [(outcome: PeerSyncOutcome, source: SyncTarget.Source)] = []
+            for target in targets {
                 var progress: (@Sendable (Int) -> Void)?
                 if terminal {
-                    let label = address.description
+                    let label = target.addresses[0].description
                     let total = PulledCounter()
                     progress = { count in
                         let sum = total.add(count)
                         FileHandle.standardError.write(Data("\r\(label): pulled \(sum) changes…".utf8))
                     }
                 }
-                let outcome = home.syncOnce(with: address, timeout: .seconds(timeout), onPulled: progress)
+                let outcome = home.syncOnce(with: target, timeout: .seconds(timeout), onPulled: progress)
                 if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-                outcomes.append(outcome)
+                // A device found by mDNS and synced at its stored address after all: say which worked.
+                outcomes.append((outcome, outcome.address == target.addresses[0] ? target.source : .stored))
                 if !json {
                     if outcome.succeeded {
                         print(Self.line(outcome))
@@ -64,8 +74,9 @@ extension Plait {
             }
             if json {
                 printJSON([
-                    "peers": outcomes.map { outcome -> [String: Any] in
+                    "peers": outcomes.map { outcome, source -> [String: Any] in
                         [
+                            "found_by": source == .discovered ? "mdns" : source.rawValue,
                             "address": outcome.address.description, "device": outcome.deviceID ?? NSNull(),
                             "name": outcome.name ?? NSNull(), "ok": outcome.succeeded,
                             "error": outcome.failure ?? NSNull(), "pulled": outcome.result?.pulled ?? 0,
@@ -80,7 +91,34 @@ extension Plait {
                     }
                 ])
             }
-            if outcomes.contains(where: { !$0.succeeded }) { throw ExitCode(1) }
+            if outcomes.contains(where: { !$0.outcome.succeeded }) { throw ExitCode(1) }
+        }
+
+        /// Whether `plan` looks for paired devices by mDNS.
+        private func searches(_ home: Home) -> Bool { peers.isEmpty && !noDiscovery && home.config.discoveryEnabled }
+
+        /// The --peer addresses; else the paired devices with a known address or found by mDNS, once each.
+        private func plan(_ home: Home) throws -> [SyncTarget] {
+            if !peers.isEmpty {
+                return try peers.map {
+                    SyncTarget(deviceID: nil, addresses: [try PeerAddress(parsing: $0)], source: .given)
+                }
+            }
+            let paired = try home.store.peers().map { peer in
+                (deviceID: peer.deviceID, address: peer.address.flatMap { try? PeerAddress(parsing: $0) })
+            }
+            var discovered: [String: PeerAddress] = [:]
+            if searches(home) && !paired.isEmpty {
+                let search = home.searchPairedPeers(for: .milliseconds(Int(home.config.browseSeconds * 1000)))
+                if let reason = search.reason {
+                    FileHandle.standardError.write(
+                        Data(
+                            ("warning: \(reason): not looking for paired devices on the LAN, syncing with known "
+                                + "addresses only (--no-discovery skips the search)\n").utf8))
+                }
+                discovered = search.endpoints
+            }
+            return SyncTarget.plan(paired: paired, discovered: discovered)
         }
 
         static func line(_ outcome: PeerSyncOutcome) -> String {

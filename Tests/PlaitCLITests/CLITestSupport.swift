@@ -117,6 +117,9 @@ final class Sandbox {
             "XDG_DATA_HOME": root + "/xdg-data",
             "PLAIT_HOME": home,
             "COLUMNS": "80",
+            // A bus that is not there: discovery (pair, sync, doctor) never reaches the machine's own
+            // avahi-daemon; the LAN tests run plait in namespaces with a daemon of their own instead.
+            "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(root)/no-system-bus",
         ]
         let inherited = ProcessInfo.processInfo.environment
         environment["PATH"] = inherited["PATH"] ?? "/usr/bin:/bin"

@@ -30,6 +30,17 @@ import Testing
             #expect(found["store"]?.status == "ok" && found["store"]?.detail.contains("integrity_check ok") == true)
             #expect(found["listen address"]?.status == "ok")
             #expect(found["peer server"]?.status == "ok", "\(run)")
+            // No avahi-daemon here (the sandbox's bus leads nowhere): a warning, not a failure.
+            #expect(found["avahi-daemon"]?.status == "warning", "\(run)")
+            #expect(found["avahi-daemon"]?.detail.contains("cannot be reached") == true, "\(run)")
+            #expect(found["avahi-daemon"]?.advice?.contains("systemctl start avahi-daemon") == true)
+            #expect(found["avahi-daemon"]?.advice?.contains("agent.peers") == true)
+            let config = sandbox.root + "/no-discovery.toml"
+            try Data("[discovery]\nenabled = false\n".utf8).write(to: URL(fileURLWithPath: config))
+            let off = try checks(
+                try sandbox.ok(
+                    ["doctor", "--home", d[0].home, "--listen", "127.0.0.1:0", "--json", "--config", config]))
+            #expect(off["avahi-daemon"]?.status == "ok" && off["avahi-daemon"]?.detail.contains("not checked") == true)
             #expect(fingerprint(ofFile: d[0].home + "/plait.db") == storeBefore, "doctor writes nothing")
 
             // The agent's own port: held by this home's agent is fine, held by another device's is not.

@@ -177,12 +177,19 @@ final class RunningPair {
         }
     }
 
-    @Test func withoutAnAddressItSaysDiscoveryIsMissingAndHowToPairInstead() throws {
+    @Test func withoutAvahiPairingByDiscoverySaysSoAndHowToPairInstead() throws {
         try withSandbox { sandbox in
             try sandbox.initialize()
+            let started = Date()
             let run = try sandbox.fails(["pair"])
-            #expect(run.stderr.contains("no devices found"))
-            for option in ["--listen", "--connect", "--trust"] { #expect(run.stderr.contains(option), "\(run)") }
+            #expect(Date().timeIntervalSince(started) < 10, "it does not wait for a daemon that is not there")
+            #expect(run.stderr.contains("cannot look for devices in pairing mode: avahi-daemon"), "\(run)")
+            #expect(run.stderr.split(separator: "\n").count == 1, "one sentence: \(run)")
+            for option in ["--listen", "--connect", "--trust", "systemctl start avahi-daemon"] {
+                #expect(run.stderr.contains(option), "\(run)")
+            }
+            let address = try sandbox.fails(["pair", "--address", "192.0.2.7:7400"])
+            #expect(address.stderr.contains("pairing by discovery stores no address"), "\(address)")
             let both = try sandbox.fails(["pair", "--listen", "127.0.0.1:0", "--connect", "127.0.0.1:7400"])
             #expect(both.stderr.contains("only one of"))
             #expect(try sandbox.fails(["pair", "--listen", "127.0.0.1:0", "--json"]).stderr.contains("--json goes with --trust"))

@@ -141,6 +141,32 @@ func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows
         }
     }
 
+    @Test func withoutAvahiSyncWarnsOnceAndUsesTheKnownAddresses() throws {
+        try withSandbox { sandbox in
+            let d = try devices(sandbox, ["laptop", "server"])
+            try pair(sandbox, d[0], d[1])
+            try sandbox.ok(["batch", "--home", d[1].home], stdin: "list add Groceries\nadd Groceries milk\n")
+            let agent = try RunningAgent(sandbox: sandbox, home: d[1].home)
+            defer { #expect(agent.stop() == 0) }
+            #expect(try sandbox.fails(["sync", "--home", d[0].home]).stderr.contains("no peer to sync with"))
+            try sandbox.ok(["pair", "--trust", d[1].id, "--address", agent.address, "--home", d[0].home])
+
+            let run = try sandbox.ok(["sync", "--home", d[0].home])
+            #expect(run.lines.count == 1 && run.stdout.contains("(\(agent.address)): pulled 2 changes"), "\(run)")
+            let warnings = run.stderr.split(separator: "\n")
+            #expect(warnings.count == 1, "one warning line: \(run)")
+            #expect(warnings.first?.hasPrefix("warning: avahi-daemon cannot be reached over D-Bus") == true, "\(run)")
+            #expect(run.stderr.contains("syncing with known addresses only"), "\(run)")
+            // Asked not to look: no warning.
+            #expect(try sandbox.ok(["sync", "--home", d[0].home, "--no-discovery"]).stderr.isEmpty)
+            let config = sandbox.root + "/no-discovery.toml"
+            try Data("[discovery]\nenabled = false\n".utf8).write(to: URL(fileURLWithPath: config))
+            #expect(try sandbox.ok(["sync", "--home", d[0].home, "--config", config]).stderr.isEmpty)
+            let json = try sandbox.ok(["sync", "--home", d[0].home, "--no-discovery", "--json"]).json()
+            #expect((json["peers"] as? [[String: Any]])?.first?["found_by"] as? String == "stored", "\(json)")
+        }
+    }
+
     @Test func aSilentConnectionDoesNotHoldUpAPairedPeer() throws {
         try withSandbox { sandbox in
             let d = try devices(sandbox, ["server", "laptop"])

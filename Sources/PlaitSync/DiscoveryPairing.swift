@@ -1,0 +1,229 @@
+import Foundation
+import PlaitCore
+import PlaitDiscovery
+import PlaitTLS
+import PlaitWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `Home.pairByDiscovery` tells its user, and asks. The telling closures are called on the pairing
+/// thread, in order; `choose` and `confirm` each on a thread of their own (they block on the user).
+public struct DiscoveryPairingUser: Sendable {
+    /// Pairing mode began: this device listens for pairing on `port` and is published as `instance`.
+    public var started: @Sendable (_ instance: String, _ port: UInt16) -> Void
+    /// A device in pairing mode was found.
+    public var found: @Sendable (PairingCandidate) -> Void
+    /// Several devices were found: which one (an answer for `PairingRendezvous.choice`; nil for none)?
+    /// `problem` says what was wrong with the previous answer.
+    public var choose: @Sendable (_ candidates: [PairingCandidate], _ problem: String?) -> String?
+    /// This device connects to that one.
+    public var connecting: @Sendable (PairingCandidate) -> Void
+    /// This device waits for that one to connect.
+    public var waiting: @Sendable (PairingCandidate) -> Void
+    /// The attempt runs with this device (from its certificate), found as that candidate.
+    public var connected: @Sendable (DeviceID, PairingCandidate) -> Void
+    /// A connection was turned away, and why.
+    public var refused: @Sendable (String) -> Void
+    /// The code is known: do both screens show it? (see `Pairing.run`)
+    public var confirm: @Sendable (PairingPrompt) -> Bool
+
+    public init(
+        started: @escaping @Sendable (String, UInt16) -> Void, found: @escaping @Sendable (PairingCandidate) -> Void,
+        choose: @escaping @Sendable ([PairingCandidate], String?) -> String?,
+        connecting: @escaping @Sendable (PairingCandidate) -> Void,
+        waiting: @escaping @Sendable (PairingCandidate) -> Void,
+        connected: @escaping @Sendable (DeviceID, PairingCandidate) -> Void,
+        refused: @escaping @Sendable (String) -> Void, confirm: @escaping @Sendable (PairingPrompt) -> Bool
+    ) {
+        self.started = started
+        self.found = found
+        self.choose = choose
+        self.connecting = connecting
+        self.waiting = waiting
+        self.connected = connected
+        self.refused = refused
+        self.confirm = confirm
+    }
+}
+
+extension Home {
+    /// Interactive pairing with a device found by mDNS (`plait pair` with no address), within `timeout`.
+    ///
+    /// Listens for pairing on an ephemeral port of every interface, publishes `_plait._tcp` as
+    /// `<device name> (pairing)` with TXT `tag`, `proto`, `sum` and `pair=1`, and browses for the other
+    /// devices doing the same; `PairingRendezvous` decides whom to pair with and which side dials. Then the
+    /// usual attempt (commitment, code on both screens, both answers). Trusts the other device only if both
+    /// users said yes, with no address: the pairing port is not where it syncs, and discovery finds its
+    /// agent later. The service is withdrawn and the listener closed as soon as the attempt starts.
+    ///
+    /// Throws `discoveryUnavailable` at once when avahi-daemon cannot be reached.
+    public func pairByDiscovery(
+        timeout: Duration, name: String? = nil, settleTime: Duration = PairingRendezvous.defaultSettleTime,
+        user: DiscoveryPairingUser
+    ) throws(PairingError) -> PairedDevice {
+        let deadline = ContinuousClock.now + timeout
+        let listener = try Self.pairingListener(home: self)
+        defer { listener.close() }
+        let inbox: Inbox<RendezvousItem>
+        let discovery: Discovery
+        do {
+            inbox = try Inbox()
+            discovery = try Discovery.forCommand()
+        } catch let error as DiscoveryError {
+            throw .discovery(error)
+        } catch {
+            throw .tls(.socket(operation: "start discovery", reason: "\(error)"))
+        }
+        defer { discovery.close() }
+        // Without a daemon (or a bus) the state is known as the client is created: say so before anything else.
+        if case .unavailable(let warning) = discovery.state { throw .discoveryUnavailable(warning: warning) }
+        let events = discovery.events
+        Task.detached {
+            for await event in events { inbox.post(.discovery(event)) }
+        }
+
+        let ownTag = DiscoveryTag.tag(deviceID: identity.deviceID.description, date: Date())
+        let summary = (try? store.summary()) ?? Summary()
+        let instance = PairingRendezvous.instanceName(deviceName: deviceName)
+        let announcement = Announcement(
+            name: instance, port: listener.address.port,
+            txt: TXTRecord(
+                tag: ownTag, proto: Int(Hello.currentProtocolVersion), sum: TXTRecord.summaryHash(summary),
+                pairing: true))
+        do {
+            try discovery.publish(announcement)
+        } catch {
+            throw .discovery(error)
+        }
+        discovery.startBrowsing()
+        user.started(instance, listener.address.port)
+
+        var machine = PairingRendezvous(ownTag: ownTag, settleTime: settleTime)
+        var held: [Int: Pairing] = [:]
+        var nextConnection = 0
+        var attempt: RendezvousAttempt?
+        defer { for pairing in held.values { pairing.connection.close() } }
+
+        func perform(_ actions: [PairingRendezvous.Action]) throws(PairingError) {
+            for action in actions {
+                switch action {
+                case .show(let candidate):
+                    user.found(candidate)
+                case .ask(let candidates, let problem):
+                    let choose = user.choose
+                    let thread = Thread { inbox.post(.answer(choose(candidates, problem))) }
+                    thread.name = "plait-pair-choose"
+                    thread.start()
+                case .connect(let candidate):
+                    attempt = .connect(candidate)
+                case .waitFor(let candidate):
+                    user.waiting(candidate)
+                case .accept(let connection, let candidate):
+                    if let pairing = held.removeValue(forKey: connection) { attempt = .accept(pairing, candidate) }
+                case .refuse(let connection, let reason):
+                    if let pairing = held.removeValue(forKey: connection) {
+                        pairing.connection.close()
+                        user.refused("refused pairing with device \(pairing.peer): \(reason)")
+                    }
+                case .abort(let error):
+                    throw error
+                }
+            }
+        }
+
+        while attempt == nil {
+            for item in inbox.take() {
+                switch item {
+                case .discovery(.state(.unavailable(let warning))):
+                    throw .discoveryUnavailable(warning: warning)
+                case .discovery(.found(let service)), .discovery(.updated(let service)):
+                    try perform(machine.found(service, now: .now))
+                case .discovery(.removed(let name)):
+                    try perform(machine.removed(instance: name))
+                case .discovery:
+                    break
+                case .answer(let answer):
+                    try perform(machine.answered(answer))
+                }
+                if attempt != nil { break }
+            }
+            if attempt != nil { break }
+            try perform(machine.tick(now: .now))
+            if attempt != nil { break }
+            guard ContinuousClock.now < deadline else {
+                throw machine.candidates.isEmpty ? .noDeviceFound(after: timeout) : .timedOut(after: timeout)
+            }
+            let wake = min(deadline, machine.nextDeadline ?? deadline)
+            var entries = [
+                pollfd(fd: listener.fileDescriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: inbox.readDescriptor, events: Int16(POLLIN), revents: 0),
+            ]
+            _ = poll(&entries, 2, pollMilliseconds(until: wake))
+            guard entries[0].revents != 0 else { continue }
+            let pairing: Pairing?
+            do {
+                let left = ContinuousClock.now.duration(to: deadline)
+                pairing = try listener.acceptPending(handshakeTimeout: max(.milliseconds(1), min(.seconds(5), left)))
+            } catch {
+                user.refused(
+                    error == .ownDevice
+                        ? "refused a pairing connection from this device itself"
+                        : "refused a connection that was not pairing: \(error)")
+                continue
+            }
+            if let pairing {
+                nextConnection += 1
+                held[nextConnection] = pairing
+                try perform(machine.connected(nextConnection, deviceID: pairing.peer.description))
+            }
+        }
+
+        // One attempt per run: nobody else gets in, and nobody else sees this device in pairing mode.
+        listener.close()
+        discovery.close()
+        for pairing in held.values { pairing.connection.close() }
+        held = [:]
+        let left = max(.milliseconds(1), ContinuousClock.now.duration(to: deadline))
+        switch attempt! {
+        case .connect(let candidate):
+            user.connecting(candidate)
+            do {
+                return try pair(
+                    connectingTo: candidate.endpoint, remembering: nil, name: name, timeout: left,
+                    expecting: (candidate.name, { candidate.isPublished(by: $0.description) }),
+                    onConnected: { user.connected($0, candidate) }, confirm: user.confirm)
+            } catch .tls(.refused(let address, let reason)) {
+                throw .unreachable(name: candidate.name, address: address, reason: reason)
+            }
+        case .accept(let pairing, let candidate):
+            user.connected(pairing.peer, candidate)
+            let confirmed = try pairing.run(until: deadline, timeout: timeout, confirm: user.confirm)
+            return try storePaired(confirmed, name: name, address: nil)
+        }
+    }
+
+    /// A pairing listener on an ephemeral port of every interface: IPv6 and IPv4 (`::`), or IPv4 only where
+    /// IPv6 is off.
+    static func pairingListener(home: Home) throws(PairingError) -> PairingListener {
+        let everyInterface = { (text: String) in (try? PeerAddress(parsing: text, allowingPortZero: true))! }
+        do {
+            return try PairingListener(home: home, address: everyInterface("[::]:0"))
+        } catch {
+            return try PairingListener(home: home, address: everyInterface("0.0.0.0:0"))
+        }
+    }
+}
+
+/// What reaches the pairing thread from elsewhere.
+private enum RendezvousItem: Sendable {
+    case discovery(DiscoveryEvent)
+    case answer(String?)
+}
+
+/// The one attempt a run makes.
+private enum RendezvousAttempt {
+    case connect(PairingCandidate)
+    case accept(Pairing, PairingCandidate)
+}
