@@ -1,4 +1,5 @@
 import Foundation
+import PlaitStore
 import Testing
 
 #if canImport(Glibc)
@@ -74,12 +75,20 @@ final class BackgroundRun {
             let written = write.wait()
             #expect(written.status == 0, "\(written)")
             let config = sandbox.root + "/small-batches.toml"
-            try "[sync]\nbatch_changes = 500\n".write(toFile: config, atomically: true, encoding: .utf8)
+            try "[sync]\nbatch_changes = 200\n".write(toFile: config, atomically: true, encoding: .utf8)
 
+            // The receiver's store, watched from here: a `plait status` per poll is slower than the transfer.
+            let receiver = try Store.open(at: d[1].home + "/plait.db", synchronousFull: false)
             let agent = try RunningAgent(sandbox: sandbox, home: d[0].home, extra: ["--config", config])
+            defer { agent.stop() }
             let pull = try BackgroundRun(sandbox: sandbox, ["sync", "--peer", agent.address, "--home", d[1].home])
-            // As soon as the first batches are in, kill the sender.
-            let started = try eventually(120) { try changeCount(sandbox, d[1].home) > 0 }
+            // As soon as the first batch is in, kill the sender (100 batches of 200, each a durable commit).
+            var started = false
+            let deadline = Date().addingTimeInterval(120)
+            while !started && Date() < deadline {
+                started = try receiver.summary().count > 0
+                if !started { usleep(500) }
+            }
             kill(agent.process.processIdentifier, SIGKILL)
             agent.stop()
             let interrupted = pull.wait()
@@ -90,12 +99,14 @@ final class BackgroundRun {
             let held = try changeCount(sandbox, d[1].home)
             let summary = try sync.status(sandbox, d[1].home).summary
             #expect(held > 0 && held < total, "\(held) of \(total) changes arrived before the kill")
-            #expect(held % 500 == 0, "\(held) changes: not a whole number of 500-change batches")
+            #expect(held % 200 == 0, "\(held) changes: not a whole number of 200-change batches")
             #expect(summary.hasSuffix(":\(held)"), "the summary \(summary) names exactly what is stored")
 
             let again = try RunningAgent(sandbox: sandbox, home: d[0].home)
             defer { #expect(again.stop() == 0) }
-            let run = try sandbox.ok(["sync", "--peer", again.address, "--home", d[1].home, "--json"]).json()
+            let completion = try sandbox.run(["sync", "--peer", again.address, "--home", d[1].home, "--json"], timeout: 120)
+            #expect(completion.succeeded, "\(completion)")
+            let run = try completion.json()
             let pulled = (run["peers"] as? [[String: Any]])?.first?["pulled"] as? Int
             #expect(pulled == total - held, "the rest, and only the rest: \(run)")
             #expect(try changeCount(sandbox, d[1].home) == total)

@@ -40,17 +40,22 @@ final class RunningAgent {
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
     var address: String { "127.0.0.1:\(port)" }
 
-    /// SIGTERM, then wait; SIGKILL after 10 s. Returns the exit status.
+    private var reaped = false
+
+    /// SIGTERM, then wait; SIGKILL after 10 s. Returns the exit status. Calling it again only returns it.
     @discardableResult
     func stop() -> Int32 {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            if exited.wait(timeout: .now() + 10) == .timedOut {
-                kill(process.processIdentifier, SIGKILL)
+        if !reaped {
+            if process.isRunning {
+                kill(process.processIdentifier, SIGTERM)
+                if exited.wait(timeout: .now() + 10) == .timedOut {
+                    kill(process.processIdentifier, SIGKILL)
+                    exited.wait()
+                }
+            } else {
                 exited.wait()
             }
-        } else {
-            exited.wait()
+            reaped = true
         }
         return process.terminationStatus
     }
