@@ -22,12 +22,16 @@ extension Plait {
                 two of them by Device ID, starts a `plait agent` process for each, and has all of them edit at \
                 once: each device creates a list, adds, completes, reopens, edits, moves and deletes items in \
                 its own list and the others' once they arrived, renames, recolors and moves lists; halfway, \
-                one device deletes the shared list Groceries while the others still add to it (the concurrent \
-                items survive and bring it back). A table shows each device's changes, summary and state \
-                digest, redrawn in place on a terminal (a line per change otherwise), until every device holds \
-                the same changes and the same state. Then it prints how long that took after the last edit, \
-                stops every process it started and removes the homes (--keep keeps them). Ctrl-C stops \
-                everything too. Exits non-zero if the devices did not converge within --timeout.
+                one device deletes the shared list Groceries at the very moment the others add to it (their \
+                items survive and keep the list). The edits are made by this process, one thread per device \
+                writing to that device's store, one change per transaction, as any program embedding plait's \
+                store may; each agent notices a write within milliseconds and pushes it to its peers.
+
+                A table shows each device's changes, summary and state digest, redrawn in place on a terminal \
+                (a line per change otherwise), until every device holds the same changes and the same state. \
+                Then it prints how long that took after the last edit, stops every process it started and \
+                removes the homes (--keep keeps them). Ctrl-C stops everything too. Exits non-zero if the \
+                devices did not converge within --timeout.
 
                 Modes. netns: each device in a network namespace of its own, on a virtual LAN, with its own \
                 dbus-daemon and avahi-daemon; the agents find each other by mDNS (or, with --static-peers, are \
@@ -43,7 +47,7 @@ extension Plait {
         @Option(help: ArgumentHelp("How many edits each device makes.", valueName: "n"))
         var edits = 200
 
-        @Option(help: ArgumentHelp("auto, netns or loopback (see below).", valueName: "mode"))
+        @Option(help: ArgumentHelp("auto, netns or loopback (see above).", valueName: "mode"))
         var mode: DemoMode = .auto
 
         @Flag(
@@ -99,7 +103,7 @@ extension Plait {
             let run = DemoRun(settings: settings, executable: executable, display: display)
             display.say("plait demo: \(devices) devices, \(edits) edits each, seed \(seed)")
             display.say(why)
-            if json && !why.isEmpty { FileHandle.standardError.write(Data((why + "\n").utf8)) }
+            if json { demoWrite(why + "\n", to: STDERR_FILENO) }
             let outcome: DemoRun.Outcome
             do {
                 try run.setUp()
@@ -120,9 +124,8 @@ extension Plait {
                 // they went away, the interruption is what to report.
                 let number = demoInterruption.load(ordering: .relaxed)
                 if number != 0 {
-                    let message = "plait demo: \(DemoError.interrupted(signal: number))\n"
-                    FileHandle.standardError.write(Data(message.utf8))
-                    throw ExitCode(130)
+                    demoWrite("plait demo: \(DemoError.interrupted(signal: number))\n", to: STDERR_FILENO)
+                    throw ExitCode(128 + number)
                 }
                 throw error
             }
@@ -146,7 +149,7 @@ extension Plait {
                             + "Try --static-peers."
                         : "; no agent connected to another."
                 }
-                FileHandle.standardError.write(Data((message + "\nthe agents' last lines:\n" + logs + "\n").utf8))
+                demoWrite(message + "\nthe agents' last lines:\n" + logs + "\n", to: STDERR_FILENO)
                 throw ExitCode(1)
             }
         }

@@ -234,21 +234,25 @@ final class DemoRun {
         return arguments
     }
 
+    /// `setpriv --pdeathsig TERM` where util-linux has it (it execs in place: the PID stays the agent's): an
+    /// agent then gets SIGTERM if the demo dies without stopping it (SIGKILL, a crash).
+    static let parentDeathSignal: [String] = NetnsLAN.findExecutable("setpriv").map { [$0, "--pdeathsig", "TERM"] } ?? []
+
     /// Starts every device's agent as a `plait agent` process of this very executable and waits until each
     /// has logged that it listens.
     func startAgents() throws {
         for index in devices.indices {
-            let arguments = agentArguments(index)
+            let command = Self.parentDeathSignal + [executable] + agentArguments(index)
             let process: HostProcess
             do {
                 if let lan {
-                    process = try lan.spawn([executable] + arguments, in: lan.hosts[index])
+                    process = try lan.spawn(command, in: lan.hosts[index])
                 } else {
                     var environment = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
                     environment["LANG"] = ProcessInfo.processInfo.environment["LANG"]
                     process = try HostProcess(
-                        label: "\(devices[index].name): plait agent", executable: executable, arguments: arguments,
-                        environment: environment)
+                        label: "\(devices[index].name): plait agent", executable: command[0],
+                        arguments: Array(command.dropFirst()), environment: environment)
                 }
             } catch {
                 throw DemoError.agentFailed(device: devices[index].name, problem: "could not start", log: "\(error)")
@@ -314,7 +318,8 @@ final class DemoRun {
         let editors = DemoEditors(
             homes: devices.map(\.home), seed: settings.seed, edits: settings.edits, interval: settings.interval)
         self.editors = editors
-        let editingStarted = ContinuousClock.now - started
+        let editingStart = ContinuousClock.now
+        let editingStarted = editingStart - started
         editors.start()
         var rows = devices.map { DemoTable.Row(name: $0.name, address: $0.address, reading: nil) }
         var lastDraw: ContinuousClock.Instant?
@@ -335,7 +340,7 @@ final class DemoRun {
                             converged: true, editingStarted: editingStarted, lastEdit: lastEdit - started,
                             convergedAt: now - started, made: editors.made, kinds: editors.kinds,
                             readings: readings, rows: rows)
-                        display.show(rows, status: status(outcome), elapsed: (now - started).seconds, force: true)
+                        display.show(rows, status: status(outcome), elapsed: (now - editingStart).seconds, force: true)
                         return outcome
                     }
                 }
@@ -345,7 +350,7 @@ final class DemoRun {
                     let outcome = Outcome(
                         converged: false, editingStarted: editingStarted, lastEdit: lastEdit - started,
                         convergedAt: nil, made: editors.made, kinds: editors.kinds, readings: readings, rows: rows)
-                    display.show(rows, status: status(outcome), elapsed: (now - started).seconds, force: true)
+                    display.show(rows, status: status(outcome), elapsed: (now - editingStart).seconds, force: true)
                     return outcome
                 }
             }
@@ -358,12 +363,12 @@ final class DemoRun {
                 let line: String
                 if let lastEdit = editors.lastEditIfDone {
                     line = String(
-                        format: "all %d edits made at %.2f s; converging for %.2f s", total,
-                        (lastEdit - started).seconds, (now - lastEdit).seconds)
+                        format: "all %d edits made in %.2f s; converging for %.2f s", total,
+                        (lastEdit - editingStart).seconds, (now - lastEdit).seconds)
                 } else {
-                    line = String(format: "editing: %d of %d edits, %.2f s", made, total, (now - started).seconds)
+                    line = String(format: "editing: %d of %d edits, %.2f s", made, total, (now - editingStart).seconds)
                 }
-                display.show(rows, status: line, elapsed: (now - started).seconds)
+                display.show(rows, status: line, elapsed: (now - editingStart).seconds)
             }
             // Fine-grained after the last edit: the convergence time is measured to within a few milliseconds.
             Thread.sleep(forTimeInterval: editors.lastEditIfDone == nil ? 0.02 : 0.005)

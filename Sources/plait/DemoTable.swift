@@ -1,6 +1,10 @@
 import Foundation
 import PlaitCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What `plait demo` read from one device's store: its summary, then its state digest (read in that
 /// order, so the digest is of a state at least as new as the summary).
 struct DemoReading: Equatable {
@@ -42,7 +46,8 @@ struct DemoTable {
             let missing = union.count - reading.changes
             return synced ? "in sync" : missing > 0 ? "missing \(missing)" : "has all"
         }
-        let stateWidth = states.map(\.count).max() ?? 0
+        // At least "missing 12" wide, so the summary column does not jump as the states change.
+        let stateWidth = max(10, states.map(\.count).max() ?? 0)
         // name, address, changes (7), digest (12), state, and five two-space gaps around the summary.
         let fixed = nameWidth + addressWidth + 7 + 12 + stateWidth + 10
         let summaryWidth = max(12, min(Self.summaryWidth, width - fixed))
@@ -89,6 +94,22 @@ struct DemoTable {
     }
 }
 
+/// Writes `text` to `descriptor`, unbuffered. When the reader has gone (`plait demo | head`: EPIPE, SIGPIPE
+/// being ignored for the agents' sake) the demo is interrupted as if by SIGPIPE, so it still stops everything
+/// it started; Foundation's `FileHandle.write` would crash instead.
+func demoWrite(_ text: String, to descriptor: Int32) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        if written <= 0 {
+            if errno == EPIPE { recordDemoInterruption(SIGPIPE) }
+            return
+        }
+        bytes = bytes.dropFirst(written)
+    }
+}
+
 /// Draws the table: in place with ANSI escapes on a terminal, as plain lines otherwise.
 final class DemoDisplay {
     /// Whether standard output is a terminal (then the table is redrawn in place).
@@ -114,10 +135,11 @@ final class DemoDisplay {
 
     /// Straight to the descriptor, unbuffered, so a pipe sees each line as it happens.
     private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        demoWrite(text, to: STDOUT_FILENO)
     }
 
-    /// Shows the current rows and a status line. On a terminal the previous drawing is overwritten; in
+    /// Shows the current rows and a status line (`elapsed`: seconds since the edits began, stamped on plain
+    /// lines). On a terminal the previous drawing is overwritten; in
     /// plain mode, at most every half second, a line per device whose state changed since it was last
     /// printed, and one line when all devices are first seen in sync.
     func show(_ rows: [DemoTable.Row], status: String, elapsed: Double, force: Bool = false) {

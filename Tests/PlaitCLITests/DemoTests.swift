@@ -72,6 +72,7 @@ import Glibc
             let kept = try #require(run.lines.first { $0.contains("kept the homes in ") })
             let directory = try #require(
                 kept.components(separatedBy: "kept the homes in ").last?.components(separatedBy: ":").first)
+            #expect(directory.hasPrefix(tmp + "/plait-demo-"), "the homes go under $TMPDIR: \(directory)")
             for name in ["laptop", "desktop"] {
                 let home = directory + "/" + name
                 #expect(FileManager.default.fileExists(atPath: home + "/agent.log"))
@@ -113,6 +114,44 @@ import Glibc
             let agents = text().split(separator: "\n").first { $0.hasPrefix("agents: ") } ?? ""
             let pids = agents.components(separatedBy: "(pid ").dropFirst().compactMap { Int($0.prefix { $0.isNumber }) }
             #expect(pids.count == 3, "\(agents)")
+            #expect(pids.allSatisfy { !exists($0) }, "agents left running: \(pids.filter(exists))")
+            let left = (try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? ["(cannot list)"]
+            #expect(left.isEmpty, "left in $TMPDIR: \(left)")
+        }
+    }
+
+    @Test func aReaderThatGoesAwayStopsItCleanly() throws {
+        // `plait demo | head`: once the pipe is closed, the next write fails; the demo stops what it started.
+        try withSandbox("demo") { sandbox in
+            let tmp = try temporary(sandbox)
+            var environment = sandbox.baseEnvironment
+            environment["TMPDIR"] = tmp
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
+            process.arguments = ["demo", "--mode", "loopback", "--edits", "100000", "--interval", "5"]
+            process.environment = environment
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            let exited = DispatchSemaphore(value: 0)
+            process.terminationHandler = { _ in exited.signal() }
+            try process.run()
+            var text = ""
+            while !text.contains("\nagents: ") || !text.hasSuffix("\n") {
+                let chunk = pipe.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            try pipe.fileHandleForReading.close()
+            if exited.wait(timeout: .now() + 30) == .timedOut {
+                kill(process.processIdentifier, SIGKILL)
+                exited.wait()
+                Issue.record("the demo did not stop within 30 s of its reader going away")
+            }
+            #expect(process.terminationStatus == 128 + SIGPIPE, "\(text)")
+            let agents = text.split(separator: "\n").first { $0.hasPrefix("agents: ") } ?? ""
+            let pids = agents.components(separatedBy: "(pid ").dropFirst().compactMap { Int($0.prefix { $0.isNumber }) }
+            #expect(pids.count == 3, "\(text)")
             #expect(pids.allSatisfy { !exists($0) }, "agents left running: \(pids.filter(exists))")
             let left = (try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? ["(cannot list)"]
             #expect(left.isEmpty, "left in $TMPDIR: \(left)")
