@@ -57,14 +57,15 @@ let package = Package(
         .executableTarget(
             name: "plait",
             dependencies: [
-                "PlaitCore", "PlaitSync",
+                // PlaitNetnsSupport: `plait demo` runs its devices on a LAN of network namespaces.
+                "PlaitCore", "PlaitSync", "PlaitNetnsSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Fixtures shared by the tests that work on real stores.
         .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore"]),
         // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon. Foundation only,
-        // so any test target can use it.
+        // so any test target (and `plait demo`) can use it.
         .target(name: "PlaitNetnsSupport"),
         // Test helper, in no product: publishes and browses with PlaitDiscovery inside a test host and prints
         // what it sees as JSON lines (a test process can be in one network namespace only).
