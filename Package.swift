@@ -78,7 +78,7 @@ let package = Package(
             dependencies: [
                 "PlaitCore", "PlaitStore", "PlaitTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
             ]),
-        .testTarget(name: "PlaitTLSTests", dependencies: ["PlaitTLS"]),
+        .testTarget(name: "PlaitTLSTests", dependencies: ["PlaitTLS", "PlaitCore"]),
         .testTarget(
             name: "PlaitWireTests",
             dependencies: ["PlaitWire", "PlaitCore", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),

@@ -57,6 +57,6 @@ public struct TXTRecord: Sendable, Equatable {
     /// The `sum` value for `summary`: the first 8 base32 characters (40 bits) of SHA-256 over the UTF-8
     /// of its canonical text (`A:6,B:3`). Enough to notice a change; never trusted for anything else.
     public static func summaryHash(_ summary: Summary) -> String {
-        String(base32(Array(SHA256.hash(Array(summary.description.utf8)).prefix(5))).prefix(summaryHashLength))
+        String(Base32.string(Array(SHA256.hash(Array(summary.description.utf8)).prefix(5))).prefix(summaryHashLength))
     }
 }

@@ -52,7 +52,7 @@ public enum DiscoveryTag {
         hasher.update(Array(deviceID.utf8))
         hasher.update(Array(utcDay.utf8))
         // 16 characters × 5 bits = the first 10 bytes exactly.
-        return String(base32(Array(hasher.finalize().prefix(10))).prefix(length))
+        return String(Base32.string(Array(hasher.finalize().prefix(10))).prefix(length))
     }
 
     /// Days since 1970-01-01 to (year, month, day): Howard Hinnant's `civil_from_days`.
@@ -67,22 +67,4 @@ public enum DiscoveryTag {
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
-}
-
-/// RFC 4648 base32 without padding.
-func base32(_ bytes: [UInt8]) -> String {
-    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".unicodeScalars)
-    var text = String.UnicodeScalarView()
-    var buffer: UInt32 = 0
-    var bits = 0
-    for byte in bytes {
-        buffer = (buffer << 8) | UInt32(byte)
-        bits += 8
-        while bits >= 5 {
-            bits -= 5
-            text.append(alphabet[Int((buffer >> UInt32(bits)) & 31)])
-        }
-    }
-    if bits > 0 { text.append(alphabet[Int((buffer << UInt32(5 - bits)) & 31)]) }
-    return String(text)
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitCore
 import Testing
 
 @testable import PlaitDiscovery
@@ -69,6 +70,6 @@ struct DiscoveryTagTests {
         // RFC 4648 §10 test vectors, without padding.
         let vectors = ["": "", "f": "MY", "fo": "MZXQ", "foo": "MZXW6", "foob": "MZXW6YQ", "fooba": "MZXW6YTB",
             "foobar": "MZXW6YTBOI"]
-        for (input, output) in vectors { #expect(base32(Array(input.utf8)) == output) }
+        for (input, output) in vectors { #expect(Base32.string(Array(input.utf8)) == output) }
     }
 }

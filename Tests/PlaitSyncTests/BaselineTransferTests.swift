@@ -235,19 +235,12 @@ final class CuttingTransport: FrameTransport, @unchecked Sendable {
 
 /// A session whose `a` side is cut after `afterBytes` written.
 func runSessionCut(_ a: Device, _ b: Device, optionsA: SessionOptions, afterBytes: Int) -> SessionPair {
+    var first = true  // runSession wraps a's socket first
     do {
-        let (left, right) = try socketPair()
-        let leftSocket = try SocketTransport(adopting: left)
-        let rightSocket = try SocketTransport(adopting: right)
-        defer {
-            leftSocket.close()
-            rightSocket.close()
+        return try runSession(a, b, options: optionsA, optionsB: SessionOptions()) { socket in
+            defer { first = false }
+            return first ? CuttingTransport(socket, limit: afterBytes) : socket
         }
-        let sessionA = try Session(
-            transport: CuttingTransport(leftSocket, limit: afterBytes), replica: a.replica, identity: a.identity,
-            options: optionsA)
-        let sessionB = try Session(transport: rightSocket, replica: b.replica, identity: b.identity)
-        return try runSessions(sessionA, sessionB)
     } catch {
         Issue.record("setting up the session failed: \(error)")
         return SessionPair(a: .failure(.stopped), b: .failure(.stopped))

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitCore
 import Testing
 
 @testable import PlaitTLS
