@@ -45,12 +45,15 @@ enum NetworkBench {
         process.standardOutput = output
         let start = DispatchTime.now().uptimeNanoseconds
         try process.run()
+        // The child's own peak (VmHWM of its /proc entry, read until it exits): getrusage's ru_maxrss for
+        // children counts this (large) process too, since posix_spawn's child shares its memory until exec.
+        let peak = PeakWatcher(pid: process.processIdentifier)
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         var usage = rusage()
         getrusage(RUSAGE_CHILDREN.rawValue, &usage)
-        let childPeakMiB = Double(usage.ru_maxrss) / 1024
+        let childPeakMiB = Double(peak.finish()) / 1024
         let childCPU = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
             + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
         guard process.terminationStatus == 0,
@@ -115,5 +118,35 @@ enum NetworkBench {
             usleep(500)
         }
         return condition()
+    }
+}
+
+/// Polls a process's peak resident set (VmHWM, KiB) every 2 ms until `finish()`; keeps the largest value read.
+final class PeakWatcher: @unchecked Sendable {
+    private let lock = NSLock()
+    private var peak = 0
+    private var done = false
+
+    init(pid: Int32) {
+        let path = "/proc/\(pid)/status"
+        Thread { [self] in
+            while !lock.withLock({ done }) {
+                if let text = try? String(contentsOfFile: path, encoding: .utf8),
+                    let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+                    let value = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+                {
+                    lock.withLock { peak = max(peak, value) }
+                }
+                usleep(2_000)
+            }
+        }.start()
+    }
+
+    /// Stops watching; the largest VmHWM seen, in KiB.
+    func finish() -> Int {
+        lock.withLock {
+            done = true
+            return peak
+        }
     }
 }
