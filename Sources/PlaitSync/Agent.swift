@@ -174,7 +174,7 @@ public final class Agent: @unchecked Sendable {
     /// Completes an accepted connection's handshake; records a device that is not paired as pending.
     private func finishHandshake(_ connection: TLSConnection) -> Bool {
         // Read now: a refused handshake closes the socket.
-        let host = peerHost(of: connection.fileDescriptor)
+        let host = connection.peerHost
         do {
             try connection.finishHandshake(timeout: .seconds(10))
             return true
@@ -483,22 +483,4 @@ extension Store {
     public func generation() throws -> Int64 {
         try read { db in try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'generation'") ?? 0 }
     }
-}
-
-/// The numeric address of a connected socket's peer ("192.168.1.20", "fe80::1"), or nil.
-func peerHost(of descriptor: Int32) -> String? {
-    var storage = sockaddr_storage()
-    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-    let found = withUnsafeMutablePointer(to: &storage) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) }
-    }
-    guard found == 0 else { return nil }
-    var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-    let resolved = withUnsafePointer(to: &storage) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            getnameinfo($0, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST)
-        }
-    }
-    guard resolved == 0 else { return nil }
-    return String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -39,7 +39,9 @@ public final class Pairing: @unchecked Sendable {
     private var machine: PairingMachine
     private var outcome: Result<PairingPrompt, PairingError>?
     private var confirm: (@Sendable (PairingPrompt) -> Bool)?
-    private var answers: AnswerBox?
+    /// The user's answer, handed from the asking thread to the driver, which polls its descriptor. The
+    /// asking thread keeps it alive while it runs, so a late answer never writes into a reused descriptor.
+    private var answers: Inbox<Bool>?
     private var started = false
 
     /// Prepares an attempt on an established connection (the TLS server is the responder). Throws
@@ -81,10 +83,10 @@ public final class Pairing: @unchecked Sendable {
         started = true
         self.confirm = confirm
         do {
-            answers = try AnswerBox()
+            answers = try Inbox()
         } catch {
             connection.close()
-            throw .tls(error)
+            throw .tls(.socket(operation: "create a pipe", reason: error.description))
         }
         drive(deadline: deadline, timeout: timeout)
         let result = outcome!
@@ -135,7 +137,7 @@ public final class Pairing: @unchecked Sendable {
                 }
             }
             guard outcome == nil, let answers else { break }
-            if let answer = answers.take() {
+            if let answer = answers.take().last {
                 perform(machine.userAnswered(answer), deadline: deadline)
                 continue
             }
@@ -149,7 +151,7 @@ public final class Pairing: @unchecked Sendable {
                     fd: connection.fileDescriptor, events: Int16(readNeedsWritable ? POLLOUT : POLLIN), revents: 0),
                 pollfd(fd: answers.readDescriptor, events: Int16(POLLIN), revents: 0),
             ]
-            let status = poll(&entries, 2, milliseconds(left))
+            let status = poll(&entries, 2, pollMilliseconds(until: deadline))
             if status < 0 && errno != EINTR {
                 perform(machine.connectionEnded(), deadline: deadline)
             }
@@ -176,7 +178,7 @@ public final class Pairing: @unchecked Sendable {
             case .confirm(let code):
                 let prompt = PairingPrompt(code: code, peer: peer, peerName: peerName)
                 let (box, confirm) = (answers!, confirm!)
-                let thread = Thread { box.answer(confirm(prompt)) }
+                let thread = Thread { box.post(confirm(prompt)) }
                 thread.name = "plait-pair-confirm"
                 thread.start()
             case .trustPeer:
@@ -201,54 +203,5 @@ public final class Pairing: @unchecked Sendable {
         var name = String(String.UnicodeScalarView(kept)).trimmingCharacters(in: .whitespaces)
         if name.count > 64 { name = String(name.prefix(64)) }
         return name
-    }
-
-    private func milliseconds(_ duration: Duration) -> Int32 {
-        let (seconds, attoseconds) = duration.components
-        return Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
-    }
-}
-
-/// The user's answer, handed from the asking thread to the driver, which polls `readDescriptor`.
-/// The asking thread keeps the box (and so the pipe) alive for as long as it runs, so a late answer
-/// never writes into a descriptor number that was closed and reused.
-private final class AnswerBox: @unchecked Sendable {
-    let readDescriptor: Int32
-    private let writeDescriptor: Int32
-    private let lock = NSLock()
-    private var value: Bool?
-
-    init() throws(TLSError) {
-        var descriptors: [Int32] = [-1, -1]
-        guard pipe(&descriptors) == 0 else {
-            throw .socket(operation: "create a pipe", reason: String(cString: strerror(errno)))
-        }
-        for descriptor in descriptors {
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        }
-        readDescriptor = descriptors[0]
-        writeDescriptor = descriptors[1]
-    }
-
-    deinit {
-        _ = close(readDescriptor)
-        _ = close(writeDescriptor)
-    }
-
-    func answer(_ accepted: Bool) {
-        lock.withLock { value = accepted }
-        var byte: UInt8 = 1
-        _ = write(writeDescriptor, &byte, 1)
-    }
-
-    /// The answer, once given (each answer is taken once, and its wake-up byte with it).
-    func take() -> Bool? {
-        var sink = [UInt8](repeating: 0, count: 16)
-        while read(readDescriptor, &sink, sink.count) > 0 {}
-        return lock.withLock {
-            defer { value = nil }
-            return value
-        }
     }
 }

@@ -24,13 +24,12 @@ public final class Session: @unchecked Sendable {
     private let replica: Replica
     private let options: SessionOptions
     private var machine: SessionMachine
-    /// A self-pipe the driver polls, so another thread can wake it (notify, stop).
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
-    private let lock = NSLock()
-    private var notifyRequested = false
-    private var resyncRequested = false
+    /// What other threads ask of the driver; it polls the inbox's descriptor beside the connection's.
+    private enum Request: Sendable { case notify, resync, stop }
+    private let requests: Inbox<Request>
+    /// Set by the driver once a stop was asked for (it stays asked for).
     private var stopRequested = false
+    private let lock = NSLock()
     private var started = false
 
     private var outbox = Outbox()
@@ -52,49 +51,27 @@ public final class Session: @unchecked Sendable {
         transport: any FrameTransport, replica: Replica, identity: SessionIdentity,
         options: SessionOptions = SessionOptions()
     ) throws {
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw SessionError.transport("pipe: \(String(cString: strerror(errno)))") }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        do {
+            requests = try Inbox()
+        } catch {
+            throw SessionError.transport(error.description)
         }
-        wakeRead = fds[0]
-        wakeWrite = fds[1]
         self.transport = transport
         self.replica = replica
         self.options = options
         machine = SessionMachine(replica: replica, identity: identity, options: options)
     }
 
-    deinit {
-        _ = close(wakeRead)
-        _ = close(wakeWrite)
-    }
-
     /// Sends Notify with this device's summary at once (agent mode; ignored in one-shot mode). Call it after
     /// a local change, or after another session pulled changes.
-    public func notify() {
-        lock.withLock { notifyRequested = true }
-        wake()
-    }
+    public func notify() { requests.post(.notify) }
 
     /// Asks the peer again for everything this device lacks (agent mode): anti-entropy, whatever Notify said.
-    public func resync() {
-        lock.withLock { resyncRequested = true }
-        wake()
-    }
+    public func resync() { requests.post(.resync) }
 
     /// Ends the session: Close("stopped") is sent after what is queued. An agent session then returns its
     /// result; a one-shot session that had not finished throws `SessionError.stopped`.
-    public func stop() {
-        lock.withLock { stopRequested = true }
-        wake()
-    }
-
-    private func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)  // a full pipe already wakes the driver
-    }
+    public func stop() { requests.post(.stop) }
 
     /// Drives the session until it ends. Call once, on the thread that owns the transport.
     public func run() throws(SessionError) -> SessionResult {
@@ -132,15 +109,15 @@ public final class Session: @unchecked Sendable {
         var readBuffer = [UInt8](repeating: 0, count: 64 << 10)
         for message in try machine.start() { try enqueue(message) }
         lastProgress = .now
+        var woken = true
         while true {
-            let (notify, resync, stop) = lock.withLock { () -> (Bool, Bool, Bool) in
-                defer {
-                    notifyRequested = false
-                    resyncRequested = false
-                }
-                return (notifyRequested, resyncRequested, stopRequested)
-            }
-            if stop {
+            // Taken only when the inbox's descriptor said so (or before the first poll): no syscall per turn.
+            let asked = woken ? requests.take() : []
+            woken = false
+            if asked.contains(.stop) { stopRequested = true }
+            let notify = asked.contains(.notify)
+            let resync = asked.contains(.resync)
+            if stopRequested {
                 if let close = machine.stopping(reason: "stopped") { try enqueue(close) }
                 flushBestEffort(closing: nil)
                 if options.mode == .agent || machine.isComplete { return }
@@ -177,14 +154,14 @@ public final class Session: @unchecked Sendable {
                 pollfd(
                     fd: transport.fileDescriptor,
                     events: transport.pollEvents(wantRead: wantRead, wantWrite: wantWrite), revents: 0),
-                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: requests.readDescriptor, events: Int16(POLLIN), revents: 0),
             ]
             let count = poll(&fds, 2, immediate ? 0 : millisecondsToDeadline())
             if count < 0 {
                 if errno == EINTR { continue }
                 throw .transport("poll: \(String(cString: strerror(errno)))")
             }
-            if fds[1].revents != 0 { drainWakePipe() }
+            if fds[1].revents != 0 { woken = true }
             let events = fds[0].revents
             if events & Int16(POLLNVAL) != 0 {
                 throw .transport("the connection's descriptor was closed under the session")
@@ -303,11 +280,6 @@ public final class Session: @unchecked Sendable {
             let milliseconds = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1
             if poll(&fds, 1, Int32(clamping: milliseconds)) < 0 && errno != EINTR { return }
         }
-    }
-
-    private func drainWakePipe() {
-        var scratch = [UInt8](repeating: 0, count: 64)
-        while scratch.withUnsafeMutableBytes({ read(wakeRead, $0.baseAddress, $0.count) }) > 0 {}
     }
 }
 

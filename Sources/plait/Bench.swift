@@ -64,14 +64,7 @@ extension Plait {
             let home = try Home.create(at: directory + "/history", name: "bench", config: Config())
             var workload = Workload(seed: seed, lists: lists, items: items)
             let buildStart = Date()
-            var written = 0
-            while written < changes {
-                let count = min(50_000, changes - written)
-                try home.replica.edit { edit in
-                    for _ in 0..<count { try edit.append(workload.next()) }
-                }
-                written += count
-            }
+            try workload.write(changes, to: home.replica)
             let buildSeconds = Date().timeIntervalSince(buildStart)
             results["build_changes_per_second"] = Int(Double(changes) / buildSeconds)
             log(String(format: "  written in %.1f s (%.0f changes/s, transactions of 50,000)", buildSeconds, Double(changes) / buildSeconds))
@@ -174,6 +167,18 @@ struct Workload {
         listCount = lists
         itemCap = max(50, items)
         self.deletes = deletes
+    }
+
+    /// Appends the next `changes` changes to `replica`, in transactions of 50,000.
+    mutating func write(_ changes: Int, to replica: Replica) throws {
+        var written = 0
+        while written < changes {
+            let count = min(50_000, changes - written)
+            try replica.edit { edit in
+                for _ in 0..<count { try edit.append(next()) }
+            }
+            written += count
+        }
     }
 
     mutating func next() -> ListsChange {

@@ -19,14 +19,7 @@ enum NetworkBench {
         // Edits to a fixed set of 10,000 items (no deletes, so no tombstones): the state is the same size for
         // every history length, and the catch-up's memory can be compared across lengths.
         var workload = Workload(seed: 7, lists: 100, items: 10_000, deletes: false)
-        var written = 0
-        while written < changes {
-            let count = min(50_000, changes - written)
-            try source.replica.edit { edit in
-                for _ in 0..<count { try edit.append(workload.next()) }
-            }
-            written += count
-        }
+        try workload.write(changes, to: source.replica)
         try? fresh.store.checkpointWAL()
         var settings = Agent.Settings()
         settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
