@@ -100,20 +100,8 @@ def timeline_text(value):
 
 
 def summary_text(entries):
-    return ",".join(f"{timeline_text(tl(e['timeline']))}:{e['seq']}" for e in sorted(entries, key=lambda e: tl(e["timeline"])))
-
-
-def summary_entries_wire(entries):
-    """repeated SummaryEntry (proto3 message field), sorted by timeline."""
-    out = b""
-    for e in sorted(entries, key=lambda e: tl(e["timeline"])):
-        out += f_bytes_msg(e["_field"], p3_fixed64(1, tl(e["timeline"])) + p3_varint(2, e["seq"]))
-    return out
-
-
-def f_bytes_msg(field, inner):
-    # A nested message in proto3 is written when set, even if empty.
-    return f_bytes(field, inner)
+    ordered = sorted(entries, key=lambda e: tl(e["timeline"]))
+    return ",".join(f"{timeline_text(tl(e['timeline']))}:{e['seq']}" for e in ordered)
 
 
 def summary_field(field, entries):
@@ -154,7 +142,8 @@ def payload(kind, p):
             out += f_bytes(2, f_fixed64(1, tl(e["timeline"])) + f_varint(2, e["seq"]))
         return out
     if kind == "item.create":
-        return f_bytes(1, unhex(p["id"])) + f_bytes(2, unhex(p["list"])) + f_string(3, p["text"]) + position(4, p["at"])
+        return (f_bytes(1, unhex(p["id"])) + f_bytes(2, unhex(p["list"])) + f_string(3, p["text"])
+                + position(4, p["at"]))
     if kind == "item.edit":
         return f_bytes(1, unhex(p["id"])) + f_string(2, p["text"])
     if kind in ("item.complete", "item.reopen", "item.delete"):
@@ -200,7 +189,8 @@ def check_changes(vectors):
         elif c["kind"] == "timeline.end":
             check(c["payload"] == "", f"change {name}: timeline.end payload is not empty")
         canonical = canonical_change(c, unhex(c["payload"]))
-        check(canonical.hex() == c["canonical"], f"change {name}: canonical bytes\n  mine   {canonical.hex()}\n  vector {c['canonical']}")
+        check(canonical.hex() == c["canonical"],
+              f"change {name}: canonical bytes\n  mine   {canonical.hex()}\n  vector {c['canonical']}")
         digest = h(unhex(c["canonical"]))
         check(digest.hex() == c["sha256"], f"change {name}: SHA-256 {digest.hex()}")
         # The hash chain, Lamport and sequence rules of §8 and §15.
@@ -217,7 +207,7 @@ def check_changes(vectors):
     for p in vectors["payloads"]:
         encoded = payload(p["kind"], p["fields"])
         check(encoded.hex() == p["hex"], f"payload {p['kind']} {p['fields']}: encodes as {encoded.hex()}")
-    return by_name, heads
+    return by_name
 
 
 # ---- §10: replay ------------------------------------------------------------------------------------
@@ -271,7 +261,8 @@ class State:
         live_item = lambda iid: iid in self.items and not self.items[iid]["deleted"]
         if kind == "list.create":
             if p["id"] not in self.lists:
-                self.lists[p["id"]] = dict(title=p["title"], color=p.get("color"), deleted=False, pending=[], completed=[])
+                self.lists[p["id"]] = dict(title=p["title"], color=p.get("color"), deleted=False,
+                                           pending=[], completed=[])
                 self.place_list(p["id"], p["at"])
         elif kind == "list.rename":
             if live_list(p["id"]):
@@ -396,7 +387,7 @@ def check_state(vectors, by_name):
     state, skipped = replay([by_name[n] for n in s["replay_of"]])
     check(state.canonical().hex() == s["canonical"], f"state: replay gives\n  mine   {state.canonical().hex()}")
     check(skipped == s["uninterpretable"], f"state: {skipped} uninterpretable changes")
-    check(h(bytes([0x08, 0x01])).hex() == h(f_varint(1, 1)).hex(), "state: the empty state is 08 01")
+    check(State().canonical() == bytes([0x08, 0x01]), "state: the empty state does not encode as 08 01")
 
 
 # ---- §12: baselines ---------------------------------------------------------------------------------
@@ -405,7 +396,7 @@ def order_key(field, k):
     return f_bytes(field, f_varint(1, k["lamport"]) + f_fixed64(2, tl(k["timeline"])) + f_varint(3, k["seq"]))
 
 
-def check_baseline(vectors, by_name, heads):
+def check_baseline(vectors, by_name):
     b = vectors["baseline"]
     snap = b["snapshot_fields"]
     out = f_varint(1, snap["format"])
@@ -442,7 +433,8 @@ def check_baseline(vectors, by_name, heads):
     # (§10) must give the state vector. Restore by (rank, ID) into the order and the sections.
     state = State()
     for v in sorted(snap["lists"], key=lambda v: (v["rank"], unhex(v["id"]))):
-        state.lists[v["id"]] = dict(title=v["title"], color=v.get("color"), deleted=v["deleted"], pending=[], completed=[])
+        state.lists[v["id"]] = dict(title=v["title"], color=v.get("color"), deleted=v["deleted"],
+                                    pending=[], completed=[])
         state.order.append(v["id"])
     for v in sorted(snap["items"], key=lambda v: (v["rank"], unhex(v["id"]))):
         state.items[v["id"]] = dict(list=v["list"], text=v["text"], completed=v["completed"], deleted=v["deleted"],
@@ -506,7 +498,8 @@ def message_payload(name, f, by_name):
         out = p3_varint(1, f["protocol_version"]) + p3_string(2, f["domain_name"]) + p3_varint(3, f["domain_version"])
         out += p3_string(4, f["device_id"]) + p3_string(5, f["name"]) + summary_field(6, f["summary"])
         for e in sorted(f["head_hashes"], key=lambda e: tl(e["timeline"])):
-            out += f_bytes(7, p3_fixed64(1, tl(e["timeline"])) + p3_varint(2, e["seq"]) + p3_bytes(3, unhex(e["hash"])))
+            entry = p3_fixed64(1, tl(e["timeline"])) + p3_varint(2, e["seq"]) + p3_bytes(3, unhex(e["hash"]))
+            out += f_bytes(7, entry)
         out += summary_field(8, f["baseline_summary"]) + p3_bytes(9, unhex(f["baseline_digest"]))
         out += p3_bytes(10, unhex(f["state_digest"])) + p3_varint(11, f["unknown_count"])
         return out + p3_varint(12, f["max_frame_size"])
@@ -569,6 +562,31 @@ def check_discovery(vectors):
     check(base32(h(d["summary_text"].encode()))[:8] == d["sum"], "discovery: sum")
 
 
+def check_document(vectors, root):
+    """The worked examples written out in PROTOCOL.md are the vectors' values."""
+    with open(os.path.join(root, "PROTOCOL.md"), encoding="utf-8") as f:
+        text = f.read()
+    block = text[text.index("### 8.1"):]
+    block = block[block.index("```") + 3:]
+    block = block[:block.index("```")]
+    written = bytearray()
+    for line in block.strip().splitlines():
+        for token in line.split():
+            if token == "00…00":
+                written += bytes(32)
+            elif len(token) == 2 and all(ch in "0123456789abcdef" for ch in token):
+                written.append(int(token, 16))
+            else:
+                break
+    a1 = next(c for c in vectors["changes"] if c["name"] == "A1")
+    check(written.hex() == a1["canonical"], f"PROTOCOL.md §8.1 writes out {written.hex()}, not A1")
+    for value in (vectors["device_id"]["sha256"], vectors["device_id"]["base32"], vectors["device_id"]["text"],
+                  vectors["summary"]["text"]):
+        check(value in text, f"PROTOCOL.md does not show the vector value {value}")
+    for t in vectors["timeline_ids"][:2]:
+        check(f"`{t['text']}`" in text, f"PROTOCOL.md does not show timeline {t['text']}")
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "Tests", "Vectors", "conformance.json")
@@ -576,15 +594,16 @@ def main():
         vectors = json.load(f)
     for t in vectors["timeline_ids"]:
         check(timeline_text(tl(t["hex"])) == t["text"], f"timeline ID {t['hex']}: {timeline_text(tl(t['hex']))}")
-    by_name, heads = check_changes(vectors)
+    by_name = check_changes(vectors)
     check_state(vectors, by_name)
-    check_baseline(vectors, by_name, heads)
+    check_baseline(vectors, by_name)
     s = vectors["summary"]
     check(summary_text(s["entries"]) == s["text"], f"summary text {summary_text(s['entries'])}")
     check_device_id(vectors)
     check_frames(vectors, by_name)
     check_pairing(vectors)
     check_discovery(vectors)
+    check_document(vectors, root)
     for failure in FAILURES:
         print("MISMATCH:", failure)
     print(f"{CHECKS[0] - len(FAILURES)} of {CHECKS[0]} checks agree with PROTOCOL.md")
