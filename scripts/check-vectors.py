@@ -511,8 +511,14 @@ def message_payload(name, f, by_name):
                 + p3_varint(4, 1 if f["last"] else 0) + summary_field(5, f["baseline_summary"]))
     if kind == "Changes":
         return b"".join(f_bytes(1, unhex(by_name[n]["canonical"])) for n in f["changes"])
-    if kind in ("Done", "Notify"):
+    if kind == "Done":
         return summary_field(1, f["summary"])
+    if kind == "Notify":
+        out = summary_field(1, f["summary"])
+        if "state_digest" in f:  # the state report, §14.4
+            out += p3_bytes(2, unhex(f["state_digest"])) + p3_bytes(3, unhex(f.get("baseline_digest", "")))
+            out += p3_varint(4, f.get("unknown_count", 0))
+        return out
     if kind in ("Ping", "Pong"):
         return p3_varint(1, f["nonce"])
     if kind == "Close":
