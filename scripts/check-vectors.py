@@ -568,6 +568,118 @@ def check_discovery(vectors):
     check(base32(h(d["summary_text"].encode()))[:8] == d["sum"], "discovery: sum")
 
 
+# ---- what must be refused (§2, §7, §8) ---------------------------------------------------------------
+
+def parse_summary(text):
+    """§7: the strict text form; None when refused."""
+    if text == "":
+        return {}
+    out, previous = {}, None
+    for entry in text.split(","):
+        parts = entry.split(":")
+        if len(parts) != 2 or len(parts[0]) != 13 or any(ch not in CROCKFORD for ch in parts[0]):
+            return None
+        if CROCKFORD.index(parts[0][0]) > 15:
+            return None
+        digits = parts[1]
+        if not digits or not digits.isascii() or not digits.isdigit() or (len(digits) > 1 and digits[0] == "0"):
+            return None
+        seq = int(digits)
+        timeline = 0
+        for ch in parts[0]:
+            timeline = timeline << 5 | CROCKFORD.index(ch)
+        if not 1 <= seq <= (1 << 63) - 1 or (previous is not None and timeline <= previous):
+            return None
+        out[timeline], previous = seq, timeline
+    return out
+
+
+def parse_device_id(text):
+    """§2: the digest, or None when refused."""
+    chars = [ch.upper() for ch in text if ch not in "- \t\r\n"]
+    if len(chars) != 56 or any(ch not in B32 for ch in chars):
+        return None
+    data = ""
+    for i in range(4):
+        chunk = "".join(chars[i * 14:i * 14 + 13])
+        if luhn_base32(chunk) != chars[i * 14 + 13]:
+            return None
+        data += chunk
+    bits = 0
+    for ch in data:
+        bits = bits << 5 | B32.index(ch)
+    if bits & 0xF:  # the four padding bits of the last character
+        return None
+    return (bits >> 4).to_bytes(32, "big")
+
+
+def decode_fields(data):
+    """Protobuf fields as (number, wire type, value) triples; raises ValueError on bad input."""
+    i, out = 0, []
+
+    def read_varint():
+        nonlocal i
+        value, shift = 0, 0
+        while True:
+            if i >= len(data) or shift >= 64:
+                raise ValueError("bad varint")
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    while i < len(data):
+        key = read_varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            out.append((number, wire, read_varint()))
+        elif wire == 1:
+            out.append((number, wire, int.from_bytes(data[i:i + 8], "little")))
+            i += 8
+        elif wire == 2:
+            length = read_varint()
+            out.append((number, wire, data[i:i + length]))
+            i += length
+        else:
+            raise ValueError("unsupported wire type")
+        if i > len(data):
+            raise ValueError("truncated")
+    return out
+
+
+def change_is_accepted(data):
+    """§8: decode, then re-encode canonically; the bytes must come back unchanged."""
+    try:
+        fields = {number: value for number, _, value in decode_fields(data)}
+    except ValueError:
+        return False
+    if not {1, 2, 3, 5} <= set(fields) or fields[2] < 1:
+        return False
+    c = dict(timeline=f"{fields[1]:016x}", seq=fields[2], lamport=fields[3],
+             previous_hash=bytes(fields.get(4, bytes(32))).hex(), kind=bytes(fields[5]).decode("utf-8"),
+             version=fields.get(6, 1), wall_time=fields.get(7, 0))
+    return canonical_change(c, bytes(fields.get(8, b""))) == data
+
+
+def check_refused(vectors):
+    r = vectors["refused"]
+    for text in r["summary_texts_accepted"]:
+        check(parse_summary(text) is not None, f"summary {text!r} should parse")
+    for text in r["summary_texts_refused"]:
+        check(parse_summary(text) is None, f"summary {text!r} should be refused")
+    digest = unhex(vectors["device_id"]["sha256"])
+    for text in r["device_id_texts_accepted"]:
+        check(parse_device_id(text) == digest, f"Device ID {text!r} should parse")
+    for text in r["device_id_texts_refused"]:
+        check(parse_device_id(text) is None, f"Device ID {text!r} should be refused")
+    for c in vectors["changes"]:
+        check(change_is_accepted(unhex(c["canonical"])), f"change {c['name']} should be accepted")
+    for entry in r["changes_refused"]:
+        check(not change_is_accepted(unhex(entry["hex"])), f"change should be refused: {entry['why']}")
+
+
 def check_document(vectors, root):
     """The worked examples written out in PROTOCOL.md are the vectors' values."""
     with open(os.path.join(root, "PROTOCOL.md"), encoding="utf-8") as f:
@@ -610,6 +722,7 @@ def main():
     check_pairing(vectors)
     check_discovery(vectors)
     check_document(vectors, root)
+    check_refused(vectors)
     for failure in FAILURES:
         print("MISMATCH:", failure)
     print(f"{CHECKS[0] - len(FAILURES)} of {CHECKS[0]} checks agree with PROTOCOL.md")

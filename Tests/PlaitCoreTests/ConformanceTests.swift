@@ -102,6 +102,17 @@ struct ConformanceTests {
         #expect(try Summary(parsing: vector["text"] as! String) == summary)
     }
 
+    /// PROTOCOL.md §7: the text form parses strictly.
+    @Test func summaryTextsAcceptedAndRefused() throws {
+        let refused = try Self.vectors()["refused"] as! [String: Any]
+        for text in refused["summary_texts_accepted"] as! [String] {
+            #expect(try Summary(parsing: text).description == text, "\(text)")
+        }
+        for text in refused["summary_texts_refused"] as! [String] {
+            #expect(throws: CoreError.self, "\(text)") { try Summary(parsing: text) }
+        }
+    }
+
     /// PROTOCOL.md §19: the Python checker recomputes every vector from the specification alone, so the vectors
     /// (and the Swift code tested against them above) agree with the document, not only with themselves.
     @Test func independentCheckerAgreesWithTheSpecification() throws {

@@ -31,6 +31,22 @@ struct DeviceIDConformanceTests {
             #expect(LuhnBase32.checkValue(for: values[start..<start + 13]) == values[start + 13], "chunk \(chunk + 1)")
         }
     }
+
+    /// Parsing (PROTOCOL.md §2): case and separators are free; a typo, a wrong length, a character outside the
+    /// alphabet and a set padding bit are refused.
+    @Test func textsAcceptedAndRefused() throws {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Vectors/conformance.json")
+        let root = try #require(JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        let refused = try #require(root["refused"] as? [String: Any])
+        let id = DeviceID(certificateDER: try bytes(try Self.vector()["certificate_der"]))
+        for text in refused["device_id_texts_accepted"] as! [String] {
+            #expect(try DeviceID(parsing: text) == id, "\(text)")
+        }
+        for text in refused["device_id_texts_refused"] as! [String] {
+            #expect(throws: IdentityError.self, "\(text)") { try DeviceID(parsing: text) }
+        }
+    }
 }
 
 private func bytes(_ value: Any?) throws -> [UInt8] {

@@ -49,24 +49,32 @@ struct WireConformanceTests {
         #expect(hello.maxFrameSize == Frame.defaultMaxSize)
     }
 
-    /// A change that travels in any encoding but the canonical one is refused (PROTOCOL.md §8): here A1 with its
-    /// zero wall time left out, as a generated proto3 encoder would write it.
-    @Test func aChangeWithoutItsZeroFieldIsRefused() throws {
-        let changes = try Self.vectors()["changes"] as! [[String: Any]]
-        var canonical = try bytes(changes.first { $0["name"] as! String == "A1" }!["canonical"])
-        let wallTime: [UInt8] = [0x38, 0x00]
-        let at = try #require((0..<canonical.count - 1).first { Array(canonical[$0..<$0 + 2]) == wallTime })
-        canonical.removeSubrange(at..<at + 2)
-        var payload: [UInt8] = [0x0A]
-        var length = canonical.count
-        while length >= 0x80 {
-            payload.append(UInt8(length & 0x7F) | 0x80)
-            length >>= 7
+    /// A change that travels in any encoding but the canonical one is refused (PROTOCOL.md §8): A1 without its
+    /// zero wall time (as a generated proto3 encoder would write it), with an unknown field, with a padded
+    /// varint, with two fields swapped. The canonical A1 in the same frame is accepted.
+    @Test func changesInAnotherEncodingAreRefused() throws {
+        let vectors = try Self.vectors()
+        let a1 = try bytes((vectors["changes"] as! [[String: Any]])[0]["canonical"])
+        #expect(throws: Never.self) { try Message.decode(Frame(type: .changes, payload: changesPayload(a1))) }
+        for entry in (vectors["refused"] as! [String: Any])["changes_refused"] as! [[String: Any]] {
+            let payload = changesPayload(try bytes(entry["hex"]))
+            #expect(throws: WireError.self, "\(entry["why"]!)") {
+                try Message.decode(Frame(type: .changes, payload: payload))
+            }
         }
-        payload.append(UInt8(length))
-        payload += canonical
-        #expect(throws: WireError.self) { try Message.decode(Frame(type: .changes, payload: payload)) }
     }
+}
+
+/// A `Changes` payload holding one change: field 1, length-delimited.
+private func changesPayload(_ change: [UInt8]) -> [UInt8] {
+    var payload: [UInt8] = [0x0A]
+    var length = change.count
+    while length >= 0x80 {
+        payload.append(UInt8(length & 0x7F) | 0x80)
+        length >>= 7
+    }
+    payload.append(UInt8(length))
+    return payload + change
 }
 
 private func bytes(_ value: Any?) throws -> [UInt8] {
