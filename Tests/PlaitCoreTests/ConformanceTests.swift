@@ -182,14 +182,14 @@ struct ConformanceTests {
     }
 }
 
-struct VectorError: Error, CustomStringConvertible {
+private struct VectorError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
 }
 
-func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
+private func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
 
-func unhex(_ value: Any?) throws -> [UInt8] {
+private func unhex(_ value: Any?) throws -> [UInt8] {
     guard let text = value as? String, text.utf8.count % 2 == 0 else {
         throw VectorError("not hex: \(value ?? "nil")")
     }
@@ -207,7 +207,7 @@ func unhex(_ value: Any?) throws -> [UInt8] {
     return out
 }
 
-func hexTimeline(_ value: Any?) throws -> UInt64 {
+private func hexTimeline(_ value: Any?) throws -> UInt64 {
     guard let text = value as? String, text.utf8.count == 16, let number = UInt64(text, radix: 16) else {
         throw VectorError("not a 16-digit timeline: \(value ?? "nil")")
     }
