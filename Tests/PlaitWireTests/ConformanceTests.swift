@@ -49,6 +49,23 @@ struct WireConformanceTests {
         #expect(hello.maxFrameSize == Frame.defaultMaxSize)
     }
 
+    /// Notify's state report (PROTOCOL.md §14.4): the vector's digests, read back from the frame.
+    @Test func notifyCarriesTheStateReport() throws {
+        let vectors = try Self.vectors()
+        let frames = vectors["frames"] as! [[String: Any]]
+        let entry = frames.first { $0["name"] as! String == "Notify (with its state report)" }!
+        var decoder = FrameDecoder()
+        decoder.append(try bytes(entry["bytes"]))
+        guard case let .notify(summary, report) = try Message.decode(try #require(try decoder.next())) else {
+            Issue.record("the Notify vector is not a Notify")
+            return
+        }
+        #expect(summary.description == (vectors["summary"] as! [String: Any])["text"] as! String)
+        #expect(report?.stateDigest.hexString == (vectors["state"] as! [String: Any])["digest"] as! String)
+        #expect(report?.baselineDigest?.hexString == (vectors["baseline"] as! [String: Any])["digest"] as! String)
+        #expect(report?.unknownCount == 1)
+    }
+
     /// A change that travels in any encoding but the canonical one is refused (PROTOCOL.md §8): A1 without its
     /// zero wall time (as a generated proto3 encoder would write it), with an unknown field, with a padded
     /// varint, with two fields swapped. The canonical A1 in the same frame is accepted.
