@@ -62,6 +62,8 @@ public final class Agent: @unchecked Sendable {
     private let lock = NSLock()
     private var stopped = false
     private var sessions: [String: Running] = [:]
+    /// Sessions with a device that already has one here (another process of its home): stopped with the agent.
+    private var extraSessions: [ObjectIdentifier: Running] = [:]
     private var dialing: Set<String> = []
     private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
     private var trusted: Set<String> = []
@@ -74,6 +76,8 @@ public final class Agent: @unchecked Sendable {
     private var discovered: [String: Discovered] = [:]
     /// Sessions younger than this are "simultaneous" when a second connection from the same peer arrives.
     static let simultaneousWindow: Duration = .seconds(2)
+    /// A session that moved bytes this recently is alive, whatever a second connection from its peer suggests.
+    static let activeWindow: Duration = .seconds(5)
     private let threads = DispatchGroup()
     /// The port actually bound (useful with port 0).
     public private(set) var boundPort: UInt16?
@@ -119,7 +123,7 @@ public final class Agent: @unchecked Sendable {
     public func stop() {
         let running: [Running] = lock.withLock {
             stopped = true
-            return Array(sessions.values)
+            return Array(sessions.values) + Array(extraSessions.values)
         }
         // The accept thread owns the listener and closes it when it sees `stopped` (within its timeout).
         for entry in running { entry.session.stop() }
@@ -303,30 +307,49 @@ public final class Agent: @unchecked Sendable {
                 let simultaneous = ContinuousClock.now - existing.started < Self.simultaneousWindow
                     && existingDialer != newDialer
                 if simultaneous && existingDialer <= newDialer { return false }
+                // Both dialled by the peer's device while the older one is busy moving bytes: two processes of one
+                // home (its agent, and a `plait sync` run there). Both are alive: the newer one runs beside it.
+                // (An idle older one may be dead on a cut link: the newer one replaces it.)
+                if !existing.dialedByMe && !dialedByMe
+                    && ContinuousClock.now - existing.session.lastMoved < Self.activeWindow
+                {
+                    extraSessions[ObjectIdentifier(entry)] = entry
+                    return true
+                }
                 existing.session.stop()
             }
             sessions[peer] = entry
             return true
         }
         guard keep else { return }
+        defer { _ = lock.withLock { extraSessions.removeValue(forKey: ObjectIdentifier(entry)) } }
         logger.info("connected to \(peer)\(address.map { " at \($0)" } ?? "")")
         do {
             let result = try session.run()
             logger.info("session with \(result.peerName) ended: pulled \(result.pulled), sent \(result.sent)")
-            if dialedByMe, result.peerCloseReason == "stopped" {
-                // The peer stopped it: it is shutting down, or took a newer connection from this device (this
-                // home's own `plait sync`). Re-dialing at once would knock that one off in turn.
-                lock.withLock { backoff[peer] = (ContinuousClock.now + .seconds(2), .seconds(1)) }
-            }
+            if dialedByMe, result.peerCloseReason == "stopped" { backOff(peer) }
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())
         } catch {
             logger.info("session with \(peer) ended: \(error)")
+            // A session that failed at once (the peer kept another one from this device, or refused this one):
+            // re-dialing at once would only repeat it.
+            if dialedByMe && ContinuousClock.now - entry.started < Self.activeWindow { backOff(peer) }
         }
         lock.withLock {
             if sessions[peer] === entry { sessions[peer] = nil }
         }
         dialWake.signal()  // a peer that is still (or again) to be found is dialled now, not at the next tick
+    }
+
+    /// Waits before dialing `peer` again, longer each time (up to `maxBackoff`): the peer stopped or refused the
+    /// last session (it is shutting down, or keeps another one from this device, such as this home's own
+    /// `plait sync`), and re-dialing at once would knock that one off or repeat the refusal.
+    private func backOff(_ peer: String) {
+        lock.withLock {
+            let delay = min(settings.maxBackoff, max(.seconds(2), (backoff[peer]?.delay ?? .zero) * 2))
+            backoff[peer] = (ContinuousClock.now + delay, delay)
+        }
     }
 
     // MARK: Watching the store
@@ -364,7 +387,7 @@ public final class Agent: @unchecked Sendable {
                 let dropped: [Running] = lock.withLock {
                     guard current != trusted else { return [] }
                     trusted = current
-                    return sessions.values.filter { !current.contains($0.peer) }
+                    return (Array(sessions.values) + Array(extraSessions.values)).filter { !current.contains($0.peer) }
                 }
                 for entry in dropped {
                     logger.notice("unpaired \(entry.peer): closing its connection")
