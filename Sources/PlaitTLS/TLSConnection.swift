@@ -340,6 +340,12 @@ public final class TLSConnection: @unchecked Sendable {
         if reason > SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256 {
             return .rejectedByPeer(reason: text)
         }
+        // The stream ended (or was reset) with no alert: the peer dropped the connection, e.g. an agent over its
+        // handshake limits. A TLS peer that disliked the handshake would have sent an alert instead.
+        let hungUp = code == SSL_ERROR_SYSCALL && [0, ECONNRESET, EPIPE].contains(savedErrno)
+        if handshaking && (hungUp || reason == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+            return .closedDuringHandshake(reason: text)
+        }
         return handshaking ? .handshakeFailed(reason: text) : .closed(reason: text)
     }
 

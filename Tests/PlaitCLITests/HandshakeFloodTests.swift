@@ -48,9 +48,8 @@ import Glibc
             }
             let during = flood.tally
             let tally = flood.stop()
-            #expect(
-                failures.isEmpty,
-                "\(failures.count) of 8 syncs failed (\(context), flood \(tally)):\n\(failures.joined(separator: "\n"))")
+            let failed = failures.joined(separator: "\n")
+            #expect(failures.isEmpty, "\(failures.count) of 8 syncs failed (\(context), flood \(tally)):\n\(failed)")
             #expect(
                 during.opened - before.opened >= 100,
                 "the flood must go on while the paired device syncs (\(context)): before \(before), after \(during)")
