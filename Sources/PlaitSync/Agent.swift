@@ -189,6 +189,7 @@ public final class Agent: @unchecked Sendable {
                 }
                 guard let connection = accepted else { break }
                 let address = connection.peerHost
+                if admission.isFull(for: address ?? "?") { refresh(&handshaking, &admission) }
                 let (ticket, evicted) = admission.admit(host: address ?? "?", now: .now)
                 if let evicted { handshaking.removeValue(forKey: evicted)?.connection.close() }
                 handshaking[ticket] = Handshaking(connection: connection, address: address, waitsFor: Int16(POLLIN))
@@ -207,6 +208,7 @@ public final class Agent: @unchecked Sendable {
         }
         if let line = admission.summary(now: .now, final: true) { logger.warning("\(line)") }
         listener.close()
+        pendingQueue.sync {}  // a pending device being listed is in the store before `stop()` returns
     }
 
     /// Takes the handshake of `ticket` one step further: on to its session if done, closed and counted if it
@@ -226,6 +228,7 @@ public final class Agent: @unchecked Sendable {
             case .wantRead:
                 entry.waitsFor = Int16(POLLIN)
                 handshaking[ticket] = entry
+                if entry.connection.hasAnsweredClientHello { admission.answered(ticket) }
             case .wantWrite:
                 entry.waitsFor = Int16(POLLOUT)
                 handshaking[ticket] = entry
@@ -238,6 +241,22 @@ public final class Agent: @unchecked Sendable {
             } else {
                 admission.release(ticket)
             }
+        }
+    }
+
+    /// Takes every handshake whose socket is ready one step further, before one of them is dropped to make room:
+    /// a ClientHello that came in since the last turn is answered first, and a paired device's handshake that is
+    /// answered is not the one dropped.
+    private func refresh(
+        _ handshaking: inout [HandshakeAdmission.Ticket: Handshaking], _ admission: inout HandshakeAdmission
+    ) {
+        let tickets = Array(handshaking.keys)
+        var descriptors = tickets.compactMap { ticket in
+            handshaking[ticket].map { pollfd(fd: $0.connection.fileDescriptor, events: $0.waitsFor, revents: 0) }
+        }
+        guard descriptors.count == tickets.count, poll(&descriptors, nfds_t(descriptors.count), 0) > 0 else { return }
+        for (ticket, descriptor) in zip(tickets, descriptors) where descriptor.revents != 0 {
+            advance(ticket, &handshaking, &admission)
         }
     }
 

@@ -20,11 +20,12 @@ public struct HandshakeLimits: Sendable, Equatable {
 }
 
 /// The agent's admission of connections still handshaking, as a value: the accept loop tells it what happened
-/// (a connection came, finished, failed, time passed) and does what it answers (close that connection, log
-/// that line). Strangers cannot starve a paired device: when an address reaches its cap, its own oldest
-/// handshake goes; when all addresses together reach the total, the oldest handshake of the address holding the
-/// most goes. A newcomer is never refused, and a paired device's handshake (one, lasting milliseconds) is never
-/// the one chosen while a stranger holds more. Dropped connections are counted, not logged one by one.
+/// (a connection came, was answered, finished, failed, time passed) and does what it answers (close that
+/// connection, log that line). Strangers cannot starve a paired device: when an address reaches its cap, its own
+/// oldest handshake goes; when all addresses together reach the total, the oldest handshake of the address
+/// holding the most goes; within an address, handshakes whose ClientHello was not answered (silent, garbage, cut
+/// short) go first. A newcomer is never refused, and a paired device's handshake (one, lasting milliseconds) is
+/// never the one chosen while a stranger holds more. Dropped connections are counted, not logged one by one.
 struct HandshakeAdmission {
     /// One connection being handshaken, as the admission knows it.
     typealias Ticket = Int
@@ -47,6 +48,8 @@ struct HandshakeAdmission {
         let key: String
         let host: String
         let started: ContinuousClock.Instant
+        /// The client's ClientHello was complete and answered: it speaks TLS, unlike a silent or garbage flood.
+        var answered = false
     }
 
     private var entries: [Ticket: Entry] = [:]
@@ -69,6 +72,11 @@ struct HandshakeAdmission {
     /// Handshakes in progress from `host`'s address (its /64 for IPv6).
     func count(from host: String) -> Int { held[Self.addressKey(host)] ?? 0 }
 
+    /// Whether admitting a connection from `host` now would drop another one.
+    func isFull(for host: String) -> Bool {
+        held[Self.addressKey(host), default: 0] >= limits.perAddress || entries.count >= limits.total
+    }
+
     /// A connection from `host` arrived. Returns its ticket, and the ticket of a connection to close now to make
     /// room for it (counted as dropped over the limits), if any.
     mutating func admit(host: String, now: ContinuousClock.Instant) -> (ticket: Ticket, evict: Ticket?) {
@@ -90,6 +98,12 @@ struct HandshakeAdmission {
         entries[ticket] = Entry(key: key, host: host, started: now)
         held[key, default: 0] += 1
         return (ticket, evict)
+    }
+
+    /// The client of `ticket` sent a complete ClientHello and was answered: among an address's handshakes, those
+    /// that have not got that far are dropped first (a paired device gets there within a millisecond).
+    mutating func answered(_ ticket: Ticket) {
+        entries[ticket]?.answered = true
     }
 
     /// The handshake of `ticket` ended without counting as a drop (done with a paired peer, this very device
@@ -172,9 +186,11 @@ struct HandshakeAdmission {
         return entry
     }
 
-    /// The oldest handshake from the address `key`.
+    /// The handshake to drop from the address `key`: its oldest that has not been answered, else its oldest.
     private func oldest(of key: String) -> Ticket? {
-        entries.keys.filter { entries[$0]?.key == key }.min { isOlder($0, than: $1) }
+        let from = entries.keys.filter { entries[$0]?.key == key }
+        let unanswered = from.filter { entries[$0]?.answered == false }
+        return (unanswered.isEmpty ? from : unanswered).min { isOlder($0, than: $1) }
     }
 
     /// Whether `ticket` started before `other` (tickets are handed out in order: they break ties).

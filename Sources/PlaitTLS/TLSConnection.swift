@@ -194,6 +194,15 @@ public final class TLSConnection: @unchecked Sendable {
         }
     }
 
+    /// Whether this side, a server, has answered a complete ClientHello (sent its first flight, paying for a key
+    /// exchange): the client speaks TLS. A connection that sent nothing, garbage or a partial ClientHello has
+    /// not; an agent dropping one of several handshakes drops such a one first.
+    public var hasAnsweredClientHello: Bool {
+        guard isServer, state == .handshaking else { return state == .established }
+        let step = SSL_get_state(ssl)
+        return step != TLS_ST_BEFORE && step != TLS_ST_SR_CLNT_HELLO
+    }
+
     /// The checks after OpenSSL's handshake: one agreed application protocol, TLS 1.3, and a
     /// trusted peer certificate. Any failure closes the connection before application data flows.
     private func establish() throws {

@@ -61,6 +61,29 @@ struct HandshakeAdmissionTests {
         #expect(next.evict != paired)
     }
 
+    /// Within an address, handshakes whose ClientHello was not answered (silent, garbage, cut short) go first: a
+    /// paired device sharing an address with a flood (one NAT) keeps its handshake, however old.
+    @Test func unansweredHandshakesGoFirst() {
+        var admission = HandshakeAdmission(limits: limits(perAddress: 3, total: 64))
+        let paired = admission.admit(host: "192.168.1.20", now: at(0)).ticket
+        admission.answered(paired)
+        let silent = (1...2).map { admission.admit(host: "192.168.1.20", now: at($0)).ticket }
+        let third = admission.admit(host: "192.168.1.20", now: at(3))
+        #expect(third.evict == silent[0])
+        for index in 0..<100 {
+            let next = admission.admit(host: "192.168.1.20", now: at(4 + index))
+            #expect(next.evict != paired)
+        }
+        // When every handshake of the address was answered, the oldest goes after all.
+        var answered = HandshakeAdmission(limits: limits(perAddress: 2, total: 64))
+        let first = answered.admit(host: "192.168.1.20", now: at(0)).ticket
+        let second = answered.admit(host: "192.168.1.20", now: at(1)).ticket
+        answered.answered(first)
+        answered.answered(second)
+        let newcomer = answered.admit(host: "192.168.1.20", now: at(2))
+        #expect(newcomer.evict == first)
+    }
+
     /// A handshake past its deadline is expired, oldest first; the next thing due is the oldest's deadline.
     @Test func handshakesPastTheDeadlineExpireOldestFirst() {
         var limits = limits(perAddress: 8, total: 64)
