@@ -245,6 +245,8 @@ public enum Doctor {
         case .peerNotTrusted:
             return "another device answers at that address now; re-pair, or give the peer's new address with "
                 + "`plait pair --trust \(peer.deviceID) --address HOST:PORT`."
+        case .closedDuringHandshake:
+            return "the agent there closed the connection mid-handshake (overloaded, or restarting); try again shortly."
         default:
             return "start `plait agent` on \(peer.name), and check the address and any firewall between the two."
         }

@@ -92,6 +92,9 @@ extension Home {
         switch error {
         case .refused: return "\(address) is unreachable (connection refused): is `plait agent` running there?"
         case .timeout: return "\(address) did not answer in time: is the address right, and the agent running?"
+        case .closedDuringHandshake:
+            return "\(address) closed the connection during the TLS handshake (it may be overloaded): try again "
+                + "in a moment."
         case .rejectedByPeer:
             return "\(address) refused this device: it is not paired there (run `plait pair --trust` on it with this ID)."
         case let .peerNotTrusted(id):
