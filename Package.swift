@@ -89,7 +89,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built `plait` binary; the LAN tests also read the stores and build namespaces.
-        .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore", "PlaitStore", "PlaitNetnsSupport"]),
+        .testTarget(
+            name: "PlaitCLITests",
+            dependencies: [
+                // GRDB: tests damage a store file the way a user with sqlite3 would.
+                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -16,6 +16,9 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case rejected(CoreError)
     /// The store holds an impossible value (a bug or a damaged file).
     case inconsistent(String)
+    /// Derived data (the materialized state, its replay position, a checkpoint) fails to load or to check. It
+    /// is rebuilt from the changes, so a user sees this only if `plait repair` could not rebuild it.
+    case damagedDerivedState(String)
 
     public var description: String {
         switch self {
@@ -35,6 +38,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return error.description
         case let .inconsistent(detail):
             return "the store is inconsistent: \(detail); run `plait doctor`."
+        case let .damagedDerivedState(detail):
+            return "the materialized state is damaged (\(detail)); run `plait repair` to rebuild it from the changes."
         }
     }
 }
