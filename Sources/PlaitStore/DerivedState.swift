@@ -101,8 +101,8 @@ enum DerivedState {
 extension StoredChanges {
     /// The newest stored change in replay order: where a full replay ends.
     static func newestKey(_ db: Database) throws -> OrderKey? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT lamport, tl, seq FROM changes ORDER BY lamport DESC, tl DESC, seq DESC LIMIT 1")
-        else { return nil }
+        let sql = "SELECT lamport, tl, seq FROM changes ORDER BY lamport DESC, tl DESC, seq DESC LIMIT 1"
+        guard let row = try Row.fetchOne(db, sql: sql) else { return nil }
         return OrderKey(
             lamport: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 0)),
             timeline: TimelineID(timelineFromColumn(try row.decode(Int64.self, atIndex: 1))),

@@ -137,7 +137,8 @@ public enum Doctor {
                         detail: "decodes; covers \(baseline.summary), digest \(baseline.digest.hexString.prefix(16))"))
             }
         }
-        let changes = "\(verification.changes) stored changes" + (verification.baseline == nil ? "" : " over the baseline")
+        let changes =
+            "\(verification.changes) stored changes" + (verification.baseline == nil ? "" : " over the baseline")
         if let problem = verification.replayProblem {
             checks.append(
                 DoctorCheck(
@@ -167,8 +168,9 @@ public enum Doctor {
             checks.append(
                 DoctorCheck(
                     name: "checkpoints", status: .failed,
-                    detail: "\(verification.checkpointProblems.count) of \(verification.checkpoints) stored checkpoints "
-                        + "are damaged: " + verification.checkpointProblems.prefix(3).joined(separator: "; "),
+                    detail: "\(verification.checkpointProblems.count) of \(verification.checkpoints) stored "
+                        + "checkpoints are damaged: "
+                        + verification.checkpointProblems.prefix(3).joined(separator: "; "),
                     advice: repairAdvice))
         } else if verification.checkpoints > 0 {
             checks.append(

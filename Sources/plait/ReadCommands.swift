@@ -44,7 +44,9 @@ extension Plait {
             let state = try global.openHome().replica.state
             let ids = try list.map { [try Resolve.list($0, in: state)] } ?? state.liveListIDs
             let items = { (list: ObjectID, completed: Bool) in
-                state.itemIDs(in: list, completed: completed).map { ["id": $0.description, "text": state.items[$0]?.text ?? ""] }
+                state.itemIDs(in: list, completed: completed).map {
+                    ["id": $0.description, "text": state.items[$0]?.text ?? ""]
+                }
             }
             if json {
                 printJSON([

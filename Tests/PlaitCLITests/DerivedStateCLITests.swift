@@ -73,7 +73,8 @@ import Testing
                 #expect(run.succeeded && !run.crashed, "\(run)")
                 if let expected = healthy[command] { #expect(run.stdout == expected, "\(command) shows the data") }
                 let warnings = Self.warnings(run)
-                #expect(warnings.count == 1 && run.stderr.split(separator: "\n").count == 1, "\(command): \(run.stderr)")
+                #expect(
+                    warnings.count == 1 && run.stderr.split(separator: "\n").count == 1, "\(command): \(run.stderr)")
                 #expect(
                     warnings.first?.hasPrefix(Self.warningPrefix + "item ") == true
                         && warnings.first?.hasSuffix("; rebuilt it from the 1003 stored changes.") == true,
@@ -120,7 +121,8 @@ import Testing
 
             let repair = try sandbox.ok(["repair"])
             #expect(repair.stderr.isEmpty, "the damage is in the report, not a separate warning: \(repair)")
-            #expect(repair.stdout.contains("rebuilt the materialized state from 603 stored changes: 1 lists, 600 items"))
+            #expect(
+                repair.stdout.contains("rebuilt the materialized state from 603 stored changes: 1 lists, 600 items"))
             #expect(repair.stdout.contains("it was damaged (item "), "\(repair)")
             #expect(try Self.d500LinksToD501(store))
             let show = try sandbox.ok(["show", "--json"])
@@ -181,9 +183,10 @@ import Testing
         }
     }
 
-    /// Random bit flips in a copy of a healthy store: `show` and `show --json` may fail with a clear error, or
-    /// (a flip inside a text) show something else, but never crash. Seeded: PLAIT_BITFLIP_SEED,
-    /// PLAIT_BITFLIP_TRIALS (default 30).
+    /// Random bit flips in a copy of a healthy store: `show`, `show --json` (and `status --json`) may fail with a
+    /// clear error, or (a flip inside a text) show something else, but never crash. Seeded: PLAIT_BITFLIP_SEED,
+    /// PLAIT_BITFLIP_TRIALS (default 30). The seed fixes the flipped offsets and bits; the store has fresh random
+    /// IDs each run, so a store that made a command crash is kept and its path printed.
     @Test func bitFlipsNeverCrashShow() throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["PLAIT_BITFLIP_SEED"].flatMap { UInt64($0) } ?? 0x5EED_B17F
@@ -191,10 +194,9 @@ import Testing
         try withSandbox { sandbox in
             let healthyHome = sandbox.root + "/healthy"
             try Self.populate(sandbox, home: healthyHome, count: 1_000)
-            let expected = [
-                false: try sandbox.ok(["show", "--home", healthyHome]).stdout,
-                true: try sandbox.ok(["show", "--json", "--home", healthyHome]).stdout,
-            ]
+            let commands = [["show"], ["show", "--json"], ["status", "--json"]]
+            var expected: [[String]: String] = [:]
+            for command in commands { expected[command] = try sandbox.ok(command + ["--home", healthyHome]).stdout }
             let original = try Data(contentsOf: URL(fileURLWithPath: healthyHome + "/plait.db"))
             #expect(!FileManager.default.fileExists(atPath: healthyHome + "/plait.db-wal"), "the WAL was folded back")
             var rng = SplitMix64(seed: seed)
@@ -218,14 +220,19 @@ import Testing
                     flips.append("\(offset).\(bit)")
                 }
                 try Data(bytes).write(to: URL(fileURLWithPath: home + "/plait.db"))
-                for json in [false, true] {
-                    let run = try sandbox.run(
-                        ["show", "--home", home] + (json ? ["--json"] : []),
-                        environment: ["SWIFT_BACKTRACE": "enable=no"])
+                for command in commands {
+                    let run = try sandbox.run(command + ["--home", home], environment: ["SWIFT_BACKTRACE": "enable=no"])
                     if run.crashed {
-                        crashes.append("trial \(trial) (flips \(flips.joined(separator: " "))): \(run)")
+                        // Each run's store has fresh random IDs, so the seed fixes the flips, not the file: keep it.
+                        let kept = FileManager.default.temporaryDirectory.appendingPathComponent(
+                            "plait-bitflip-crash-\(seed)-\(trial)-\(UUID().uuidString.prefix(8))").path
+                        try? FileManager.default.copyItem(atPath: home, toPath: kept)
+                        let what = "flips \(flips.joined(separator: " ")), store kept in \(kept)"
+                        crashes.append("trial \(trial) (\(what)): \(run)")
                     } else if run.succeeded {
-                        if run.stdout == expected[json] { correct += 1 } else { otherOutput += 1 }
+                        // status names the home: compare it with the healthy one's path in its place.
+                        let shown = run.stdout.replacingOccurrences(of: home, with: healthyHome)
+                        if shown == expected[command] { correct += 1 } else { otherOutput += 1 }
                     } else if !run.stderr.isEmpty {
                         clearErrors += 1
                         errors.insert(String(run.stderr.prefix(160)))
@@ -236,7 +243,8 @@ import Testing
                 try FileManager.default.removeItem(atPath: home)
             }
             print(
-                "bit flips (seed \(seed), \(trials) trials × show, show --json): \(correct) correct, \(clearErrors) "
+                "bit flips (seed \(seed), \(trials) trials × show, show --json, status --json): \(correct) correct, "
+                    + "\(clearErrors) "
                     + "clear errors, \(otherOutput) other output, \(crashes.count) crashes")
             for error in errors.sorted() { print("  error: \(error)") }
             #expect(crashes.isEmpty, "seed \(seed) (PLAIT_BITFLIP_SEED): \(crashes.joined(separator: "\n"))")

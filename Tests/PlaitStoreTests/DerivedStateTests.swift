@@ -132,7 +132,8 @@ import Testing
             #expect(repaired.checkpointsDropped == verification.checkpoints && repaired.checkpointsWritten == 1)
             #expect(hex(repaired.digest) == hex(healthy))
             verification = try Store.verifyDerivedState(at: device.path)
-            #expect(verification.materializedMatchesReplay && verification.checkpointProblems.isEmpty, "\(verification)")
+            #expect(
+                verification.materializedMatchesReplay && verification.checkpointProblems.isEmpty, "\(verification)")
             #expect(try device.reopened().rebuildDerivedState().matched, "a second repair finds nothing to fix")
         }
     }
