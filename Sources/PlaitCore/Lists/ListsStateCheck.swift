@@ -12,10 +12,12 @@ extension ListsState {
     public func checkConsistency() throws(CoreError) {
         func fail(_ problem: String) -> CoreError { .inconsistentState(problem) }
         func short(_ id: ObjectID) -> String { String(id.description.prefix(8)) }
+        // No visited sets (this runs on every load, over every row): a walk whose `previous` links all agree
+        // cannot revisit a record — a loop back would need a second, different `previous` — so agreeing links,
+        // a step bound and a count of visits prove "each exactly once".
 
         // The list order.
-        var seenLists = Set<ObjectID>()
-        seenLists.reserveCapacity(lists.count)
+        var visitedLists = 0
         var previous: ObjectID?
         var cursor = listHead
         while let id = cursor {
@@ -24,21 +26,20 @@ extension ListsState {
                     previous.map { "list \(short($0)) names a next list \(short(id)) that does not exist" }
                         ?? "the first list \(short(id)) does not exist")
             }
-            guard seenLists.insert(id).inserted else { throw fail("the list order loops back to list \(short(id))") }
-            guard record.previous == previous else {
-                throw fail("list \(short(id)) names another previous list than the one before it")
+            guard record.previous == previous, visitedLists < lists.count else {
+                throw fail("the list order loops back to list \(short(id))")
             }
+            visitedLists += 1
             previous = id
             cursor = record.next
         }
         guard listTail == previous else { throw fail("the last list is not the one the list order ends with") }
-        guard seenLists.count == lists.count else {
-            throw fail("\(lists.count - seenLists.count) of \(lists.count) lists are not in the list order")
+        guard visitedLists == lists.count else {
+            throw fail("\(lists.count - visitedLists) of \(lists.count) lists are not in the list order")
         }
 
         // The sections.
-        var seenItems = Set<ObjectID>()
-        seenItems.reserveCapacity(items.count)
+        var visitedItems = 0
         for (listID, list) in lists {
             for completed in [false, true] {
                 let section = completed ? "completed" : "pending"
@@ -51,15 +52,14 @@ extension ListsState {
                                 ?? "list \(short(listID)) begins its \(section) items with \(short(id)), which does "
                                 + "not exist")
                     }
-                    guard seenItems.insert(id).inserted else {
-                        throw fail("item \(short(id)) is linked twice (a loop, or two sections)")
-                    }
                     guard item.list == listID, item.completed == completed, !item.deleted else {
                         throw fail("item \(short(id)) is linked into a section its record does not name")
                     }
-                    guard item.previous == previous else {
-                        throw fail("item \(short(id)) names another previous item than the one before it")
+                    guard item.previous == previous, visitedItems < items.count else {
+                        throw fail("item \(short(id)) is linked twice or names another previous item than the one "
+                            + "before it")
                     }
+                    visitedItems += 1
                     previous = id
                     cursor = item.next
                 }
@@ -68,11 +68,14 @@ extension ListsState {
                 }
             }
         }
-        for (id, item) in items where !seenItems.contains(id) {
-            guard item.deleted else { throw fail("live item \(short(id)) is in no section") }
-            guard item.previous == nil, item.next == nil else {
+        var live = 0
+        for (id, item) in items {
+            if !item.deleted {
+                live += 1
+            } else if item.previous != nil || item.next != nil {
                 throw fail("deleted item \(short(id)) still has links")
             }
         }
+        guard visitedItems == live else { throw fail("\(live - visitedItems) live items are in no section") }
     }
 }
