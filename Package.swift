@@ -90,7 +90,12 @@ let package = Package(
             ]),
         // Runs the built `plait` binary; the LAN tests also read the stores and build namespaces.
         .testTarget(
-            name: "PlaitCLITests", dependencies: ["PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport"]),
+            name: "PlaitCLITests",
+            dependencies: [
+                // GRDB: tests damage a store file the way a user with sqlite3 would.
+                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -21,6 +21,14 @@ public final class Replica: @unchecked Sendable {
     public var storedCheckpointInterval = 10_000
     /// Stored checkpoints kept.
     public var storedCheckpointLimit = 4
+    /// The state was rebuilt in memory from the source because the rows were damaged; the next write
+    /// transaction rewrites every row (a read-only command writes nothing).
+    private var rebuiltUnsaved = false
+    /// Damaged derived data healed, not yet handed to `onDerivedStateRepair`'s handler.
+    private var pendingRepairs: [DerivedStateRepair] = []
+    private var repairHandler: (@Sendable (DerivedStateRepair) -> Void)?
+    /// The last repair reported: a failed write reloads and may meet the same damage again, which is not news.
+    private var lastRepair: DerivedStateRepair?
 
     public init(store: Store) throws {
         self.store = store
@@ -51,25 +59,54 @@ public final class Replica: @unchecked Sendable {
             try lock.withLock {
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
                 if current != generation { try reload(db) }
-                let baseline = try Data.fetchOne(db, sql: "SELECT data FROM baseline WHERE id = 1")
                 return ReplicaStatus(
-                    summary: try Store.summary(db), baselineDigest: baseline.map { SHA256.hash([UInt8]($0)) },
-                    stateDigest: engine.digest, uninterpretable: unknown)
+                    view: try Store.localView(db), stateDigest: engine.digest, uninterpretable: unknown)
             }
         }
     }
 
+    /// Loads the materialized state; if it fails to load or to check, replays the source instead (DESIGN §10)
+    /// and reports it once. Only an unreadable source is an error.
     private func reload(_ db: Database) throws {
-        let state = try MaterializedRows.load(db)
-        let position = try Self.position(db)
-        engine = ReplayEngine(domain: domain, state: state, position: position)
+        do {
+            let loaded = try DerivedState.load(db)
+            engine = ReplayEngine(domain: domain, state: loaded.state, position: loaded.position)
+            rebuiltUnsaved = false
+        } catch {
+            let problem = DerivedState.problem(error)
+            let replay = try DerivedState.replay(db, domain: domain)
+            engine = replay.engine
+            rebuiltUnsaved = true
+            report(.rebuilt(problem: problem, changes: replay.changes, fromBaseline: replay.fromBaseline))
+        }
         generation = try Meta.get(db, .generation) ?? 0
+    }
+
+    /// Hands each repair of damaged derived data to `handler` (the CLI warns on stderr, the agent logs), including
+    /// those found before it was set, while the replica loaded. `handler` runs under the replica's lock: it must
+    /// not call back into the replica.
+    public func onDerivedStateRepair(_ handler: @escaping @Sendable (DerivedStateRepair) -> Void) {
+        let pending = lock.withLock {
+            repairHandler = handler
+            defer { pendingRepairs = [] }
+            return pendingRepairs
+        }
+        for repair in pending { handler(repair) }
+    }
+
+    /// Called with the lock held (or from `init`).
+    private func report(_ repair: DerivedStateRepair) {
+        guard repair != lastRepair else { return }
+        lastRepair = repair
+        if let repairHandler { repairHandler(repair) } else { pendingRepairs.append(repair) }
     }
 
     static func position(_ db: Database) throws -> OrderKey {
         guard let data: Data = try Meta.get(db, .position) else { return .zero }
         var reader = [UInt8](data)
-        guard reader.count == 24 else { throw StoreError.inconsistent("the replay position is \(reader.count) bytes") }
+        guard reader.count == 24 else {
+            throw StoreError.damagedDerivedState("the replay position is \(reader.count) bytes, not 24")
+        }
         func word(_ offset: Int) -> UInt64 { (0..<8).reduce(0) { $0 << 8 | UInt64(reader[offset + $1]) } }
         let key = OrderKey(lamport: word(0), timeline: TimelineID(word(8)), seq: word(16))
         reader.removeAll()
@@ -93,7 +130,13 @@ public final class Replica: @unchecked Sendable {
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
                 if current != generation { try reload(db) }
                 let result = try body(db)
-                try engine.modifyState { state in try MaterializedRows.save(&state, db) }
+                if rebuiltUnsaved {
+                    // The rows were damaged and the state was rebuilt from the source: rewrite them all.
+                    try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
+                    rebuiltUnsaved = false
+                } else {
+                    try engine.modifyState { state in try MaterializedRows.save(&state, db) }
+                }
                 try Meta.set(db, .position, Self.encode(engine.position))
                 try Meta.set(db, .generation, current + 1)
                 generation = current + 1
@@ -422,19 +465,38 @@ public final class Replica: @unchecked Sendable {
 
     /// Where replay restarts when no in-memory checkpoint is early enough: the newest stored checkpoint
     /// before `key`, else the baseline, else the empty state.
+    /// A checkpoint that does not decode is derived data: it is dropped (when `db` may write) and reported, and
+    /// the one before it is tried.
     func restartPoint(_ db: Database, before key: OrderKey) throws -> (key: OrderKey, state: ListsState) {
-        if let row = try Row.fetchOne(
+        var bound = key
+        while let row = try Row.fetchOne(
             db,
             sql: """
                 SELECT lamport, tl, seq, snapshot FROM checkpoints WHERE (lamport, tl, seq) < (?, ?, ?)
                 ORDER BY lamport DESC, tl DESC, seq DESC LIMIT 1
                 """,
-            arguments: [Int64(key.lamport), timelineColumn(key.timeline.rawValue), Int64(key.seq)])
+            arguments: [
+                Int64(bitPattern: bound.lamport), timelineColumn(bound.timeline.rawValue), Int64(bitPattern: bound.seq),
+            ])
         {
             let checkpointKey = OrderKey(
-                lamport: UInt64(row[0] as Int64), timeline: TimelineID(timelineFromColumn(row[1] as Int64)),
-                seq: UInt64(row[2] as Int64))
-            return (checkpointKey, try domain.restore(snapshot: [UInt8](row[3] as Data)[...]))
+                lamport: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 0)),
+                timeline: TimelineID(timelineFromColumn(try row.decode(Int64.self, atIndex: 1))),
+                seq: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 2)))
+            // A damaged row could hold a key that is not before `bound`; stop rather than loop.
+            guard checkpointKey < bound else { break }
+            do {
+                let snapshot = [UInt8](try row.decode(Data.self, atIndex: 3))
+                return (checkpointKey, try domain.restore(snapshot: snapshot[...]))
+            } catch {
+                report(.droppedCheckpoint(at: checkpointKey, problem: "\(error)"))
+                if !db.configuration.readonly {
+                    try db.execute(
+                        sql: "DELETE FROM checkpoints WHERE lamport = ? AND tl = ? AND seq = ?",
+                        arguments: [row[0] as DatabaseValue, row[1] as DatabaseValue, row[2] as DatabaseValue])
+                }
+                bound = checkpointKey
+            }
         }
         if let baseline = try Store.baseline(db) {
             return (.zero, try domain.restore(snapshot: baseline.snapshot[...]))
@@ -446,13 +508,7 @@ public final class Replica: @unchecked Sendable {
     private func persistCheckpointIfDue(_ db: Database, added: Int, every: Int = 1) throws {
         let pending = (try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'since_checkpoint'") ?? 0) + added
         if pending >= storedCheckpointInterval * every && engine.position > .zero {
-            let key = engine.position
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, ?)",
-                arguments: [
-                    Int64(key.lamport), timelineColumn(key.timeline.rawValue), Int64(key.seq),
-                    Data(domain.snapshot(of: engine.state, weight: 0)),
-                ])
+            try storeCheckpoint(db)
             try db.execute(
                 sql: """
                     DELETE FROM checkpoints WHERE (lamport, tl, seq) NOT IN
@@ -463,6 +519,17 @@ public final class Replica: @unchecked Sendable {
         } else {
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('since_checkpoint', ?)", arguments: [pending])
         }
+    }
+
+    /// Stores the current state as a checkpoint at the current position.
+    private func storeCheckpoint(_ db: Database) throws {
+        let key = engine.position
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, ?)",
+            arguments: [
+                Int64(key.lamport), timelineColumn(key.timeline.rawValue), Int64(key.seq),
+                Data(domain.snapshot(of: engine.state, weight: 0)),
+            ])
     }
 
     // MARK: Full replay
@@ -476,30 +543,59 @@ public final class Replica: @unchecked Sendable {
 
     /// `rebuild` inside a transaction that is already open.
     func replayAll(_ db: Database) throws -> (changes: Int, replaySeconds: Double) {
-            let start = DispatchTime.now().uptimeNanoseconds
-            let restart = try restartPoint(db, before: .zero)
-            var initial = restart.state
-            initial.trackChanges = false
-            engine = ReplayEngine(domain: domain, state: initial, position: .zero)
-            // Checkpoints serve late changes, which land near the head: take them only over the last stretch
-            // of the history instead of paying a state copy every interval all the way.
-            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0
-            let interval = engine.checkpointInterval
-            let checkpointsFrom = total - interval * engine.checkpointLimit
-            engine.checkpointInterval = checkpointsFrom > 0 ? Int.max : interval
-            var count = 0
-            try StoredChanges(db: db).forEachChangePipelined { change in
-                engine.applyNext(change)
-                count += 1
-                if count == checkpointsFrom { engine.checkpointInterval = interval }
+        let replay = try DerivedState.replay(db, domain: domain)
+        engine = replay.engine
+        try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
+        rebuiltUnsaved = false
+        return (replay.changes, replay.seconds)
+    }
+
+    /// What `rebuildDerivedState` found and did.
+    public struct DerivedStateRebuild: Sendable {
+        /// Why the stored materialized state could not be used (it did not load or check), if so.
+        public var problem: String?
+        /// Whether the stored state loaded and equalled the replay (then the rebuild changed nothing visible).
+        public var matched: Bool
+        public var changes: Int
+        public var fromBaseline: Bool
+        public var checkpointsDropped: Int
+        public var checkpointsWritten: Int
+        public var lists: Int
+        public var items: Int
+        /// The state digest after the rebuild.
+        public var digest: [UInt8]
+    }
+
+    /// Rebuilds every piece of derived state from the source in one transaction (`plait repair`): the
+    /// materialized rows and replay position from a full replay; the stored checkpoints dropped and one taken at
+    /// the head.
+    public func rebuildDerivedState() throws -> DerivedStateRebuild {
+        try transaction { db in
+            var stored: [UInt8]?
+            var problem: String?
+            do {
+                stored = domain.digest(of: try DerivedState.load(db).state)
+            } catch {
+                problem = DerivedState.problem(error)
             }
-            engine.checkpointInterval = interval
-            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            try engine.modifyState { state in
-                state.trackChanges = true
-                try MaterializedRows.replaceAll(&state, db)
+            let replay = try DerivedState.replay(db, domain: domain)
+            engine = replay.engine
+            try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
+            rebuiltUnsaved = false
+            let dropped = try Int.fetchOne(db, sql: "SELECT count(*) FROM checkpoints") ?? 0
+            try db.execute(sql: "DELETE FROM checkpoints")
+            var written = 0
+            if engine.position > .zero {
+                try storeCheckpoint(db)
+                written = 1
             }
-            return (count, seconds)
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('since_checkpoint', 0)")
+            let digest = engine.digest
+            return DerivedStateRebuild(
+                problem: problem, matched: stored == digest, changes: replay.changes, fromBaseline: replay.fromBaseline,
+                checkpointsDropped: dropped, checkpointsWritten: written, lists: engine.state.liveListIDs.count,
+                items: engine.state.items.values.filter { !$0.deleted }.count, digest: digest)
+        }
     }
 
     /// Seconds to read every stored change in replay order without applying it (a benchmark baseline).

@@ -4,9 +4,11 @@ import PlaitCore
 
 /// A device's state as of one instant: what the divergence alarm compares (DESIGN §10).
 public struct ReplicaStatus: Sendable, Equatable {
-    public var summary: Summary
+    /// The summary, heads and baseline of the same instant as the digest.
+    public var view: LocalView
+    public var summary: Summary { view.summary }
     /// SHA-256 of the encoded baseline; nil without one.
-    public var baselineDigest: [UInt8]?
+    public var baselineDigest: [UInt8]? { view.baselineDigest }
     public var stateDigest: [UInt8]
     /// Stored changes this build cannot interpret.
     public var uninterpretable: Int

@@ -27,7 +27,10 @@ public struct LocalView: Sendable, Equatable {
 extension Store {
     /// The summary, the head of every timeline, and the baseline's summary and digest, as of one instant.
     public func localView() throws -> LocalView {
-        try read { db in
+        try read { db in try Self.localView(db) }
+    }
+
+    static func localView(_ db: Database) throws -> LocalView {
             var summary = Summary()
             var heads: [TimelineID: LocalView.Head] = [:]
             for row in try Self.heads(db) {
@@ -39,7 +42,6 @@ extension Store {
                 ownTimeline: try Self.ownTimeline(db), summary: summary, heads: heads,
                 baselineSummary: try baseline.map { try Summary(parsing: $0[0] as String) } ?? Summary(),
                 baselineDigest: baseline.map { SHA256.hash([UInt8]($0[1] as Data)) })
-        }
     }
 
     /// The changes folded into the baseline (empty without one), without decoding the baseline itself.

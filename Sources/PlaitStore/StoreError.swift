@@ -21,6 +21,9 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case ownTimelineSuspect(timeline: TimelineID, reason: String)
     /// The Lamport clock reached its limit (2^62): no change can be authored after it.
     case lamportExhausted(timeline: TimelineID)
+    /// Derived data (the materialized state, its replay position, a checkpoint) fails to load or to check. It
+    /// is rebuilt from the changes, so a user sees this only if `plait repair` could not rebuild it.
+    case damagedDerivedState(String)
 
     public var description: String {
         switch self {
@@ -45,6 +48,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
                 + "changed. Run `plait rejoin` to go on with a new timeline (`plait doctor` says more)."
         case let .lamportExhausted(timeline):
             return "the Lamport clock of timeline \(timeline) reached its limit (2^62); nothing was changed."
+        case let .damagedDerivedState(detail):
+            return "the materialized state is damaged (\(detail)); run `plait repair` to rebuild it from the changes."
         }
     }
 }

@@ -223,14 +223,16 @@ struct SessionMachine {
     /// The Hello that opens the session.
     mutating func start() throws(SessionError) -> [Message] {
         let hello = try local { () throws -> Hello in
-            try replica.refresh()
-            let view = try replica.store.localView()
+            // The summary and the digest of one instant: another process may write between two reads, and a
+            // peer comparing them would see a divergence that is not there.
+            let status = try replica.status()
+            let view = status.view
             return Hello(
                 domainName: ListsDomain.name, domainVersion: ListsDomain.version, deviceID: identity.deviceID,
                 name: identity.name, summary: view.summary,
                 headHashes: view.heads.mapValues { HeadHash(seq: $0.seq, hash: $0.hash) },
                 baselineSummary: view.baselineSummary, baselineDigest: view.baselineDigest,
-                stateDigest: replica.digest, unknownCount: UInt64(try replica.uninterpretableCount()),
+                stateDigest: status.stateDigest, unknownCount: UInt64(status.uninterpretable),
                 maxFrameSize: options.frameLimit)
         }
         helloSent = true

@@ -50,6 +50,7 @@ extension Plait {
                 return handler
             }
             let logger = Logger(label: "plait.agent")
+            home.replica.onDerivedStateRepair { repair in logger.warning("\(repair)") }
             let agent = PlaitSync.Agent(home: home, settings: settings, logger: logger)
             try agent.start()
             let finished = DispatchSemaphore(value: 0)
