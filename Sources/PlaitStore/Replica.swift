@@ -286,7 +286,7 @@ public final class Replica: @unchecked Sendable {
                     throw CoreError.changeTooLarge(size: bytes.count, limit: maxChangeBytes)
                 }
                 if domain.canInterpret(kind: change.kind, version: change.version) {
-                    _ = try ListsChange(kind: change.kind, payload: change.payload)
+                    try ListsChange.checkArriving(change)
                 }
                 heads[change.timeline] = (change.seq, change.lamport, SHA256.hash(bytes))
                 fresh.append(change)

@@ -297,7 +297,7 @@ public final class Agent: @unchecked Sendable {
         logger.info("connected to \(peer)\(address.map { " at \($0)" } ?? "")")
         do {
             let result = try session.run()
-            logger.info("session with \(result.peerName) ended: pulled \(result.pulled), sent \(result.sent)")
+            logger.info("session with \(result.peerLabel) ended: pulled \(result.pulled), sent \(result.sent)")
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())
         } catch {
@@ -445,7 +445,7 @@ extension Agent {
             else { return }
             let trusted = lock.withLock { Array(self.trusted) }
             guard let id = DiscoveryTag.matchingDevice(tag: txt.tag, trusted: trusted), id != myID else {
-                logger.debug("found '\(service.name)' on the LAN: not a paired device")
+                logger.debug("found '\(service.name.terminalSafe)' on the LAN: not a paired device")
                 return
             }
             let isNew: Bool
@@ -459,13 +459,13 @@ extension Agent {
             if let running {
                 if isNew {
                     // It (re)appeared, or moved: the session may be dead on a link that went away. Start afresh.
-                    logger.info("paired device \(service.name) is back on the LAN at \(endpoint); reconnecting")
+                    logger.info("paired device \(service.name.terminalSafe) is back on the LAN at \(endpoint); reconnecting")
                     running.session.stop()
                 } else if previous?.sum != txt.sum {
                     running.session.resync()  // its summary changed: ask now, whatever Notify said
                 }
             } else if isNew || previous?.sum != txt.sum {
-                logger.info("found paired device \(service.name) at \(endpoint)")
+                logger.info("found paired device \(service.name.terminalSafe) at \(endpoint)")
             }
             dialWake.signal()
         case let .removed(name):

@@ -36,8 +36,10 @@ extension Plait {
 
         func run() throws {
             let home = try global.openHome()
-            var lines: [String] = []
-            while let line = readLine(strippingNewline: true) { lines.append(line) }
+            // No valid line is longer than twice the largest change (every byte quoted with a backslash), so a
+            // longer one is refused before it is parsed: a 100 MiB line costs only its reading.
+            let lines = try Self.lines(
+                FileHandle.standardInput.readDataToEndOfFile(), maxLineBytes: 2 * home.config.maxChangeBytes + 65_536)
             let result = try Self.commit(lines: lines, to: home.replica)
             if json {
                 printJSON(["lines": result.lines, "changes": result.changes])
@@ -46,32 +48,67 @@ extension Plait {
             }
         }
 
+        /// Splits standard input into lines (without "\n" or "\r\n"), refusing a line that is not UTF-8
+        /// rather than storing its text with replacement characters, and a line over `maxLineBytes`.
+        static func lines(_ input: Data, maxLineBytes: Int) throws -> [String] {
+            var lines: [String] = []
+            var number = 0
+            for var line in input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+                number += 1
+                if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+                guard line.count <= maxLineBytes else {
+                    let start = String(decoding: line.prefix(320), as: UTF8.self).unicodeScalars.prefix(80)
+                    throw PlaitError.batchLine(
+                        number: number, text: String(String.UnicodeScalarView(start)).terminalSafe
+                            + "… (\(line.count) bytes in all)",
+                        problem: "it is longer than any data command can be (store.max_change_bytes is "
+                            + "\(maxLineBytes / 2 - 32_768) bytes).")
+                }
+                guard let text = String(validating: line, as: UTF8.self) else {
+                    let shown = String(decoding: line, as: UTF8.self).terminalExcerpt()
+                    throw PlaitError.batchLine(
+                        number: number, text: shown,
+                        problem: "it is not valid UTF-8 text; convert the input to UTF-8 (e.g. with iconv) and run "
+                            + "the batch again.")
+                }
+                lines.append(text)
+            }
+            // Input ending in a line break has no line after it.
+            if input.last == UInt8(ascii: "\n") { lines.removeLast() }
+            return lines
+        }
+
         /// Parses and applies `lines` in one local edit; the first bad line aborts everything.
         static func commit(lines: [String], to replica: Replica) throws -> (lines: Int, changes: Int) {
             var commands = 0
             let changes = try replica.edit { edit -> Int in
                 for (index, line) in lines.enumerated() {
                     let number = index + 1
+                    // An error quotes only the start of the line: a bad line may be megabytes long.
+                    let quoted = { line.terminalExcerpt() }
                     let tokens: [String]
                     do {
                         tokens = try ShellWords.split(line)
                     } catch {
-                        throw PlaitError.batchLine(number: number, text: line, problem: "\(error)")
+                        throw PlaitError.batchLine(number: number, text: quoted(), problem: "\(error)")
                     }
                     if tokens.isEmpty { continue }
                     let operation: DataOperation
                     do {
                         operation = try parseDataLine(tokens)
                     } catch let error as PlaitError {
-                        throw PlaitError.batchLine(number: number, text: line, problem: error.description)
+                        throw PlaitError.batchLine(number: number, text: quoted(), problem: error.description)
                     } catch {
-                        let message = BatchLine.message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-                        throw PlaitError.batchLine(number: number, text: line, problem: message + ".")
+                        // ArgumentParser's message may quote a whole (huge) word of the line: keep its start.
+                        let message = BatchLine.message(for: error).split(separator: "\n").first.map(String.init)
+                            ?? "\(error)"
+                        throw PlaitError.batchLine(
+                            number: number, text: quoted(), problem: message.terminalExcerpt(limit: 200) + ".")
                     }
                     do {
                         _ = try operation.perform(edit)
                     } catch {
-                        throw PlaitError.batchLine(number: number, text: line, problem: "\(error)")
+                        throw PlaitError.batchLine(number: number, text: quoted(), problem: "\(error)")
                     }
                     commands += 1
                 }
@@ -90,6 +127,7 @@ func parseDataLine(_ tokens: [String]) throws -> DataOperation {
         try operation.validate()
         return operation
     }
+    try CommandLineCheck.knownCommand(tokens, root: BatchLine.self, path: [])
     let parsed = try BatchLine.parseAsRoot(tokens)
     guard let command = parsed as? DataCommand else {
         throw PlaitError.usage("not a data command (use list add|rename|recolor|move|rm, add, edit, done, reopen, move or rm)")

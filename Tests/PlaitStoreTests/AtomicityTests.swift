@@ -149,7 +149,7 @@ enum DamagedBatch: String, CaseIterable, CustomStringConvertible, Sendable {
                     payload: [0x0A, 0x10, 0x01])
                 batch.removeSubrange(4...)
                 expected = {
-                    if case .malformedPayload("item.create", _) = $0 { return true }
+                    if case .badChange("\(bTimeline):4", _) = $0 { return true }
                     return false
                 }
             case .goodTimelineThenGap:

@@ -92,7 +92,17 @@ public enum ListsChange: Hashable, Sendable {
         case let .success(change): self = change
         case let .failure(error):
             if case .malformedPayload = error { throw error }
-            throw .malformedPayload(kind: kind, reason: error.description)
+            throw .malformedPayload(kind: kind, reason: error.reason)
+        }
+    }
+
+    /// Checks the payload of a change that arrived from a peer, as integrating it does; the error names the
+    /// change and the peer's fault (`badChange`), never this store.
+    public static func checkArriving(_ change: Change) throws(CoreError) {
+        do {
+            _ = try ListsChange(kind: change.kind, payload: change.payload)
+        } catch {
+            throw .badChange(ref: change.ref.description, reason: "its \(change.kind) payload: \(error.reason)")
         }
     }
 
