@@ -95,7 +95,7 @@ public final class Agent: @unchecked Sendable {
             let listener = try TLSListener(host: listen.host, port: listen.port, context: context)
             self.listener = listener
             boundPort = listener.port
-            logger.info("listening on \(listen.host):\(listener.port) as \(myID) (\(home.deviceName))")
+            logger.info("listening on \(listen.host):\(listener.port) as \(myID) (\(home.deviceName.terminalSafe))")
             spawn("accept") { self.acceptLoop(listener) }
         }
         if settings.discovery, let port = boundPort { startDiscovery(port: port) }
