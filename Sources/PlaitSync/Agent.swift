@@ -459,7 +459,8 @@ extension Agent {
             if let running {
                 if isNew {
                     // It (re)appeared, or moved: the session may be dead on a link that went away. Start afresh.
-                    logger.info("paired device \(service.name.terminalSafe) is back on the LAN at \(endpoint); reconnecting")
+                    logger.info(
+                        "paired device \(service.name.terminalSafe) is back on the LAN at \(endpoint); reconnecting")
                     running.session.stop()
                 } else if previous?.sum != txt.sum {
                     running.session.resync()  // its summary changed: ask now, whatever Notify said

@@ -60,8 +60,7 @@ extension Plait {
                 // A line break ends a line; input ending in one has no (empty) line after it, as with readLine.
                 while start < buffer.count {
                     let found = memchr(buffer.baseAddress! + start, 0x0A, buffer.count - start)
-                    let end = found.map { UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self) - buffer.baseAddress! }
-                        ?? buffer.count
+                    let end = found.map { UnsafeRawPointer($0) - raw.baseAddress! } ?? buffer.count
                     number += 1
                     var line = UnsafeBufferPointer(rebasing: buffer[start..<end])
                     if line.last == UInt8(ascii: "\r") { line = UnsafeBufferPointer(rebasing: line.dropLast()) }

@@ -86,16 +86,20 @@ enum DataOperation: Equatable {
             let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? (top ? .top : .bottom)
             let id = ObjectID.random()
             try edit.append(.listCreate(id: id, title: title, color: color, at: position))
-            return ("created list '\(title.terminalSafe)' (\(Resolve.short(id)))", ["id": id.description, "title": title])
+            return (
+                "created list '\(title.terminalSafe)' (\(Resolve.short(id)))", ["id": id.description, "title": title])
         case let .listRename(list, title):
             let id = try Resolve.list(list, in: edit.state)
             try edit.append(.listRename(id: id, title: title))
-            return ("renamed list \(Resolve.short(id)) to '\(title.terminalSafe)'", ["id": id.description, "title": title])
+            return (
+                "renamed list \(Resolve.short(id)) to '\(title.terminalSafe)'", ["id": id.description, "title": title])
         case let .listRecolor(list, color):
             let id = try Resolve.list(list, in: edit.state)
             let value = color == "none" ? nil : color
             try edit.append(.listRecolor(id: id, color: value))
-            return ("recolored list \(Resolve.short(id)) to \(value?.terminalSafe ?? "none")", ["id": id.description, "color": value ?? NSNull()])
+            return (
+                "recolored list \(Resolve.short(id)) to \(value?.terminalSafe ?? "none")",
+                ["id": id.description, "color": value ?? NSNull()])
         case let .listMove(list, _, after):
             let id = try Resolve.list(list, in: edit.state)
             let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? .top
@@ -114,7 +118,8 @@ enum DataOperation: Equatable {
                 ?? (top ? .top : .bottom)
             let id = ObjectID.random()
             try edit.append(.itemCreate(id: id, list: listID, text: text, at: position))
-            return ("added '\(text.terminalSafe)' (\(Resolve.short(id))) to \(edit.state.lists[listID]!.title.terminalSafe)",
+            let listTitle = edit.state.lists[listID]!.title.terminalSafe
+            return ("added '\(text.terminalSafe)' (\(Resolve.short(id))) to \(listTitle)",
                 ["id": id.description, "list": listID.description, "text": text])
         case let .edit(item, text):
             let id = try Resolve.item(item, in: edit.state)

@@ -142,7 +142,9 @@ extension Plait {
                         "address": paired.address?.description ?? NSNull(),
                     ] as [String: Any])
             } else {
-                print("paired with \(paired.deviceID) (\"\(paired.name.terminalSafe)\")\(paired.address.map { " at \($0)" } ?? "")")
+                print(
+                    "paired with \(paired.deviceID) (\"\(paired.name.terminalSafe)\")"
+                        + (paired.address.map { " at \($0)" } ?? ""))
                 print("Now, on that device: plait pair --trust \(home.identity.deviceID)")
             }
         }
@@ -234,7 +236,9 @@ extension Plait {
                 }
                 if rows.isEmpty { print("no pending devices") }
                 for row in rows {
-                    print("\(row.deviceID)  \"\(row.name.terminalSafe)\" (unverified)  \(row.address ?? "-")  \(row.attempts) attempts")
+                    print(
+                        "\(row.deviceID)  \"\(row.name.terminalSafe)\" (unverified)  \(row.address ?? "-")  "
+                            + "\(row.attempts) attempts")
                 }
                 if !rows.isEmpty { print("Trust one with: plait pair --trust DEVICE-ID (after checking the ID on that device)") }
                 return
@@ -293,7 +297,8 @@ final class PairingTerminal: @unchecked Sendable {
     /// (including the end of input) is no.
     func ask(_ prompt: PairingPrompt) -> Bool {
         lock.withLock {
-            let name = prompt.peerName.isEmpty ? "no name" : "\"\(prompt.peerName.terminalSafe)\", the name it gives itself"
+            let name =
+                prompt.peerName.isEmpty ? "no name" : "\"\(prompt.peerName.terminalSafe)\", the name it gives itself"
             write("other device: \(prompt.peer) (\(name))\ncode: \(prompt.code)\n")
             write("Do both screens show the same code? [y/N] ")
             promptOpen = true
@@ -312,7 +317,9 @@ final class PairingTerminal: @unchecked Sendable {
     func choose(_ candidates: [PairingCandidate], problem: String?) -> String? {
         lock.withLock {
             var text = problem.map { "\($0).\n" } ?? "Several devices are in pairing mode:\n"
-            for (index, candidate) in candidates.enumerated() { text += "  \(index + 1). \(candidate.description.terminalSafe)\n" }
+            for (index, candidate) in candidates.enumerated() {
+                text += "  \(index + 1). \(candidate.description.terminalSafe)\n"
+            }
             write(text + "Pair with which device? [1-\(candidates.count)] ")
             promptOpen = true
         }
@@ -333,6 +340,7 @@ final class PairingTerminal: @unchecked Sendable {
     }
 
     func report(_ paired: PairedDevice) {
-        say("paired with \(paired.deviceID) (\"\(paired.name.terminalSafe)\")\(paired.address.map { " at \($0)" } ?? "")")
+        let address = paired.address.map { " at \($0)" } ?? ""
+        say("paired with \(paired.deviceID) (\"\(paired.name.terminalSafe)\")" + address)
     }
 }

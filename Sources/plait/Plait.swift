@@ -59,10 +59,11 @@ enum CommandLineCheck {
         for index in 1..<max(1, Int(argc)) {
             guard let pointer = argv[index] else { continue }
             if String(validatingCString: pointer) == nil {
-                let shown = String(decoding: UnsafeRawBufferPointer(start: pointer, count: strlen(pointer)), as: UTF8.self)
+                let bytes = UnsafeRawBufferPointer(start: pointer, count: strlen(pointer))
+                let shown = String(decoding: bytes, as: UTF8.self).terminalExcerpt(limit: 40)
                 throw ValidationError(
-                    "argument \(index) ('\(shown.terminalExcerpt(limit: 40))') is not valid UTF-8; plait stores text as "
-                        + "UTF-8, so convert it first (e.g. with iconv) and try again")
+                    "argument \(index) ('\(shown)') is not valid UTF-8; plait stores text as UTF-8, so convert it "
+                        + "first (e.g. with iconv) and try again")
             }
         }
     }
@@ -77,8 +78,10 @@ enum CommandLineCheck {
             guard !subcommands.isEmpty, command.configuration.defaultSubcommand == nil, !word.hasPrefix("-")
             else { return }
             if word == "help" { return }
-            guard let next = subcommands.first(where: { $0._commandName == word || $0.configuration.aliases.contains(word) })
-            else {
+            let named = { (candidate: ParsableCommand.Type) in
+                candidate._commandName == word || candidate.configuration.aliases.contains(word)
+            }
+            guard let next = subcommands.first(where: named) else {
                 let names = subcommands.filter { $0.configuration.shouldDisplay }.map { $0._commandName }
                 let typed = path.joined(separator: " ")
                 let scope = path.count > 1 ? " for `\(typed)`" : ""

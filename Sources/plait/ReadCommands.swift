@@ -28,7 +28,9 @@ extension Plait {
             for (id, row) in zip(state.liveListIDs, rows) {
                 let list = state.lists[id]!
                 let color = list.color.map { " (\($0.terminalSafe))" } ?? ""
-                print("\(Resolve.short(id))  \(list.title.terminalSafe)\(color)  \(row["pending"]!) pending, \(row["completed"]!) done")
+                print(
+                    "\(Resolve.short(id))  \(list.title.terminalSafe)\(color)  \(row["pending"]!) pending, "
+                        + "\(row["completed"]!) done")
             }
         }
     }
@@ -60,7 +62,8 @@ extension Plait {
             if ids.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
             for id in ids {
                 let list = state.lists[id]!
-                print("\(list.title.terminalSafe)\(list.color.map { " (\($0.terminalSafe))" } ?? "")  [\(Resolve.short(id))]")
+                let color = list.color.map { " (\($0.terminalSafe))" } ?? ""
+                print("\(list.title.terminalSafe)\(color)  [\(Resolve.short(id))]")
                 for item in state.itemIDs(in: id, completed: false) {
                     print("  [ ] \(state.items[item]!.text.terminalSafe)  \(Resolve.short(item))")
                 }

@@ -21,7 +21,8 @@ import Testing
                 timeline: foreign, seq: 1, lamport: 100, previousHash: Change.zeroHash, kind: "item.create",
                 version: 1, wallTime: fixedNow, payload: [0x0A, 0x10, 0x01])
             let (error, seen) = try sessionAgainstRawPeer(device) { peer in
-                try peer.send(rawHello(summary: Summary([foreign: 1]), heads: [foreign: HeadHash(seq: 1, hash: bad.hash)]))
+                let head = HeadHash(seq: 1, hash: bad.hash)
+                try peer.send(rawHello(summary: Summary([foreign: 1]), heads: [foreign: head]))
                 _ = try peer.receive { if case .want = $0 { true } else { false } }
                 try peer.send(.changes([bad]))
             }
