@@ -2,12 +2,11 @@ import Foundation
 import PlaitCore
 import PlaitTLS
 
-/// How log lines and messages name a peer: the name it gives itself, made safe to print, with the short form
-/// of its Device ID; only the short form when it gives no name (never "session with  ended").
+/// How log lines and messages name a peer: the name it gives itself, made safe to print, or the short form of
+/// its Device ID when that name is blank (never "session with  ended").
 public func peerLabel(name: String, deviceID: String) -> String {
-    let short = (try? DeviceID(parsing: deviceID))?.shortForm ?? deviceID.terminalExcerpt(limit: 16)
-    let shown = name.trimmingCharacters(in: .whitespaces).isEmpty ? "" : name.terminalExcerpt(limit: 64)
-    return shown.isEmpty ? "device \(short)" : "\(shown) (\(short))"
+    guard name.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { return name.terminalExcerpt(limit: 64) }
+    return "device " + ((try? DeviceID(parsing: deviceID))?.shortForm ?? deviceID.terminalExcerpt(limit: 16))
 }
 
 extension SessionResult {
