@@ -307,12 +307,24 @@ package nonisolated struct Plait_Wire_V1_Done: Sendable {
 }
 
 /// The sender's summary changed (a local edit or a pull); the receiver sends Want if it lacks something.
+/// With state_digest set it is also a state report, read in one instant with the summary: a receiver at the same
+/// summary, with the same baseline digest, the same domain version and no change either side cannot interpret,
+/// must hold the same state digest, or the two devices have diverged (reported loudly, DESIGN §10). A one-shot
+/// session sends one after both directions are done, just before its Close. Older receivers skip fields 2-4.
 package nonisolated struct Plait_Wire_V1_Notify: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   package var summary: [Plait_Wire_V1_SummaryEntry] = []
+
+  /// 32 bytes, or empty (no report)
+  package var stateDigest: Data = Data()
+
+  /// 32 bytes, or empty (no baseline)
+  package var baselineDigest: Data = Data()
+
+  package var unknownCount: UInt64 = 0
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -733,7 +745,7 @@ nonisolated extension Plait_Wire_V1_Done: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Notify"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}summary\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}summary\0\u{3}state_digest\0\u{3}baseline_digest\0\u{3}unknown_count\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -742,6 +754,9 @@ nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.summary) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.stateDigest) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.baselineDigest) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.unknownCount) }()
       default: break
       }
     }
@@ -751,11 +766,23 @@ nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf
     if !self.summary.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.summary, fieldNumber: 1)
     }
+    if !self.stateDigest.isEmpty {
+      try visitor.visitSingularBytesField(value: self.stateDigest, fieldNumber: 2)
+    }
+    if !self.baselineDigest.isEmpty {
+      try visitor.visitSingularBytesField(value: self.baselineDigest, fieldNumber: 3)
+    }
+    if self.unknownCount != 0 {
+      try visitor.visitSingularUInt64Field(value: self.unknownCount, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   package static func ==(lhs: Plait_Wire_V1_Notify, rhs: Plait_Wire_V1_Notify) -> Bool {
     if lhs.summary != rhs.summary {return false}
+    if lhs.stateDigest != rhs.stateDigest {return false}
+    if lhs.baselineDigest != rhs.baselineDigest {return false}
+    if lhs.unknownCount != rhs.unknownCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

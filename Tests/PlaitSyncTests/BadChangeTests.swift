@@ -3,7 +3,6 @@ import PlaitCore
 import PlaitStore
 import PlaitSync
 import PlaitTestSupport
-import PlaitWire
 import Testing
 
 /// A change from a peer whose payload does not decode is the peer's fault, said so (issue 8, case 12): it was
@@ -20,18 +19,11 @@ import Testing
             let bad = Change(
                 timeline: foreign, seq: 1, lamport: 100, previousHash: Change.zeroHash, kind: "item.create",
                 version: 1, wallTime: fixedNow, payload: [0x0A, 0x10, 0x01])
-            let (error, seen) = try sessionAgainstRawPeer(device) { peer in
-                let head = HeadHash(seq: 1, hash: bad.hash)
-                try peer.send(rawHello(summary: Summary([foreign: 1]), heads: [foreign: head]))
-                _ = try peer.receive { if case .want = $0 { true } else { false } }
-                try peer.send(.changes([bad]))
-            }
-            let text = "\(error)"
-            #expect(text.contains("the peer sent change \(foreign):1 whose bytes do not decode"), "\(text)")
-            #expect(!text.contains("stored snapshot") && !text.contains("run `plait doctor`."), "\(text)")
-            if case let .close(reason) = seen.last {
-                #expect(!reason.contains("stored snapshot"), "the peer is told its change, not our store: \(reason)")
-            }
+            let result = try device.replica.integrate([bad])
+            let refused = try #require(result.refused.first, "the change was taken")
+            let text = "\(refused)"
+            #expect(text.contains("its change 1 has a payload that does not decode (item.create: "), "\(text)")
+            #expect(!text.contains("stored snapshot") && !text.contains("run `plait doctor`"), "\(text)")
             #expect(try device.snapshot() == before, "nothing was stored")
         }
     }

@@ -96,16 +96,6 @@ public enum ListsChange: Hashable, Sendable {
         }
     }
 
-    /// Checks the payload of a change that arrived from a peer, as integrating it does; the error names the
-    /// change and the peer's fault (`badChange`), never this store.
-    public static func checkArriving(_ change: Change) throws(CoreError) {
-        do {
-            _ = try ListsChange(kind: change.kind, payload: change.payload)
-        } catch {
-            throw .badChange(ref: change.ref.description, reason: "its \(change.kind) payload: \(error.reason)")
-        }
-    }
-
     /// Decodes straight from the payload's bytes: replay decodes every change, so no slices, no dictionaries.
     private static func decode(_ code: KindCode, _ raw: UnsafeRawBufferPointer) throws(CoreError) -> ListsChange {
         var fields = RawFields()
