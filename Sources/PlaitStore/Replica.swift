@@ -286,7 +286,7 @@ public final class Replica: @unchecked Sendable {
         let domain = self.domain
         return Intake(maxChangeBytes: maxChangeBytes) { change in
             guard domain.canInterpret(kind: change.kind, version: change.version) else { return nil }
-            do {
+            do throws(CoreError) {
                 _ = try ListsChange(kind: change.kind, payload: change.payload)
                 return nil
             } catch {

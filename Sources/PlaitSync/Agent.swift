@@ -281,7 +281,7 @@ public final class Agent: @unchecked Sendable {
         options.idleTimeout = .seconds(60)
         options.certifiedPeerID = peer
         let logger = self.logger
-        options.onFinding = { finding in logger.error("with \(peer): \(finding)") }
+        options.onFinding = { finding in logger.error("with \(peer): \(finding.terminalSafe)") }
         let session: Session
         do {
             session = try Session(
@@ -316,7 +316,7 @@ public final class Agent: @unchecked Sendable {
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())
         } catch {
-            logger.info("session with \(peer) ended: \(error)")
+            logger.info("session with \(peer) ended: \("\(error)".terminalSafe)")
         }
         lock.withLock {
             if sessions[peer] === entry { sessions[peer] = nil }
