@@ -313,6 +313,11 @@ public final class Agent: @unchecked Sendable {
         do {
             let result = try session.run()
             logger.info("session with \(result.peerLabel) ended: pulled \(result.pulled), sent \(result.sent)")
+            if dialedByMe, result.peerCloseReason == "stopped" {
+                // The peer stopped it: it is shutting down, or took a newer connection from this device (this
+                // home's own `plait sync`). Re-dialing at once would knock that one off in turn.
+                lock.withLock { backoff[peer] = (ContinuousClock.now + .seconds(2), .seconds(1)) }
+            }
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())
         } catch {

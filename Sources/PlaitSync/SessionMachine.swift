@@ -495,7 +495,9 @@ struct SessionMachine {
         // A peer holding the own timeline beyond this head: the home may be stale. A bare claim is reported,
         // never acted on (DESIGN §10); if its changes arrive and continue the chain, they mark the timeline.
         let own = view.ownTimeline
-        if hello.summary[own] > view.summary[own] {
+        // Changes of it set aside as damaged are the ones a peer is expected to hold: that is healing, not a claim.
+        let setAside = try local { try replica.store.quarantined() }.first { $0.timeline == own }?.seqs.upperBound ?? 0
+        if hello.summary[own] > max(view.summary[own], setAside) {
             let claim = StaleClaim(timeline: own, localHead: view.summary[own], peerHead: hello.summary[own])
             staleClaim = claim
             options.onFinding?(claim.description)

@@ -37,6 +37,9 @@
 /// `reserved`). A new message takes a new type byte and needs a new protocol_version, because a reader
 /// closes the connection on a type it does not know.
 ///
+/// PROTOCOL.md (top level) is the specification of the protocol; this file is its field-level reference.
+/// Fields reserved for DESIGN §11 (signed timelines, fork records, copied homes) are listed in its §18.
+///
 /// Timeline IDs are fixed64 (uniformly random 64-bit values: a varint would take 10 bytes). Sequence
 /// numbers start at 1 and stay below 2^63. Hashes, digests, commitments and nonces are 32 bytes (SHA-256).
 
@@ -436,7 +439,7 @@ nonisolated extension Plait_Wire_V1_MessageType: SwiftProtobuf._ProtoNameProvidi
 
 nonisolated extension Plait_Wire_V1_SummaryEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".SummaryEntry"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}timeline\0\u{1}seq\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}timeline\0\u{1}seq\0\u{b}head_hash\0\u{c}\u{3}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -511,7 +514,7 @@ nonisolated extension Plait_Wire_V1_HeadHash: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Hello"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{b}fork_records\0\u{b}instance_nonce\0\u{c}\u{d}\u{1}\u{c}\u{e}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -685,7 +688,7 @@ nonisolated extension Plait_Wire_V1_BaselineChunk: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Plait_Wire_V1_Changes: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Changes"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}changes\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}changes\0\u{b}signatures\0\u{c}\u{2}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
