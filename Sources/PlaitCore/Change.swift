@@ -65,24 +65,33 @@ public struct Change: Hashable, Sendable {
         var version: UInt64 = 1
         var wall: UInt64 = 0
         var payload: [UInt8] = []
-        while let (field, value) = try reader.next() {
-            switch field {
-            case 1: timeline = try value.uint()
-            case 2: seq = try value.uint()
-            case 3: lamport = try value.uint()
-            case 4: previous = Array(try value.data())
-            case 5: kind = try value.string()
-            case 6: version = try value.uint()
-            case 7: wall = try value.uint()
-            case 8: payload = Array(try value.data())
-            default: continue
+        // Changes are decoded from these bytes only when they arrive, so a failure is the sender's (badChange).
+        let ref = { () -> String? in
+            guard let timeline else { return nil }
+            return seq.map { "\(TimelineID(timeline)):\($0)" } ?? "\(TimelineID(timeline)):?"
+        }
+        do {
+            while let (field, value) = try reader.next() {
+                switch field {
+                case 1: timeline = try value.uint()
+                case 2: seq = try value.uint()
+                case 3: lamport = try value.uint()
+                case 4: previous = Array(try value.data())
+                case 5: kind = try value.string()
+                case 6: version = try value.uint()
+                case 7: wall = try value.uint()
+                case 8: payload = Array(try value.data())
+                default: continue
+                }
             }
+        } catch {
+            throw .badChange(ref: ref(), reason: error.reason)
         }
         guard let timeline, let seq, let lamport, let kind else {
-            throw .corruptSnapshot("a change lacks its timeline, number, Lamport time or kind")
+            throw .badChange(ref: ref(), reason: "it lacks its timeline, number, Lamport time or kind")
         }
         guard seq >= 1, previous.count == 32, version <= UInt64(UInt32.max) else {
-            throw .corruptSnapshot("a change has an invalid number, hash or version")
+            throw .badChange(ref: ref(), reason: "it has an invalid number, hash or version")
         }
         self.init(
             timeline: TimelineID(timeline), seq: seq, lamport: lamport, previousHash: previous, kind: kind,

@@ -10,6 +10,9 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case malformedPayload(kind: String, reason: String)
     /// Stored bytes (a snapshot or baseline) do not decode.
     case corruptSnapshot(String)
+    /// A change that arrived from a peer does not decode: its header (then `ref` is what of `timeline:seq` could
+    /// be read, nil if nothing) or its payload. The peer's fault, not this store's.
+    case badChange(ref: String?, reason: String)
     /// A batch would leave a gap or a broken hash chain in a timeline.
     case gap(timeline: TimelineID, expected: UInt64, got: UInt64)
     /// A change's previous-hash does not match the change before it: two histories under one number.
@@ -24,6 +27,17 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// no section): derived data to rebuild from the changes, never to walk.
     case inconsistentState(String)
 
+    /// The reason alone, without advice: for wrapping one decoding error in another without nesting advice
+    /// that belongs to the inner one ("a stored snapshot…" inside a change that arrived).
+    public var reason: String {
+        switch self {
+        case let .corruptSnapshot(reason), let .malformedPayload(_, reason), let .badChange(_, reason): return reason
+        default:
+            let text = description
+            return text.hasSuffix(".") ? String(text.dropLast()) : text
+        }
+    }
+
     public var description: String {
         switch self {
         case let .malformedTimelineID(text, reason):
@@ -36,6 +50,10 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
             return "the payload of a '\(kind)' change does not decode: \(reason)."
         case let .corruptSnapshot(reason):
             return "a stored snapshot does not decode (\(reason)); run `plait doctor`."
+        case let .badChange(ref, reason):
+            let change = ref.map { "change \($0) whose bytes do" } ?? "a change that does"
+            return "the peer sent \(change) not decode: \(reason). This device's store is fine; the peer's plait or "
+                + "store is at fault (run `plait doctor` there)."
         case let .gap(timeline, expected, got):
             return "timeline \(timeline) would have a gap: expected change \(expected), got \(got)."
         case let .fork(timeline, seq):

@@ -329,11 +329,13 @@ public final class Replica: @unchecked Sendable {
         let domain = self.domain
         return Intake(maxChangeBytes: maxChangeBytes) { change in
             guard domain.canInterpret(kind: change.kind, version: change.version) else { return nil }
-            do {
+            do throws(CoreError) {
                 _ = try ListsChange(kind: change.kind, payload: change.payload)
                 return nil
             } catch {
-                return "\(error)"
+                // The bare reason: the refusal names the peer's change; a decoding error's own wording is
+                // about stored bytes ("a stored snapshot… run `plait doctor`"), which would blame this store.
+                return "\(change.kind): \(error.reason)"
             }
         }
     }

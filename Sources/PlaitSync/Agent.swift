@@ -101,7 +101,7 @@ public final class Agent: @unchecked Sendable {
             let listener = try TLSListener(host: listen.host, port: listen.port, context: context)
             self.listener = listener
             boundPort = listener.port
-            logger.info("listening on \(listen.host):\(listener.port) as \(myID) (\(home.deviceName))")
+            logger.info("listening on \(listen.host):\(listener.port) as \(myID) (\(home.deviceName.terminalSafe))")
             spawn("accept") { self.acceptLoop(listener) }
         }
         if settings.discovery, let port = boundPort { startDiscovery(port: port) }
@@ -379,7 +379,7 @@ public final class Agent: @unchecked Sendable {
         options.idleTimeout = .seconds(60)
         options.certifiedPeerID = peer
         let logger = self.logger
-        options.onFinding = { finding in logger.error("with \(peer): \(finding)") }
+        options.onFinding = { finding in logger.error("with \(peer): \(finding.terminalSafe)") }
         let session: Session
         do {
             session = try Session(
@@ -420,12 +420,12 @@ public final class Agent: @unchecked Sendable {
         logger.info("connected to \(peer)\(address.map { " at \($0)" } ?? "")")
         do {
             let result = try session.run()
-            logger.info("session with \(result.peerName) ended: pulled \(result.pulled), sent \(result.sent)")
+            logger.info("session with \(result.peerLabel) ended: pulled \(result.pulled), sent \(result.sent)")
             if dialedByMe, result.peerCloseReason == "stopped" { backOff(peer) }
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())
         } catch {
-            logger.info("session with \(peer) ended: \(error)")
+            logger.info("session with \(peer) ended: \("\(error)".terminalSafe)")
             // A session that failed at once (the peer kept another one from this device, or refused this one):
             // re-dialing at once would only repeat it.
             if dialedByMe && ContinuousClock.now - entry.started < Self.activeWindow { backOff(peer) }
@@ -582,7 +582,7 @@ extension Agent {
             else { return }
             let trusted = lock.withLock { Array(self.trusted) }
             guard let id = DiscoveryTag.matchingDevice(tag: txt.tag, trusted: trusted), id != myID else {
-                logger.debug("found '\(service.name)' on the LAN: not a paired device")
+                logger.debug("found '\(service.name.terminalSafe)' on the LAN: not a paired device")
                 return
             }
             let isNew: Bool
@@ -596,13 +596,14 @@ extension Agent {
             if let running {
                 if isNew {
                     // It (re)appeared, or moved: the session may be dead on a link that went away. Start afresh.
-                    logger.info("paired device \(service.name) is back on the LAN at \(endpoint); reconnecting")
+                    logger.info(
+                        "paired device \(service.name.terminalSafe) is back on the LAN at \(endpoint); reconnecting")
                     running.session.stop()
                 } else if previous?.sum != txt.sum {
                     running.session.resync()  // its summary changed: ask now, whatever Notify said
                 }
             } else if isNew || previous?.sum != txt.sum {
-                logger.info("found paired device \(service.name) at \(endpoint)")
+                logger.info("found paired device \(service.name.terminalSafe) at \(endpoint)")
             }
             dialWake.signal()
         case let .removed(name):

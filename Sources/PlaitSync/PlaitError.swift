@@ -12,8 +12,9 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
     case homeExists(path: String)
     /// A file in the home could not be created or read.
     case file(path: String, problem: String)
-    /// A LIST or ITEM argument matches nothing.
-    case notFound(what: String, query: String, candidates: [String])
+    /// A LIST or ITEM argument matches nothing; `candidates` are similar ones (or all, when few), `total` how
+    /// many there are to choose from (nil: as many as the candidates).
+    case notFound(what: String, query: String, candidates: [String], total: Int? = nil)
     /// A LIST or ITEM argument matches several objects.
     case ambiguous(what: String, query: String, candidates: [String])
     /// A command's arguments are wrong in a way the parser cannot see.
@@ -21,7 +22,8 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
     case store(StoreError)
     case identity(IdentityError)
     case core(CoreError)
-    /// A line of `plait batch` failed; nothing of the batch was written.
+    /// A line of `plait batch` failed; nothing of the batch was written. `text` is what is quoted of the line
+    /// (its start, escaped: see `terminalExcerpt`).
     case batchLine(number: Int, text: String, problem: String)
 
     public var description: String {
@@ -31,11 +33,20 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
         case let .homeExists(path):
             return "\(path) already holds a plait device; nothing was changed. Use another --home to create a new one."
         case let .file(path, problem): return "\(path): \(problem)."
-        case let .notFound(what, query, candidates):
-            let list = candidates.isEmpty ? "there are none" : "candidates: " + candidates.joined(separator: "; ")
-            return "no \(what) matches '\(query)' (\(list)); nothing was changed."
+        case let .notFound(what, query, candidates, total):
+            let list: String
+            if !candidates.isEmpty {
+                list = "candidates: " + candidates.map(\.terminalSafe).joined(separator: "; ")
+            } else if let total, total > 0 {
+                let none = total == 1 ? "the only \(what) is not similar" : "none of the \(total) \(what)s is similar"
+                list = none + "; `plait show` lists them"
+            } else {
+                list = "there are none"
+            }
+            return "no \(what) matches '\(query.terminalExcerpt())' (\(list)); nothing was changed."
         case let .ambiguous(what, query, candidates):
-            return "'\(query)' matches several \(what)s: \(candidates.joined(separator: "; ")); "
+            return "'\(query.terminalExcerpt())' matches several \(what)s: "
+                + "\(candidates.map(\.terminalSafe).joined(separator: "; ")); "
                 + "give a longer ID prefix. Nothing was changed."
         case let .usage(message): return message
         case let .store(error): return error.description

@@ -23,7 +23,8 @@ public enum Resolve {
         let folded = live.filter { state.lists[$0]!.title.lowercased() == query.lowercased() }
         if folded.count == 1 { return folded[0] }
         if folded.count > 1 { throw PlaitError.ambiguous(what: "list", query: query, candidates: folded.map(describe)) }
-        throw PlaitError.notFound(what: "list", query: query, candidates: live.prefix(20).map(describe))
+        throw PlaitError.notFound(
+            what: "list", query: query, candidates: live.prefix(20).map(describe), total: live.count)
     }
 
     /// Resolves an item among live items (of `list` if given). When several match and exactly one of them
@@ -55,7 +56,8 @@ public enum Resolve {
         if matches.count > 1 { throw PlaitError.ambiguous(what: "item", query: query, candidates: matches.map(describe)) }
         let lowered = query.lowercased()
         let similar = scope.filter { state.items[$0]!.text.lowercased().contains(lowered) }
-        throw PlaitError.notFound(what: "item", query: query, candidates: similar.prefix(20).map(describe))
+        throw PlaitError.notFound(
+            what: "item", query: query, candidates: similar.prefix(20).map(describe), total: scope.count)
     }
 
     /// An ID prefix: 4+ hexadecimal digits (dashes ignored), lower-cased; nil if the query is not one.

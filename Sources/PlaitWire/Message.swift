@@ -390,7 +390,7 @@ private func decodeChange(_ bytes: Data, position: Int) throws(Invalid) -> Chang
     do {
         change = try Change(canonical: canonical[...])
     } catch {
-        throw Invalid("change \(position) of the batch does not decode (\(error.description.dropLast()))")
+        throw Invalid("change \(position) of the batch does not decode (\(error.reason))")
     }
     // The bytes that travel must be the bytes that are hashed and forwarded; a change in another encoding
     // (unknown fields, fields out of order, padded varints) would be silently rewritten here.

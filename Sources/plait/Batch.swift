@@ -36,13 +36,52 @@ extension Plait {
 
         func run() throws {
             let home = try global.openHome()
-            var lines: [String] = []
-            while let line = readLine(strippingNewline: true) { lines.append(line) }
+            // No valid line is longer than twice the largest change (every byte quoted with a backslash), so a
+            // longer one is refused before it is parsed: a 100 MiB line costs only its reading.
+            let lines = try Self.lines(
+                FileHandle.standardInput.readDataToEndOfFile(), maxLineBytes: 2 * home.config.maxChangeBytes + 65_536)
             let result = try Self.commit(lines: lines, to: home.replica)
             if json {
                 printJSON(["lines": result.lines, "changes": result.changes])
             } else {
                 print("committed \(result.changes) changes from \(result.lines) lines")
+            }
+        }
+
+        /// Splits standard input into lines (without "\n" or "\r\n"), refusing a line that is not UTF-8
+        /// rather than storing its text with replacement characters, and a line over `maxLineBytes`.
+        static func lines(_ input: Data, maxLineBytes: Int) throws -> [String] {
+            try input.withUnsafeBytes { raw throws -> [String] in
+                let buffer = raw.bindMemory(to: UInt8.self)
+                var lines: [String] = []
+                var start = 0
+                var number = 0
+                // memchr finds line ends at memory speed: this runs on any input, before anything is parsed.
+                // A line break ends a line; input ending in one has no (empty) line after it, as with readLine.
+                while start < buffer.count {
+                    let found = memchr(buffer.baseAddress! + start, 0x0A, buffer.count - start)
+                    let end = found.map { UnsafeRawPointer($0) - raw.baseAddress! } ?? buffer.count
+                    number += 1
+                    var line = UnsafeBufferPointer(rebasing: buffer[start..<end])
+                    if line.last == UInt8(ascii: "\r") { line = UnsafeBufferPointer(rebasing: line.dropLast()) }
+                    start = end + 1
+                    guard line.count <= maxLineBytes else {
+                        let head = String(decoding: line.prefix(320), as: UTF8.self).unicodeScalars.prefix(80)
+                        throw PlaitError.batchLine(
+                            number: number, text: String(String.UnicodeScalarView(head)).terminalSafe
+                                + "… (\(line.count) bytes in all)",
+                            problem: "it is longer than any data command can be (store.max_change_bytes is "
+                                + "\(maxLineBytes / 2 - 32_768) bytes).")
+                    }
+                    guard let text = String(validating: line, as: UTF8.self) else {
+                        throw PlaitError.batchLine(
+                            number: number, text: String(decoding: line, as: UTF8.self).terminalExcerpt(),
+                            problem: "it is not valid UTF-8 text; convert the input to UTF-8 (e.g. with iconv) and "
+                                + "run the batch again.")
+                    }
+                    lines.append(text)
+                }
+                return lines
             }
         }
 
@@ -52,26 +91,31 @@ extension Plait {
             let changes = try replica.edit { edit -> Int in
                 for (index, line) in lines.enumerated() {
                     let number = index + 1
+                    // An error quotes only the start of the line: a bad line may be megabytes long.
+                    let quoted = { line.terminalExcerpt() }
                     let tokens: [String]
                     do {
                         tokens = try ShellWords.split(line)
                     } catch {
-                        throw PlaitError.batchLine(number: number, text: line, problem: "\(error)")
+                        throw PlaitError.batchLine(number: number, text: quoted(), problem: "\(error)")
                     }
                     if tokens.isEmpty { continue }
                     let operation: DataOperation
                     do {
                         operation = try parseDataLine(tokens)
                     } catch let error as PlaitError {
-                        throw PlaitError.batchLine(number: number, text: line, problem: error.description)
+                        throw PlaitError.batchLine(number: number, text: quoted(), problem: error.description)
                     } catch {
-                        let message = BatchLine.message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-                        throw PlaitError.batchLine(number: number, text: line, problem: message + ".")
+                        // ArgumentParser's message may quote a whole (huge) word of the line: keep its start.
+                        let message = BatchLine.message(for: error).split(separator: "\n").first.map(String.init)
+                            ?? "\(error)"
+                        throw PlaitError.batchLine(
+                            number: number, text: quoted(), problem: message.terminalExcerpt(limit: 200) + ".")
                     }
                     do {
                         _ = try operation.perform(edit)
                     } catch {
-                        throw PlaitError.batchLine(number: number, text: line, problem: "\(error)")
+                        throw PlaitError.batchLine(number: number, text: quoted(), problem: "\(error)")
                     }
                     commands += 1
                 }
@@ -90,6 +134,7 @@ func parseDataLine(_ tokens: [String]) throws -> DataOperation {
         try operation.validate()
         return operation
     }
+    try CommandLineCheck.knownCommand(tokens, root: BatchLine.self, path: [])
     let parsed = try BatchLine.parseAsRoot(tokens)
     guard let command = parsed as? DataCommand else {
         throw PlaitError.usage("not a data command (use list add|rename|recolor|move|rm, add, edit, done, reopen, move or rm)")

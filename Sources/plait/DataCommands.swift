@@ -47,6 +47,17 @@ enum DataOperation: Equatable {
 
     func validate() throws {
         switch self {
+        case let .listAdd(title, _, _, _), let .listRename(_, title):
+            if Self.isBlank(title) {
+                throw ValidationError("a list needs a title with something visible in it, not '\(title.terminalSafe)'")
+            }
+        case let .add(_, text, _, _), let .edit(_, text):
+            if Self.isBlank(text) {
+                throw ValidationError("an item needs text with something visible in it, not '\(text.terminalSafe)'")
+            }
+        default: break
+        }
+        switch self {
         case let .listAdd(_, _, top, after), let .add(_, _, top, after):
             if top && after != nil { throw ValidationError("give either --top or --after, not both") }
         case let .listMove(_, top, after):
@@ -59,25 +70,36 @@ enum DataOperation: Equatable {
         }
     }
 
+    /// Whether a title or text would show nothing: empty, or only spaces, line breaks, controls and
+    /// invisible format characters (a zero-width space, a bidi mark).
+    static func isBlank(_ text: String) -> Bool {
+        text.unicodeScalars.allSatisfy { scalar in
+            scalar.properties.isWhitespace || scalar.properties.isDefaultIgnorableCodePoint
+                || [.control, .format].contains(scalar.properties.generalCategory)
+        }
+    }
+
     /// Resolves names against the edit's current state and appends the change.
     func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
         switch self {
         case let .listAdd(title, color, top, after):
-            guard !title.isEmpty else { throw ValidationError("a list needs a title") }
             let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? (top ? .top : .bottom)
             let id = ObjectID.random()
             try edit.append(.listCreate(id: id, title: title, color: color, at: position))
-            return ("created list '\(title)' (\(Resolve.short(id)))", ["id": id.description, "title": title])
+            return (
+                "created list '\(title.terminalSafe)' (\(Resolve.short(id)))", ["id": id.description, "title": title])
         case let .listRename(list, title):
-            guard !title.isEmpty else { throw ValidationError("a list needs a title") }
             let id = try Resolve.list(list, in: edit.state)
             try edit.append(.listRename(id: id, title: title))
-            return ("renamed list \(Resolve.short(id)) to '\(title)'", ["id": id.description, "title": title])
+            return (
+                "renamed list \(Resolve.short(id)) to '\(title.terminalSafe)'", ["id": id.description, "title": title])
         case let .listRecolor(list, color):
             let id = try Resolve.list(list, in: edit.state)
             let value = color == "none" ? nil : color
             try edit.append(.listRecolor(id: id, color: value))
-            return ("recolored list \(Resolve.short(id)) to \(value ?? "none")", ["id": id.description, "color": value ?? NSNull()])
+            return (
+                "recolored list \(Resolve.short(id)) to \(value?.terminalSafe ?? "none")",
+                ["id": id.description, "color": value ?? NSNull()])
         case let .listMove(list, _, after):
             let id = try Resolve.list(list, in: edit.state)
             let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? .top
@@ -89,37 +111,36 @@ enum DataOperation: Equatable {
             let title = edit.state.lists[id]!.title
             let observed = try edit.observedSummary()
             try edit.append(.listDelete(id: id, observed: observed))
-            return ("deleted list '\(title)' (\(Resolve.short(id)))", ["id": id.description])
+            return ("deleted list '\(title.terminalSafe)' (\(Resolve.short(id)))", ["id": id.description])
         case let .add(list, text, top, after):
-            guard !text.isEmpty else { throw ValidationError("an item needs text") }
             let listID = try Resolve.list(list, in: edit.state)
             let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: listID)) }
                 ?? (top ? .top : .bottom)
             let id = ObjectID.random()
             try edit.append(.itemCreate(id: id, list: listID, text: text, at: position))
-            return ("added '\(text)' (\(Resolve.short(id))) to \(edit.state.lists[listID]!.title)",
+            let listTitle = edit.state.lists[listID]!.title.terminalSafe
+            return ("added '\(text.terminalSafe)' (\(Resolve.short(id))) to \(listTitle)",
                 ["id": id.description, "list": listID.description, "text": text])
         case let .edit(item, text):
-            guard !text.isEmpty else { throw ValidationError("an item needs text") }
             let id = try Resolve.item(item, in: edit.state)
             try edit.append(.itemEdit(id: id, text: text))
-            return ("edited \(Resolve.short(id)): '\(text)'", ["id": id.description, "text": text])
+            return ("edited \(Resolve.short(id)): '\(text.terminalSafe)'", ["id": id.description, "text": text])
         case let .done(item):
             let id = try Resolve.item(item, in: edit.state, prefer: { !$0.completed })
             let record = edit.state.items[id]!
             guard !record.completed else {
-                throw PlaitError.usage("'\(record.text)' is already completed; nothing was changed.")
+                throw PlaitError.usage("'\(record.text.terminalSafe)' is already completed; nothing was changed.")
             }
             try edit.append(.itemComplete(id: id))
-            return ("completed '\(record.text)'", ["id": id.description])
+            return ("completed '\(record.text.terminalSafe)'", ["id": id.description])
         case let .reopen(item):
             let id = try Resolve.item(item, in: edit.state, prefer: { $0.completed })
             let record = edit.state.items[id]!
             guard record.completed else {
-                throw PlaitError.usage("'\(record.text)' is not completed; nothing was changed.")
+                throw PlaitError.usage("'\(record.text.terminalSafe)' is not completed; nothing was changed.")
             }
             try edit.append(.itemReopen(id: id))
-            return ("reopened '\(record.text)'", ["id": id.description])
+            return ("reopened '\(record.text.terminalSafe)'", ["id": id.description])
         case let .move(item, _, after, to):
             let id = try Resolve.item(item, in: edit.state)
             let target = try to.map { try Resolve.list($0, in: edit.state) }
@@ -127,12 +148,12 @@ enum DataOperation: Equatable {
             let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: scope)) } ?? .top
             if case let .after(anchor) = position, anchor == id { throw ValidationError("an item cannot go after itself") }
             try edit.append(.itemMove(id: id, list: target, at: position))
-            return ("moved '\(edit.state.items[id]!.text)'", ["id": id.description])
+            return ("moved '\(edit.state.items[id]!.text.terminalSafe)'", ["id": id.description])
         case let .remove(item):
             let id = try Resolve.item(item, in: edit.state)
             let text = edit.state.items[id]!.text
             try edit.append(.itemDelete(id: id))
-            return ("deleted '\(text)' (\(Resolve.short(id)))", ["id": id.description])
+            return ("deleted '\(text.terminalSafe)' (\(Resolve.short(id)))", ["id": id.description])
         }
     }
 }

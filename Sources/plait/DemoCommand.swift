@@ -41,10 +41,10 @@ extension Plait {
                 nothing. auto (the default): netns when it can be built here, otherwise loopback, saying why.
                 """)
 
-        @Option(help: ArgumentHelp("How many devices (2 to 8).", valueName: "n"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("How many devices (2 to 8).", valueName: "n"))
         var devices = 3
 
-        @Option(help: ArgumentHelp("How many edits each device makes.", valueName: "n"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("How many edits each device makes.", valueName: "n"))
         var edits = 200
 
         @Option(help: ArgumentHelp("auto, netns or loopback (see above).", valueName: "mode"))
@@ -57,13 +57,13 @@ extension Plait {
                 """)
         var staticPeers = false
 
-        @Option(help: ArgumentHelp("Seed of the edit mix (default: a random one, printed).", valueName: "n"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("Seed of the edit mix (default: a random one, printed).", valueName: "n"))
         var seed: UInt64?
 
-        @Option(help: ArgumentHelp("Milliseconds each device waits between two of its edits.", valueName: "ms"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("Milliseconds each device waits between two of its edits.", valueName: "ms"))
         var interval = 10
 
-        @Option(help: ArgumentHelp("Seconds to wait for convergence after the last edit.", valueName: "seconds"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for convergence after the last edit.", valueName: "seconds"))
         var timeout = 60.0
 
         @Flag(help: "Keep the temporary homes (with each agent's log) and print where they are.")

@@ -18,6 +18,14 @@ extension Plait {
         @Flag(help: "Print the result as JSON.")
         var json = false
 
+        func validate() throws {
+            // Peers refuse a Hello whose name holds a control character: such a device could never sync.
+            if let name, name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+                throw ValidationError(
+                    "a device name cannot hold control characters ('\(name.terminalSafe)'): peers would refuse it")
+            }
+        }
+
         func run() throws {
             let config = try global.loadConfig()
             let name = self.name ?? ProcessInfo.processInfo.hostName
@@ -29,7 +37,7 @@ extension Plait {
                     "timeline": timeline.description,
                 ])
             } else {
-                print("Created device '\(name)' in \(home.path)")
+                print("Created device '\(name.terminalSafe)' in \(home.path)")
                 print("timeline \(timeline)")
                 print("Device ID (give it to the devices you pair with):")
                 print(home.identity.deviceID.description)
@@ -51,7 +59,7 @@ extension Plait {
             if json {
                 printJSON(["device": home.identity.deviceID.description, "name": home.deviceName])
             } else {
-                print("\(home.deviceName)")
+                print(home.deviceName.terminalSafe)
                 print(home.identity.deviceID.description)
             }
         }
@@ -87,7 +95,7 @@ extension Plait {
                 ] as [String: Any])
                 return
             }
-            print("device    \(home.identity.deviceID) (\(home.deviceName))")
+            print("device    \(home.identity.deviceID) (\(home.deviceName.terminalSafe))")
             print("home      \(home.path)")
             print("timeline  \(timeline)")
             print("summary   \(summary.isEmpty ? "(empty)" : summary.description)")

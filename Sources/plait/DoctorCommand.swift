@@ -25,7 +25,7 @@ extension Plait {
         @Option(help: ArgumentHelp("The listen address to check (default: agent.listen from the config).", valueName: "host:port"))
         var listen: String?
 
-        @Option(help: "Seconds to wait for each paired peer.") var timeout: Double = 3
+        @Option(parsing: .unconditional, help: "Seconds to wait for each paired peer.") var timeout: Double = 3
 
         @Flag(help: "Print the result as JSON.") var json = false
 
@@ -59,8 +59,8 @@ extension Plait {
                     case .warning: "WARN"
                     case .failed: "FAIL"
                     }
-                    print("  \(mark)  \(check.name): \(check.detail)")
-                    if let advice = check.advice, check.status != .ok { print("        → \(advice)") }
+                    print("  \(mark)  \(check.name.terminalSafe): \(check.detail.terminalSafe)")
+                    if let advice = check.advice, check.status != .ok { print("        → \(advice.terminalSafe)") }
                 }
             }
             if checks.contains(where: { $0.status == .failed }) { throw ExitCode(1) }

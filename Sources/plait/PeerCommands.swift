@@ -67,6 +67,7 @@ extension Plait {
         var name: String?
 
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp(
                 "Seconds to wait for the other device (to be found, or to connect) and for both answers.",
                 valueName: "seconds"))
@@ -117,9 +118,9 @@ extension Plait {
                 },
                 found: { terminal.say("found in pairing mode: \($0.description)") },
                 choose: { terminal.choose($0, problem: $1) },
-                connecting: { terminal.say("connecting to \($0.name) at \($0.endpoint) to pair") },
-                waiting: { terminal.say("waiting for \($0.name) to connect") },
-                connected: { terminal.say("device \($0) (\($1.name)) connected") },
+                connecting: { terminal.say("connecting to \($0.name.terminalSafe) at \($0.endpoint) to pair") },
+                waiting: { terminal.say("waiting for \($0.name.terminalSafe) to connect") },
+                connected: { terminal.say("device \($0) (\($1.name.terminalSafe)) connected") },
                 refused: { terminal.say($0) },
                 confirm: { terminal.ask($0) })
             do {
@@ -141,7 +142,9 @@ extension Plait {
                         "address": paired.address?.description ?? NSNull(),
                     ] as [String: Any])
             } else {
-                print("paired with \(paired.deviceID) (\"\(paired.name)\")\(paired.address.map { " at \($0)" } ?? "")")
+                print(
+                    "paired with \(paired.deviceID) (\"\(paired.name.terminalSafe)\")"
+                        + (paired.address.map { " at \($0)" } ?? ""))
                 print("Now, on that device: plait pair --trust \(home.identity.deviceID)")
             }
         }
@@ -233,7 +236,9 @@ extension Plait {
                 }
                 if rows.isEmpty { print("no pending devices") }
                 for row in rows {
-                    print("\(row.deviceID)  \"\(row.name)\" (unverified)  \(row.address ?? "-")  \(row.attempts) attempts")
+                    print(
+                        "\(row.deviceID)  \"\(row.name.terminalSafe)\" (unverified)  \(row.address ?? "-")  "
+                            + "\(row.attempts) attempts")
                 }
                 if !rows.isEmpty { print("Trust one with: plait pair --trust DEVICE-ID (after checking the ID on that device)") }
                 return
@@ -274,9 +279,11 @@ extension Plait {
             }
             for row in rows {
                 let seen = row.lastSeen.map { time($0) as! String } ?? "never"
-                print("\(row.name)  \(row.deviceID)  \(row.address ?? "-")  seen \(seen)  \(state(row))")
-                for fork in forks[row.deviceID] ?? [] { print("  forked: \(fork.detail)") }
-                for finding in [row.diverged, row.refused, row.claim].compactMap({ $0 }) { print("  \(finding)") }
+                print("\(row.name.terminalSafe)  \(row.deviceID)  \(row.address ?? "-")  seen \(seen)  \(state(row))")
+                for fork in forks[row.deviceID] ?? [] { print("  forked: \(fork.detail.terminalSafe)") }
+                for finding in [row.diverged, row.refused, row.claim].compactMap({ $0 }) {
+                    print("  \(finding.terminalSafe)")
+                }
             }
         }
     }
@@ -302,7 +309,8 @@ final class PairingTerminal: @unchecked Sendable {
     /// (including the end of input) is no.
     func ask(_ prompt: PairingPrompt) -> Bool {
         lock.withLock {
-            let name = prompt.peerName.isEmpty ? "no name" : "\"\(prompt.peerName)\", the name it gives itself"
+            let name =
+                prompt.peerName.isEmpty ? "no name" : "\"\(prompt.peerName.terminalSafe)\", the name it gives itself"
             write("other device: \(prompt.peer) (\(name))\ncode: \(prompt.code)\n")
             write("Do both screens show the same code? [y/N] ")
             promptOpen = true
@@ -321,7 +329,9 @@ final class PairingTerminal: @unchecked Sendable {
     func choose(_ candidates: [PairingCandidate], problem: String?) -> String? {
         lock.withLock {
             var text = problem.map { "\($0).\n" } ?? "Several devices are in pairing mode:\n"
-            for (index, candidate) in candidates.enumerated() { text += "  \(index + 1). \(candidate.description)\n" }
+            for (index, candidate) in candidates.enumerated() {
+                text += "  \(index + 1). \(candidate.description.terminalSafe)\n"
+            }
             write(text + "Pair with which device? [1-\(candidates.count)] ")
             promptOpen = true
         }
@@ -342,6 +352,7 @@ final class PairingTerminal: @unchecked Sendable {
     }
 
     func report(_ paired: PairedDevice) {
-        say("paired with \(paired.deviceID) (\"\(paired.name)\")\(paired.address.map { " at \($0)" } ?? "")")
+        let address = paired.address.map { " at \($0)" } ?? ""
+        say("paired with \(paired.deviceID) (\"\(paired.name.terminalSafe)\")" + address)
     }
 }

@@ -25,6 +25,75 @@ struct Plait: ParsableCommand {
             Show.self, Log.self, Compact.self, Batch.self, Pair.self, Unpair.self, Peers.self, Sync.self, Agent.self,
             Doctor.self, Repair.self, Demo.self, Bench.self,
         ])
+
+    /// ArgumentParser's `main`, with three checks first and safe error text: arguments must be UTF-8 (else
+    /// text would be stored with replacement characters), a word where a command belongs must name one
+    /// (else ArgumentParser says "2 unexpected arguments"), and no error prints a control character raw.
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        do {
+            try CommandLineCheck.utf8(argc: CommandLine.argc, argv: CommandLine.unsafeArgv)
+            try CommandLineCheck.knownCommand(arguments, root: Plait.self, path: ["plait"])
+            var command = try parseAsRoot(arguments)
+            try command.run()
+        } catch {
+            let code = exitCode(for: error)
+            let text = fullMessage(for: error)
+            if code == .success {
+                if !text.isEmpty { print(text) }
+            } else if !text.isEmpty {
+                // Help and usage text has its own line breaks; anything else that acts on a terminal is escaped.
+                let safe = text.split(separator: "\n", omittingEmptySubsequences: false)
+                    .map { String($0).terminalSafe }.joined(separator: "\n")
+                FileHandle.standardError.write(Data((safe + "\n").utf8))
+            }
+            Foundation.exit(code.rawValue)
+        }
+    }
+}
+
+/// Checks of the raw command line that ArgumentParser cannot make.
+enum CommandLineCheck {
+    /// Swift decodes `argv` repairing invalid UTF-8, so the raw bytes are checked here.
+    static func utf8(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) throws {
+        for index in 1..<max(1, Int(argc)) {
+            guard let pointer = argv[index] else { continue }
+            if String(validatingCString: pointer) == nil {
+                let bytes = UnsafeRawBufferPointer(start: pointer, count: strlen(pointer))
+                let shown = String(decoding: bytes, as: UTF8.self).terminalExcerpt(limit: 40)
+                throw ValidationError(
+                    "argument \(index) ('\(shown)') is not valid UTF-8; plait stores text as UTF-8, so convert it "
+                        + "first (e.g. with iconv) and try again")
+            }
+        }
+    }
+
+    /// Walks the command words: where a command with subcommands expects one, the word must name one.
+    /// `path` is how the root is typed (`plait`; nothing for a line of `plait batch`).
+    static func knownCommand(_ arguments: [String], root: ParsableCommand.Type, path: [String]) throws {
+        var command = root
+        var path = path
+        for word in arguments {
+            let subcommands = command.configuration.subcommands
+            guard !subcommands.isEmpty, command.configuration.defaultSubcommand == nil, !word.hasPrefix("-")
+            else { return }
+            if word == "help" { return }
+            let named = { (candidate: ParsableCommand.Type) in
+                candidate._commandName == word || candidate.configuration.aliases.contains(word)
+            }
+            guard let next = subcommands.first(where: named) else {
+                let names = subcommands.filter { $0.configuration.shouldDisplay }.map { $0._commandName }
+                let typed = path.joined(separator: " ")
+                let scope = path.count > 1 ? " for `\(typed)`" : ""
+                let help = path.isEmpty ? "" : " (see `\(typed) --help`)"
+                throw ValidationError(
+                    "unknown command '\(word.terminalExcerpt(limit: 40))'\(scope); the commands are: "
+                        + names.joined(separator: ", ") + help)
+            }
+            command = next
+            path.append(word)
+        }
+    }
 }
 
 /// Options every command that touches a device takes.
@@ -53,11 +122,31 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
-/// Prints a value as JSON (keys sorted, so output is stable).
+/// Prints a value as JSON (keys sorted, so output is stable). JSON carries the exact text; JSONSerialization
+/// escapes C0 controls itself, and DEL, C1 controls and bidi characters are written as `\uXXXX` here too, so
+/// JSON printed to a terminal cannot drive it either (a JSON reader decodes them to the same text).
 func printJSON(_ value: Any) {
     let data = try! JSONSerialization.data(
         withJSONObject: value, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
-    print(String(decoding: data, as: UTF8.self))
+    print(jsonEscapingTerminalControls(String(decoding: data, as: UTF8.self)))
+}
+
+/// JSON text with DEL, C1 controls and bidi characters written as JSON `\uXXXX` escapes. Outside strings JSON
+/// holds only ASCII punctuation and whitespace, and inside them the encoder has escaped C0 controls already,
+/// so a raw C0 character here is layout (the pretty-printer's line breaks) and stays.
+func jsonEscapingTerminalControls(_ json: String) -> String {
+    let escaped = { (scalar: Unicode.Scalar) in scalar.value > 0x1F && scalar.actsOnTerminal }
+    guard json.unicodeScalars.contains(where: escaped) else { return json }
+    var out = String.UnicodeScalarView()
+    for scalar in json.unicodeScalars {
+        guard escaped(scalar) else {
+            out.append(scalar)
+            continue
+        }
+        let hex = String(scalar.value, radix: 16)
+        out.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).unicodeScalars)
+    }
+    return String(out)
 }
 
 extension Array where Element == UInt8 {

@@ -28,8 +28,9 @@ extension Plait {
             }
             if rows.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
             for ((id, _), row) in zip(entries, rows) {
-                let color = (row["color"] as? String).map { " (\($0))" } ?? ""
-                print("\(Resolve.short(id))  \(row["title"]!)\(color)  \(row["pending"]!) pending, \(row["completed"]!) done")
+                let color = (row["color"] as? String).map { " (\($0.terminalSafe))" } ?? ""
+                let title = (row["title"] as? String ?? "").terminalSafe
+                print("\(Resolve.short(id))  \(title)\(color)  \(row["pending"]!) pending, \(row["completed"]!) done")
             }
         }
     }
@@ -63,12 +64,13 @@ extension Plait {
             if ids.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
             for id in ids {
                 guard let list = state.lists[id] else { continue }
-                print("\(list.title)\(list.color.map { " (\($0))" } ?? "")  [\(Resolve.short(id))]")
+                let color = list.color.map { " (\($0.terminalSafe))" } ?? ""
+                print("\(list.title.terminalSafe)\(color)  [\(Resolve.short(id))]")
                 for item in state.itemIDs(in: id, completed: false) {
-                    print("  [ ] \(state.items[item]?.text ?? "")  \(Resolve.short(item))")
+                    print("  [ ] \((state.items[item]?.text ?? "").terminalSafe)  \(Resolve.short(item))")
                 }
                 for item in state.itemIDs(in: id, completed: true) {
-                    print("  [x] \(state.items[item]?.text ?? "")  \(Resolve.short(item))")
+                    print("  [x] \((state.items[item]?.text ?? "").terminalSafe)  \(Resolve.short(item))")
                 }
             }
         }
@@ -79,7 +81,8 @@ extension Plait {
             abstract: "Show stored changes in replay order: timeline:seq, Lamport time, kind, description.",
             discussion: "Changes folded into the baseline are no longer listed (see `plait status`).")
         @OptionGroup var global: GlobalOptions
-        @Option(help: "Show only the newest N changes.") var limit: Int?
+        // Unconditional, so `--limit -1` reaches validate() instead of being taken for an option.
+        @Option(parsing: .unconditional, help: "Show only the newest N changes.") var limit: Int?
         @Flag(help: "Print the result as JSON.") var json = false
 
         func validate() throws {
@@ -103,7 +106,9 @@ extension Plait {
                 return
             }
             for row in rows {
-                print("\(row["change"]!)  \(row["lamport"]!)  \(row["kind"]!)  \(row["description"]!)  \(row["time"]!)")
+                let kind = (row["kind"] as! String).terminalSafe
+                let description = (row["description"] as! String).terminalSafe
+                print("\(row["change"]!)  \(row["lamport"]!)  \(kind)  \(description)  \(row["time"]!)")
             }
         }
 

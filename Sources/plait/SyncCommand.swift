@@ -29,7 +29,7 @@ extension Plait {
         @Flag(help: "Do not look for paired devices by mDNS: only known addresses (or --peer).")
         var noDiscovery = false
 
-        @Option(help: "Seconds to wait for a peer that stops answering.")
+        @Option(parsing: .unconditional, help: "Seconds to wait for a peer that stops answering.")
         var timeout: Int = 30
 
         @Flag(help: "Print the result as JSON.") var json = false
@@ -126,14 +126,14 @@ extension Plait {
 
         static func line(_ outcome: PeerSyncOutcome) -> String {
             guard let result = outcome.result, outcome.failure == nil else {
-                return "\(outcome.address): failed: \(outcome.failure ?? "unknown error")"
+                return "\(outcome.address): failed: \((outcome.failure ?? "unknown error").terminalSafe)"
             }
             let pulledBaseline = result.baselinesPulled > 0 ? " and its baseline" : ""
             let sentBaseline = result.baselinesSent > 0 ? " and this device's baseline" : ""
-            var text = "\(result.peerName) (\(outcome.address)): pulled \(result.pulled) changes\(pulledBaseline), "
+            var text = "\(result.peerLabel) (\(outcome.address)): pulled \(result.pulled) changes\(pulledBaseline), "
                 + "sent \(result.sent)\(sentBaseline), "
                 + "now at \(result.finalSummary.isEmpty ? "(empty)" : result.finalSummary.description)"
-            for problem in outcome.problems { text += "\n  ERROR: \(problem)" }
+            for problem in outcome.problems { text += "\n  ERROR: \(problem.terminalSafe)" }
             return text
         }
     }

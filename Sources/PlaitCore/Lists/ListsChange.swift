@@ -92,7 +92,7 @@ public enum ListsChange: Hashable, Sendable {
         case let .success(change): self = change
         case let .failure(error):
             if case .malformedPayload = error { throw error }
-            throw .malformedPayload(kind: kind, reason: error.description)
+            throw .malformedPayload(kind: kind, reason: error.reason)
         }
     }
 
