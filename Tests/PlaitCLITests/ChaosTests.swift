@@ -32,8 +32,6 @@ enum ChaosSettings {
 
     /// Devices on the LAN.
     static let hosts = 4
-    /// Steps of one seed at most (the time bound usually ends it first).
-    static let maxSteps = 2_000
     /// After healing, how long the devices have to agree: past the agents' one-minute anti-entropy round, so a
     /// device that only that round would bring back still counts as converging (slowly; the time is printed).
     static let convergenceSeconds: Double = 90
@@ -77,7 +75,7 @@ struct ChaosTests {
             let run = try ChaosRun(seed: seed, lan: lan, sandbox: sandbox)
             defer { run.stopEverything() }
             try run.setUp()
-            run.churn(seconds: ChaosSettings.seconds, maxSteps: ChaosSettings.maxSteps)
+            run.churn(seconds: ChaosSettings.seconds)
             try run.heal()
             try run.checkConvergence()
             try run.stopAgentsAndCheckTheirEnd()
@@ -88,7 +86,10 @@ struct ChaosTests {
 }
 
 /// One seed's run: the devices, their agents, the faults in force, and what was written.
-final class ChaosRun {
+///
+/// While the chaos lasts, one thread per device edits through its CLI and this thread (the test's) deals the
+/// faults; everything they share is behind `lock`.
+final class ChaosRun: @unchecked Sendable {
     struct Device {
         var host: NetnsHost
         var name: String
@@ -111,11 +112,11 @@ final class ChaosRun {
     let sandbox: Sandbox
     let plait: String
     let config: String
+    let environment: [String: String]
     let started = Date()
-    /// The fault schedule: which step, which host, which parameters, how long.
+    let lock = NSLock()
+    /// The fault schedule: which fault, which host, which parameters, how long between.
     var schedule: SplitMix64
-    /// The edits' choices (which list, which item, what kind of edit).
-    var choices: SplitMix64
     var devices: [Device] = []
     /// Every change a device reported as written (its CLI exited 0), by ref, with its hash and author.
     var written: [ChangeRef: (hash: [UInt8], device: Int)] = [:]
@@ -131,8 +132,12 @@ final class ChaosRun {
         self.sandbox = sandbox
         plait = try PlaitExecutable.path.get()
         schedule = SplitMix64(seed: seed)
-        choices = SplitMix64(seed: seed ^ 0x5DEE_CE66_D1CE_5EED)
         config = sandbox.root + "/chaos.toml"
+        var environment = sandbox.baseEnvironment
+        // The host's own bus (spawn sets it), not the sandbox's that leads nowhere.
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = nil
+        environment["PLAIT_HOME"] = nil
+        self.environment = environment
         // Compaction off: the check by hash reads each change's row (a folded change keeps no hash of its own),
         // and the agents' hourly schedule would not fold anything within a run anyway.
         try Data("[compaction]\ninterval_seconds = 0\n".utf8).write(to: URL(fileURLWithPath: config))
@@ -141,18 +146,23 @@ final class ChaosRun {
     // MARK: - Reporting
 
     func note(_ text: String) {
-        steps.append(String(format: "[%6.2f s] ", Date().timeIntervalSince(started)) + text)
+        let line = String(format: "[%6.2f s] ", Date().timeIntervalSince(started)) + text
+        lock.withLock { steps.append(line) }
     }
 
     func fail(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        failures.append(text)
         note("FAILURE: " + text)
-        let recent = steps.suffix(25).joined(separator: "\n")
+        let recent = lock.withLock {
+            failures.append(text)
+            return steps.suffix(25).joined(separator: "\n")
+        }
         Issue.record(
             Comment(rawValue: "chaos seed \(seed): \(text)\nlast steps:\n\(recent)"), sourceLocation: sourceLocation)
     }
 
-    func count(_ key: String) { counts[key, default: 0] += 1 }
+    func count(_ key: String) { lock.withLock { counts[key, default: 0] += 1 } }
+
+    func device(_ index: Int) -> Device { lock.withLock { devices[index] } }
 
     /// After a failure: the step log and every agent's whole log in a directory kept for reading.
     func saveLogsIfFailed() {
@@ -193,12 +203,9 @@ final class ChaosRun {
     }
 
     func spawnPlait(_ arguments: [String], on index: Int, stdin: String? = nil) throws -> HostProcess {
-        var environment = sandbox.baseEnvironment
-        // The host's own bus (spawn sets it), not the sandbox's that leads nowhere.
-        environment["DBUS_SYSTEM_BUS_ADDRESS"] = nil
-        environment["PLAIT_HOME"] = nil
+        let device = device(index)
         let process = try lan.spawn(
-            [plait] + arguments + ["--home", devices[index].home, "--config", config], in: devices[index].host,
+            [plait] + arguments + ["--home", device.home, "--config", config], in: device.host,
             environment: environment)
         if let stdin {
             process.send(stdin)
@@ -241,13 +248,15 @@ final class ChaosRun {
 
     func startAgent(_ index: Int) throws {
         let agent = try spawnPlait(["agent", "--listen", "0.0.0.0:7400"], on: index)
-        devices[index].agent = agent
-        devices[index].agents.append(agent)
+        lock.withLock {
+            devices[index].agent = agent
+            devices[index].agents.append(agent)
+        }
         do {
             _ = try agent.waitForLine(on: .stderr, timeout: .seconds(20)) { $0.contains("listening on") }
         } catch {
             fail("\(devices[index].name): the agent did not start: \(error)")
-            devices[index].agent = nil
+            lock.withLock { devices[index].agent = nil }
         }
     }
 
@@ -255,134 +264,162 @@ final class ChaosRun {
     /// reported success, so these are changes it reported as written.
     @discardableResult
     func recordWritten(by index: Int) -> [ChangeRef] {
+        let device = device(index)
         do {
-            let view = try devices[index].store.localView()
+            let view = try device.store.localView()
             let timeline = view.ownTimeline
             let head = view.summary[timeline]
             var refs: [ChangeRef] = []
-            let from = devices[index].recordedHeads[timeline, default: 0] + 1
-            if head >= from {
-                for seq in from...head {
-                    let ref = ChangeRef(timeline: timeline, seq: seq)
-                    guard let hash = try devices[index].store.hash(of: ref) else {
-                        fail("\(devices[index].name): its own change \(ref) has no hash right after it was written")
-                        continue
-                    }
-                    written[ref] = (hash, index)
-                    refs.append(ref)
+            let from = device.recordedHeads[timeline, default: 0] + 1
+            guard head >= from else { return [] }
+            for seq in from...head {
+                let ref = ChangeRef(timeline: timeline, seq: seq)
+                guard let hash = try device.store.hash(of: ref) else {
+                    fail("\(device.name): its own change \(ref) has no hash right after it was written")
+                    continue
                 }
-                devices[index].recordedHeads[timeline] = head
+                lock.withLock { written[ref] = (hash, index) }
+                refs.append(ref)
             }
+            lock.withLock { devices[index].recordedHeads[timeline] = head }
             return refs
         } catch {
-            fail("\(devices[index].name): reading its store failed: \(error)")
+            fail("\(device.name): reading its store failed: \(error)")
             return []
         }
     }
 
     // MARK: - Chaos
 
-    enum Step: CaseIterable {
-        case edit, batch, toggleLink, impair, killAgent, restartAgent, killEdit, pause
+    enum Fault {
+        case toggleLink, impair, killAgent, restartAgent, pause
     }
 
-    func pickStep() -> Step {
-        let weights: [(Step, Int)] = [
-            (.edit, 50), (.batch, 6), (.toggleLink, 8), (.impair, 8), (.killAgent, 6), (.restartAgent, 8),
-            (.killEdit, 4), (.pause, 10),
+    func pickFault() -> Fault {
+        let weights: [(Fault, Int)] = [
+            (.toggleLink, 20), (.impair, 20), (.killAgent, 12), (.restartAgent, 16), (.pause, 32),
         ]
         var roll = Int.random(in: 0..<weights.reduce(0) { $0 + $1.1 }, using: &schedule)
-        for (step, weight) in weights {
-            if roll < weight { return step }
+        for (fault, weight) in weights {
+            if roll < weight { return fault }
             roll -= weight
         }
-        return .edit
+        return .pause
     }
 
-    func churn(seconds: Double, maxSteps: Int) {
+    /// Editors on every device and faults dealt here, until `seconds` pass.
+    func churn(seconds: Double) {
         let end = Date().addingTimeInterval(seconds)
-        var taken = 0
-        while taken < maxSteps && Date() < end {
-            taken += 1
-            let step = pickStep()
+        var editors: [DispatchSemaphore] = []
+        for index in devices.indices {
+            let finished = DispatchSemaphore(value: 0)
+            editors.append(finished)
+            let thread = Thread { [self] in
+                edit(on: index, until: end)
+                finished.signal()
+            }
+            thread.name = "chaos editor \(devices[index].name)"
+            thread.start()
+        }
+        var faults = 0
+        while Date() < end {
+            faults += 1
+            let fault = pickFault()
             let index = Int.random(in: 0..<devices.count, using: &schedule)
             do {
-                try perform(step, on: index)
+                try deal(fault, on: index)
             } catch {
-                fail("step \(taken) (\(step) on \(devices[index].name)) could not be carried out: \(error)")
+                fail("fault \(faults) (\(fault) on \(devices[index].name)) could not be dealt: \(error)")
             }
+            // Time between faults: how long each lasts, part of the schedule (not a wait for an event).
+            usleep(UInt32(Int.random(in: 100...1_200, using: &schedule)) * 1_000)
         }
-        let summary = counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        note("chaos over after \(taken) steps: \(summary); \(written.count) changes reported as written")
-        print("chaos seed \(seed): \(taken) steps in \(String(format: "%.0f", seconds)) s: \(summary); "
+        for finished in editors { finished.wait() }
+        let summary = lock.withLock { counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" } }
+            .joined(separator: ", ")
+        note("chaos over: \(summary); \(written.count) changes reported as written")
+        print("chaos seed \(seed): \(String(format: "%.0f", seconds)) s of chaos: \(summary); "
             + "\(written.count) changes reported as written")
     }
 
-    func perform(_ step: Step, on index: Int) throws {
-        let name = devices[index].name
-        switch step {
-        case .edit:
-            let edit = try chooseEdit(on: index)
-            try carryOut(edit, on: index)
-        case .batch:
-            var lines: [String] = []
-            for _ in 0..<Int.random(in: 2...4, using: &choices) {
-                let edit = try chooseEdit(on: index, forBatch: true)
-                lines.append(edit.map(Self.batchQuote).joined(separator: " "))
-            }
-            try carryOut(["batch"], stdin: lines.joined(separator: "\n") + "\n", on: index)
+    func deal(_ fault: Fault, on index: Int) throws {
+        let current = device(index)
+        let name = current.name
+        switch fault {
         case .toggleLink:
-            let up = !devices[index].linkUp
-            try lan.setLink(of: devices[index].host, up: up)
-            devices[index].linkUp = up
+            let up = !current.linkUp
+            try lan.setLink(of: current.host, up: up)
+            lock.withLock { devices[index].linkUp = up }
             count(up ? "link up" : "link down")
             note("\(name): link \(up ? "up" : "down")")
         case .impair:
-            // Every value drawn whatever is used, so the schedule does not depend on this machine or the state.
+            // Every value drawn whatever is used, so the schedule does not depend on the state.
             let clear = schedule.chance(40)
             let drawn = LinkImpairment(
                 lossPercent: Int.random(in: 0...30, using: &schedule),
                 delayMilliseconds: Int.random(in: 0...200, using: &schedule),
                 jitterMilliseconds: Int.random(in: 0...50, using: &schedule),
                 reorderPercent: Int.random(in: 0...40, using: &schedule))
-            let impairment = devices[index].impairment != nil && clear ? nil : drawn
-            try lan.impair(devices[index].host, impairment)
-            devices[index].impairment = impairment
+            let impairment = current.impairment != nil && clear ? nil : drawn
+            try lan.impair(current.host, impairment)
+            lock.withLock { devices[index].impairment = impairment }
             count(impairment == nil ? "impairment off" : "impairment on")
             note("\(name): \(impairment.map { "link impaired: \($0)" } ?? "link impairment off")")
         case .killAgent:
-            guard let agent = devices[index].agent else { return }
+            guard let agent = current.agent else { return }
             agent.deliver(signal: SIGKILL)
             let status = agent.waitForExit(timeout: .seconds(10))
-            devices[index].agent = nil
+            lock.withLock { devices[index].agent = nil }
             count("agent killed")
             note("\(name): agent pid \(agent.pid) SIGKILLed (exit \(status.map(String.init) ?? "still running?"))")
             if status == nil { fail("\(name): the agent did not die of SIGKILL within 10 s") }
         case .restartAgent:
             // Restart one dead agent, the first at or after this index.
-            guard let dead = (0..<devices.count).map({ (index + $0) % devices.count })
-                .first(where: { devices[$0].agent == nil })
-            else { return }
+            let dead = lock.withLock {
+                devices.indices.map { (index + $0) % devices.count }.first { devices[$0].agent == nil }
+            }
+            guard let dead else { return }
             try startAgent(dead)
             count("agent restarted")
-            note("\(devices[dead].name): agent restarted, pid \(devices[dead].agent?.pid ?? -1)")
-        case .killEdit:
-            let edit = ["add", try anyListID(on: index) ?? "Groceries", "killed-\(name)-\(steps.count)"]
-            let delay = Int.random(in: 0...60, using: &schedule)
-            let process = try spawnPlait(edit, on: index)
-            usleep(UInt32(delay) * 1_000)
-            process.deliver(signal: SIGKILL)
-            let status = process.waitForExit(timeout: .seconds(10))
-            process.waitForEndOfOutput(timeout: .seconds(5))
-            count("edit killed")
-            note("\(name): `plait add` SIGKILLed after \(delay) ms (exit \(status.map(String.init) ?? "?"))")
-            // If it finished first it reported success: what it wrote counts as written.
-            if status == 0 { recordWritten(by: index) }
+            note("\(devices[dead].name): agent restarted, pid \(device(dead).agent?.pid ?? -1)")
         case .pause:
-            // How long the faults in force last (the chaos itself, not a wait for an event).
-            let milliseconds = Int.random(in: 50...1_500, using: &schedule)
-            usleep(UInt32(milliseconds) * 1_000)
             count("pause")
+        }
+    }
+
+    /// One device's editor: data commands chosen at random from what it shows, a batch now and then, and now
+    /// and then an edit killed with SIGKILL a few milliseconds after it started.
+    func edit(on index: Int, until end: Date) {
+        var choices = SplitMix64(seed: seed &+ UInt64(index + 1) &* 0x9E37_79B9_7F4A_7C15)
+        let name = devices[index].name
+        while Date() < end {
+            do {
+                let roll = Int.random(in: 0..<100, using: &choices)
+                if roll < 8 {
+                    var lines: [String] = []
+                    for _ in 0..<Int.random(in: 2...4, using: &choices) {
+                        let edit = try chooseEdit(on: index, forBatch: true, using: &choices)
+                        lines.append(edit.map(Self.batchQuote).joined(separator: " "))
+                    }
+                    try carryOut(["batch"], stdin: lines.joined(separator: "\n") + "\n", on: index)
+                } else if roll < 13 {
+                    let list = try pick(shown(on: index).lists, using: &choices)?.id ?? "Groceries"
+                    let delay = Int.random(in: 0...80, using: &choices)
+                    let process = try spawnPlait(["add", list, "killed-\(name)-\(delay)"], on: index)
+                    usleep(UInt32(delay) * 1_000)
+                    process.deliver(signal: SIGKILL)
+                    let status = process.waitForExit(timeout: .seconds(10))
+                    process.waitForEndOfOutput(timeout: .seconds(5))
+                    count("edit killed")
+                    note("\(name): `plait add` SIGKILLed after \(delay) ms (exit \(status.map(String.init) ?? "?"))")
+                    // If it finished first it reported success: what it wrote counts as written.
+                    if status == 0 { recordWritten(by: index) }
+                } else {
+                    try carryOut(try chooseEdit(on: index, using: &choices), on: index)
+                }
+            } catch {
+                fail("\(name): an edit could not be carried out: \(error)")
+            }
         }
     }
 
@@ -397,7 +434,7 @@ final class ChaosRun {
         let error = process.lines(.stderr).joined(separator: " | ")
         let shown = (stdin.map { "batch: " + $0.split(separator: "\n").joined(separator: "; ") }
             ?? arguments.joined(separator: " "))
-        let agentState = devices[index].agent == nil ? " (agent dead)" : ""
+        let agentState = device(index).agent == nil ? " (agent dead)" : ""
         switch status {
         case 0:
             let refs = recordWritten(by: index)
@@ -441,20 +478,16 @@ final class ChaosRun {
             })
     }
 
-    func anyListID(on index: Int) throws -> String? {
-        let lists = try shown(on: index).lists
-        return lists.isEmpty ? nil : lists[Int.random(in: 0..<lists.count, using: &choices)].id
-    }
-
-    func pick<T>(_ values: [T]) -> T? {
+    func pick<T>(_ values: [T], using choices: inout SplitMix64) -> T? {
         values.isEmpty ? nil : values[Int.random(in: 0..<values.count, using: &choices)]
     }
 
     /// One data command chosen at random among those that make sense for what the device shows now.
-    func chooseEdit(on index: Int, forBatch: Bool = false) throws -> [String] {
+    func chooseEdit(on index: Int, forBatch: Bool = false, using choices: inout SplitMix64) throws -> [String] {
         let state = try shown(on: index)
         let name = devices[index].name
-        let text = "\(name)-\(steps.count)-\(Int.random(in: 0..<1_000, using: &choices))"
+        let text = "\(name)-\(Int.random(in: 0..<1_000_000, using: &choices))"
+        func pick<T>(_ values: [T]) -> T? { self.pick(values, using: &choices) }
         guard let list = pick(state.lists) else { return ["list", "add", "List \(text)"] }
         let items = state.lists.flatMap { $0.pending + $0.completed }
         let roll = Int.random(in: 0..<100, using: &choices)
