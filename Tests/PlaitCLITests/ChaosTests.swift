@@ -390,20 +390,27 @@ final class ChaosRun: @unchecked Sendable {
     /// One device's editor: data commands chosen at random from what it shows, a batch now and then, and now
     /// and then an edit killed with SIGKILL a few milliseconds after it started.
     func edit(on index: Int, until end: Date) {
-        var choices = SplitMix64(seed: seed &+ UInt64(index + 1) &* 0x9E37_79B9_7F4A_7C15)
+        // Each editor's own stream, drawn from the seed (not the seed plus a multiple of SplitMix64's own
+        // increment, which would give every editor the same stream shifted by a step or two).
+        var seeder = SplitMix64(seed: ~seed)
+        var choices = SplitMix64(seed: (0...index).map { _ in seeder.next() }.last!)
         let name = devices[index].name
+        var view: Shown?
         while Date() < end {
             do {
+                // What the device shows, read again before about every other edit: a stale view makes some edits
+                // refer to what is gone meanwhile (refused, as they should be), and halves the processes run.
+                if view == nil || choices.chance(50) { view = try shown(on: index) }
                 let roll = Int.random(in: 0..<100, using: &choices)
                 if roll < 8 {
                     var lines: [String] = []
                     for _ in 0..<Int.random(in: 2...4, using: &choices) {
-                        let edit = try chooseEdit(on: index, forBatch: true, using: &choices)
+                        let edit = chooseEdit(from: view!, on: index, forBatch: true, using: &choices)
                         lines.append(edit.map(Self.batchQuote).joined(separator: " "))
                     }
                     try carryOut(["batch"], stdin: lines.joined(separator: "\n") + "\n", on: index)
                 } else if roll < 13 {
-                    let list = try pick(shown(on: index).lists, using: &choices)?.id ?? "Groceries"
+                    let list = pick(view!.lists, using: &choices)?.id ?? "Groceries"
                     let delay = Int.random(in: 0...80, using: &choices)
                     let process = try spawnPlait(["add", list, "killed-\(name)-\(delay)"], on: index)
                     usleep(UInt32(delay) * 1_000)
@@ -415,7 +422,7 @@ final class ChaosRun: @unchecked Sendable {
                     // If it finished first it reported success: what it wrote counts as written.
                     if status == 0 { recordWritten(by: index) }
                 } else {
-                    try carryOut(try chooseEdit(on: index, using: &choices), on: index)
+                    try carryOut(chooseEdit(from: view!, on: index, using: &choices), on: index)
                 }
             } catch {
                 fail("\(name): an edit could not be carried out: \(error)")
@@ -482,9 +489,10 @@ final class ChaosRun: @unchecked Sendable {
         values.isEmpty ? nil : values[Int.random(in: 0..<values.count, using: &choices)]
     }
 
-    /// One data command chosen at random among those that make sense for what the device shows now.
-    func chooseEdit(on index: Int, forBatch: Bool = false, using choices: inout SplitMix64) throws -> [String] {
-        let state = try shown(on: index)
+    /// One data command chosen at random among those that make sense for what the device showed.
+    func chooseEdit(
+        from state: Shown, on index: Int, forBatch: Bool = false, using choices: inout SplitMix64
+    ) -> [String] {
         let name = devices[index].name
         let text = "\(name)-\(Int.random(in: 0..<1_000_000, using: &choices))"
         func pick<T>(_ values: [T]) -> T? { self.pick(values, using: &choices) }
