@@ -626,13 +626,33 @@ final class ChaosRun: @unchecked Sendable {
                 fail("\(devices[index].name): the agent exited \(status) on SIGTERM: \(agent.transcript)")
             }
         }
+        var notable: [String: Int] = [:]
         for device in devices {
             for agent in device.agents {
                 if let line = agent.lines(.stderr).first(where: { $0.contains("Fatal error") }) {
                     fail("\(device.name): agent pid \(agent.pid) crashed: \(line)")
                 }
+                for line in agent.lines(.stderr) {
+                    let words = line.split(separator: " ", maxSplits: 2)
+                    guard words.count == 3, ["notice", "warning", "error", "critical"].contains(words[1]) else {
+                        continue
+                    }
+                    notable[words[1] + " " + Self.withoutNames(String(words[2])), default: 0] += 1
+                }
             }
         }
+        // What the agents complained of, most frequent first, for the record (the checks above judge it).
+        let lines = notable.sorted { $0.value > $1.value }.prefix(8).map { "  \($0.value)× \($0.key.prefix(160))" }
+        print("chaos seed \(seed): agents logged \(notable.values.reduce(0, +)) notices, warnings and errors"
+            + (lines.isEmpty ? "" : ":\n" + lines.joined(separator: "\n")))
+    }
+
+    /// A log line with device IDs, timelines, addresses and numbers blanked out, so alike lines count as one.
+    static func withoutNames(_ line: String) -> String {
+        line.split(separator: " ").map { word -> String in
+            let letters = word.filter { $0.isLetter || $0.isNumber }
+            return letters.count >= 6 && letters.contains(where: \.isNumber) || Int(word) != nil ? "…" : String(word)
+        }.joined(separator: " ")
     }
 
     /// SQLite's integrity check on every store, after SIGKILLs in the middle of writes.
