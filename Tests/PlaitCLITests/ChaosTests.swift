@@ -634,16 +634,18 @@ final class ChaosRun: @unchecked Sendable {
                 }
                 for line in agent.lines(.stderr) {
                     let words = line.split(separator: " ", maxSplits: 2)
-                    guard words.count == 3, ["notice", "warning", "error", "critical"].contains(words[1]) else {
-                        continue
-                    }
+                    guard words.count == 3 else { continue }
+                    let complaint = ["failed", "error", "refus", "fork", "stale", "closed", "timed out", "diverg"]
+                        .contains { words[2].lowercased().contains($0) }
+                    guard ["notice", "warning", "error", "critical"].contains(words[1]) || complaint else { continue }
                     notable[words[1] + " " + Self.withoutNames(String(words[2])), default: 0] += 1
                 }
             }
         }
-        // What the agents complained of, most frequent first, for the record (the checks above judge it).
+        // What the agents complained of (lines above info, and failures, refusals, forks at info), most frequent
+        // first: for the record, the checks above judge it.
         let lines = notable.sorted { $0.value > $1.value }.prefix(8).map { "  \($0.value)× \($0.key.prefix(160))" }
-        print("chaos seed \(seed): agents logged \(notable.values.reduce(0, +)) notices, warnings and errors"
+        print("chaos seed \(seed): agents logged \(notable.values.reduce(0, +)) complaints"
             + (lines.isEmpty ? "" : ":\n" + lines.joined(separator: "\n")))
     }
 
