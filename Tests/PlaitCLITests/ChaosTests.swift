@@ -73,14 +73,20 @@ struct ChaosTests {
         defer { lan.tearDown() }
         try withSandbox { sandbox in
             let run = try ChaosRun(seed: seed, lan: lan, sandbox: sandbox)
-            defer { run.stopEverything() }
-            try run.setUp()
-            run.churn(seconds: ChaosSettings.seconds)
-            try run.heal()
-            try run.checkConvergence()
-            try run.stopAgentsAndCheckTheirEnd()
-            try run.checkStores()
-            run.saveLogsIfFailed()
+            defer {
+                run.stopEverything()
+                run.saveLogsIfFailed()
+            }
+            do {
+                try run.setUp()
+                run.churn(seconds: ChaosSettings.seconds)
+                try run.heal()
+                try run.checkConvergence()
+                try run.stopAgentsAndCheckTheirEnd()
+                try run.checkStores()
+            } catch {
+                run.fail("the run stopped: \(error)")
+            }
         }
     }
 }
