@@ -325,6 +325,11 @@ enum Meta {
         case formatNote = "format_note"
         /// The device's display name, chosen at `plait init`.
         case deviceName = "device_name"
+        /// Why the own timeline may continue on another device (a fork, a peer holding it beyond the head, a
+        /// damaged own change): nothing is authored on it until `plait rejoin` starts a new one. Absent: none.
+        case ownTimelineSuspect = "own_timeline_suspect"
+        /// Why it was marked (`Replica.SuspectCause`): a mark set by damage alone clears once healed.
+        case ownTimelineSuspectCause = "own_timeline_suspect_cause"
     }
 
     static func get<T: DatabaseValueConvertible>(_ db: Database, _ key: Key) throws -> T? {

@@ -16,6 +16,11 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case rejected(CoreError)
     /// The store holds an impossible value (a bug or a damaged file).
     case inconsistent(String)
+    /// The own timeline may continue on another device (`reason`): authoring on it could put two changes
+    /// under one number, so nothing is written until `plait rejoin` starts a new timeline.
+    case ownTimelineSuspect(timeline: TimelineID, reason: String)
+    /// The Lamport clock reached its limit (2^62): no change can be authored after it.
+    case lamportExhausted(timeline: TimelineID)
 
     public var description: String {
         switch self {
@@ -35,6 +40,11 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return error.description
         case let .inconsistent(detail):
             return "the store is inconsistent: \(detail); run `plait doctor`."
+        case let .ownTimelineSuspect(timeline, reason):
+            return "this device's timeline \(timeline) may continue on another device: \(reason). Nothing was "
+                + "changed. Run `plait rejoin` to go on with a new timeline (`plait doctor` says more)."
+        case let .lamportExhausted(timeline):
+            return "the Lamport clock of timeline \(timeline) reached its limit (2^62); nothing was changed."
         }
     }
 }

@@ -99,6 +99,18 @@ public final class Agent: @unchecked Sendable {
             spawn("accept") { self.acceptLoop(listener) }
         }
         if settings.discovery, let port = boundPort { startDiscovery(port: port) }
+        // Bit rot in the source heals like a re-pulled block: damaged changes are set aside at start (their
+        // timeline ends before them) and pulled again from the first peer that holds them (DESIGN §10).
+        spawn("verify") {
+            do {
+                for damage in try self.home.replica.quarantineDamaged() {
+                    self.logger.error(
+                        "stored \(damage) is damaged (its hash does not continue its chain): set aside, to be pulled again from a paired device")
+                }
+            } catch {
+                self.logger.error("checking the stored hash chains failed: \(error)")
+            }
+        }
         spawn("watch") { self.watchLoop() }
         spawn("dial") { self.dialLoop() }
     }
@@ -267,6 +279,9 @@ public final class Agent: @unchecked Sendable {
         var options = SessionOptions(mode: .agent)
         options.maxBatchChanges = home.config.batchChanges
         options.idleTimeout = .seconds(60)
+        options.certifiedPeerID = peer
+        let logger = self.logger
+        options.onFinding = { finding in logger.error("with \(peer): \(finding)") }
         let session: Session
         do {
             session = try Session(
@@ -298,6 +313,11 @@ public final class Agent: @unchecked Sendable {
         do {
             let result = try session.run()
             logger.info("session with \(result.peerName) ended: pulled \(result.pulled), sent \(result.sent)")
+            if dialedByMe, result.peerCloseReason == "stopped" {
+                // The peer stopped it: it is shutting down, or took a newer connection from this device (this
+                // home's own `plait sync`). Re-dialing at once would knock that one off in turn.
+                lock.withLock { backoff[peer] = (ContinuousClock.now + .seconds(2), .seconds(1)) }
+            }
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())
         } catch {

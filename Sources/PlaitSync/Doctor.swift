@@ -38,6 +38,7 @@ public enum Doctor {
         let storeIsSound = checkStore(path, into: &checks)
         checks.append(checkListen(listen, identity: identity))
         checks.append(checkAvahi(enabled: config.discoveryEnabled))
+        if storeIsSound { checks += checkHistory(storePath: path + "/" + Home.storeFileName) }
         if storeIsSound, let identity {
             checks += checkPeers(storePath: path + "/" + Home.storeFileName, identity: identity, timeout: peerTimeout)
         }

@@ -98,7 +98,8 @@ public final class Session: @unchecked Sendable {
             peerDeviceID: machine.peer?.deviceID ?? "", peerName: machine.peer?.name ?? "", pulled: machine.pulled,
             sent: machine.sent, duplicates: machine.duplicates, baselinesPulled: machine.baselinesPulled,
             baselinesSent: machine.baselinesSent, forkedTimelines: machine.forkedTimelines,
-            timelineSwitch: machine.timelineSwitch, finalSummary: summary, bytesSent: bytesSent,
+            refusedTimelines: machine.refusedTimelines, damagedChanges: machine.damaged, staleClaim: machine.staleClaim,
+            divergence: machine.divergence, verifiedEqual: machine.verifiedEqual, finalSummary: summary, bytesSent: bytesSent,
             bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason)
     }
 
