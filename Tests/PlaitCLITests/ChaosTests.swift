@@ -638,6 +638,11 @@ final class ChaosRun: @unchecked Sendable {
                 if let line = agent.lines(.stderr).first(where: { $0.contains("Fatal error") }) {
                     fail("\(device.name): agent pid \(agent.pid) crashed: \(line)")
                 }
+                // Nothing here copies a home, and equal summaries replay to equal states: a fork or a divergence
+                // reported during the run is an untruth (or a real fault that healed unseen), either way a bug.
+                for line in agent.lines(.stderr) where line.contains("diverged") || line.contains("forked") {
+                    fail("\(device.name): agent pid \(agent.pid) reported what cannot have happened: \(line)")
+                }
                 for line in agent.lines(.stderr) {
                     let words = line.split(separator: " ", maxSplits: 2)
                     guard words.count == 3 else { continue }
