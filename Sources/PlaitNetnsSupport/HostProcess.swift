@@ -293,6 +293,11 @@ public final class HostProcess: @unchecked Sendable {
         return shared.exitStatus
     }
 
+    /// Sends `signal` to `pid` (SIGKILL: a crash or a power cut, as the agent sees it) while it runs.
+    public func deliver(signal: Int32) {
+        if isRunning { kill(pid, signal) }
+    }
+
     /// Sends SIGTERM to `pid`, waits up to `timeout`, then SIGKILL. Returns the exit status (128 + the
     /// signal's number for a process a signal killed). Idempotent.
     @discardableResult

@@ -38,7 +38,8 @@ public final class NetnsLAN: @unchecked Sendable {
     /// This LAN's directory (daemon configurations and D-Bus sockets), removed by `tearDown`.
     public let directory: String
 
-    private let bridgeNamespace: String
+    /// The namespace holding the bridge `br0` and each host's port `v<index>`.
+    let bridgeNamespace: String
     private let lock = NSLock()
     private var processes: [HostProcess] = []
     private var dbusDaemons: [String: HostProcess] = [:]
@@ -48,16 +49,28 @@ public final class NetnsLAN: @unchecked Sendable {
 
     private static let counter = Counter()
 
+    /// What joins the hosts' interfaces.
+    public enum Switching: Sendable {
+        /// A kernel bridge in a namespace of its own, a veth pair to each host; `impair` uses `tc netem`.
+        case kernelBridge
+        /// A switch in this process, a TAP device in each host; `impair` works without netem in the kernel.
+        case userspace
+    }
+
+    /// The userspace switch, when the LAN was built with one.
+    let userspaceSwitch: UserspaceSwitch?
+
     /// Builds the bridge and `hosts` hosts (1…250), and starts a dbus-daemon and, if `avahi`, an
     /// avahi-daemon in each, waiting until each daemon is ready. Throws (after tearing down what it
     /// built) if any step fails; check `skipReason` first.
-    public init(hosts count: Int, avahi: Bool = true) throws {
+    public init(hosts count: Int, avahi: Bool = true, switching: Switching = .kernelBridge) throws {
         precondition((1...250).contains(count), "a test LAN has 1 to 250 hosts")
         signal(SIGPIPE, SIG_IGN)
         Self.removeLeftovers()
         let base = "\(Self.prefix)-\(getpid())-\(Self.counter.next())"
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(base).path
         bridgeNamespace = base + "-br"
+        userspaceSwitch = switching == .userspace ? UserspaceSwitch() : nil
         hosts = (1...count).map { index in
             NetnsHost(
                 index: index, namespace: "\(base)-h\(index)", ipv4: "10.77.0.\(index)", ipv6: "fd77::\(index)",
@@ -181,6 +194,7 @@ public final class NetnsLAN: @unchecked Sendable {
         let clients = started.filter { process in !daemons.contains { $0 === process } }
         for process in clients.reversed() { process.stop() }
         for daemon in daemons { daemon.stop() }
+        userspaceSwitch?.stop()
         for name in names.reversed() { _ = try? Self.ip(["netns", "delete", name]) }
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -192,6 +206,16 @@ public final class NetnsLAN: @unchecked Sendable {
     // MARK: - Building
 
     private func buildNetwork() throws {
+        if let userspaceSwitch {
+            for host in hosts {
+                try addNamespace(host.namespace)
+                try Self.ip(["-n", host.namespace, "link", "set", "lo", "up"])
+                _ = try userspaceSwitch.addPort(namespace: host.namespace, interface: host.interface)
+                try configureInterface(of: host)
+            }
+            try userspaceSwitch.start()
+            return
+        }
         try addNamespace(bridgeNamespace)
         try Self.ip(["-n", bridgeNamespace, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
         try Self.ip(["-n", bridgeNamespace, "link", "set", "br0", "up"])
@@ -205,15 +229,20 @@ public final class NetnsLAN: @unchecked Sendable {
             ])
             try Self.ip(["-n", bridgeNamespace, "link", "set", port, "master", "br0", "up"])
             try Self.ip(["-n", host.namespace, "link", "set", "lo", "up"])
-            // Without this, taking the link down flushes the IPv6 addresses and they never come back.
-            try Self.ip([
-                "netns", "exec", host.namespace, "sh", "-c",
-                "echo 1 > /proc/sys/net/ipv6/conf/eth0/keep_addr_on_down",
-            ])
-            try Self.ip(["-n", host.namespace, "addr", "add", host.ipv4 + "/24", "dev", "eth0"])
-            try Self.ip(["-n", host.namespace, "addr", "add", host.ipv6 + "/64", "dev", "eth0", "nodad"])
-            try Self.ip(["-n", host.namespace, "link", "set", "eth0", "multicast", "on", "up"])
+            try configureInterface(of: host)
         }
+    }
+
+    /// Addresses on the host's `eth0` (which exists), multicast on, up.
+    private func configureInterface(of host: NetnsHost) throws {
+        // Without this, taking the link down flushes the IPv6 addresses and they never come back.
+        try Self.ip([
+            "netns", "exec", host.namespace, "sh", "-c",
+            "echo 1 > /proc/sys/net/ipv6/conf/eth0/keep_addr_on_down",
+        ])
+        try Self.ip(["-n", host.namespace, "addr", "add", host.ipv4 + "/24", "dev", "eth0"])
+        try Self.ip(["-n", host.namespace, "addr", "add", host.ipv6 + "/64", "dev", "eth0", "nodad"])
+        try Self.ip(["-n", host.namespace, "link", "set", "eth0", "multicast", "on", "up"])
     }
 
     private func addNamespace(_ name: String) throws {
