@@ -84,10 +84,12 @@ public final class Agent: @unchecked Sendable {
         self.logger = logger
     }
 
-    private var myID: String { home.identity.deviceID.description }
+    /// Read after `start` loaded the identity (it is cached in the home from then on).
+    private var myID: String { (try? home.identity)?.deviceID.description ?? "?" }
 
     public func start() throws {
         TLS.setUp()
+        _ = try home.identity  // networking needs the certificate: say so before listening or dialling
         let initial = try home.trustedDeviceIDs()
         lock.withLock { trusted = initial }
         if let listen = settings.listen {
@@ -178,7 +180,7 @@ public final class Agent: @unchecked Sendable {
         do {
             try connection.finishHandshake(timeout: .seconds(10))
             return true
-        } catch let TLSError.peerNotTrusted(id) where id == home.identity.deviceID {
+        } catch let TLSError.peerNotTrusted(id) where id == (try? home.identity)?.deviceID {
             logger.debug("a connection from this very device (`plait doctor` checking the port); closed")
         } catch let TLSError.peerNotTrusted(id) {
             // At most one new pending entry per address and minute: one host cannot push the (16-entry) list's
