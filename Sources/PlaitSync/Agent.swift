@@ -66,6 +66,8 @@ public final class Agent: @unchecked Sendable {
     private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
     private var trusted: Set<String> = []
     private var listener: TLSListener?
+    /// Held from `start` to `stop`: one agent per home.
+    private var homeLock: AgentLock?
     private var discovery: Discovery?
     /// The tag in the published TXT record (it changes with the UTC date).
     private var publishedTag: String?
@@ -88,6 +90,7 @@ public final class Agent: @unchecked Sendable {
     private var myID: String { (try? home.identity)?.deviceID.description ?? "?" }
 
     public func start() throws {
+        homeLock = try AgentLock.acquire(home: home.path)
         TLS.setUp()
         _ = try home.identity  // networking needs the certificate: say so before listening or dialling
         let initial = try home.trustedDeviceIDs()
@@ -116,6 +119,7 @@ public final class Agent: @unchecked Sendable {
         discovery?.close()
         threads.wait()
         discoveryTask?.cancel()
+        homeLock?.release()
         logger.info("agent stopped")
     }
 
