@@ -90,7 +90,7 @@ public final class Store: @unchecked Sendable {
         let pending = try precheck(path, busyTimeout: busyTimeout)
         do {
             let readers = try DatabasePool(
-                path: path,
+                path: StoreDiagnosis.readLocation(path),
                 configuration: configuration(synchronousFull: synchronousFull, busyTimeout: busyTimeout, readonly: true))
             return Store(
                 path: path, readers: readers, writer: nil, migrationsPending: pending, synchronousFull: synchronousFull,
@@ -161,7 +161,7 @@ public final class Store: @unchecked Sendable {
         let migrator = Schema.migrator
         do {
             let readOnly = configuration(synchronousFull: false, busyTimeout: busyTimeout, readonly: true)
-            let queue = try DatabaseQueue(path: path, configuration: readOnly)
+            let queue = try DatabaseQueue(path: StoreDiagnosis.readLocation(path), configuration: readOnly)
             defer { try? queue.close() }
             let (hasMigrations, superseded, applied, all) = try queue.read { db in
                 let hasMigrations = try db.tableExists("grdb_migrations")

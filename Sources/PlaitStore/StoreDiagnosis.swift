@@ -31,6 +31,24 @@ enum StoreDiagnosis {
         }
     }
 
+    /// Where read-only connections open the store. A WAL reader needs the `-wal` and `-shm` files, and creates
+    /// them when they are missing, which a read-only mount or a full disk refuses. With no `-wal` file, or an
+    /// empty one, the main file holds everything, and nobody can write there until the mount or the disk is
+    /// fixed, so it is opened as immutable: reading the lists still works.
+    static func readLocation(_ path: String) -> String {
+        let directory = (path as NSString).deletingLastPathComponent
+        var status = stat()
+        let walMissing = stat(path + "-wal", &status) != 0 && errno == ENOENT
+        guard walMissing || status.st_size == 0 else { return path }
+        var volume = statvfs()
+        guard statvfs(directory, &volume) == 0 else { return path }
+        let readOnly = volume.f_flag & UInt(ST_RDONLY) != 0
+        let full = UInt64(volume.f_bavail) * UInt64(volume.f_frsize) < 1 << 20
+        guard readOnly || full else { return path }
+        let allowed = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "?#%"))
+        return "file:" + (path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path) + "?immutable=1"
+    }
+
     /// The true cause of `error`, met while using the store at `path`.
     static func diagnose(_ error: any Error, path: String, busyTimeout: Double = Store.defaultBusyTimeout)
         -> StoreError
