@@ -73,7 +73,8 @@ public final class Store: @unchecked Sendable {
             }
             let readers = try DatabasePool(
                 path: path,
-                configuration: configuration(synchronousFull: synchronousFull, busyTimeout: busyTimeout, readonly: true))
+                configuration: configuration(
+                    synchronousFull: synchronousFull, busyTimeout: busyTimeout, readonly: true))
             return Store(
                 path: path, readers: readers, writer: pool, migrationsPending: false, synchronousFull: synchronousFull,
                 busyTimeout: busyTimeout)
@@ -91,7 +92,8 @@ public final class Store: @unchecked Sendable {
         do {
             let readers = try DatabasePool(
                 path: StoreDiagnosis.readLocation(path),
-                configuration: configuration(synchronousFull: synchronousFull, busyTimeout: busyTimeout, readonly: true))
+                configuration: configuration(
+                    synchronousFull: synchronousFull, busyTimeout: busyTimeout, readonly: true))
             return Store(
                 path: path, readers: readers, writer: nil, migrationsPending: pending, synchronousFull: synchronousFull,
                 busyTimeout: busyTimeout)
@@ -114,8 +116,7 @@ public final class Store: @unchecked Sendable {
         }
     }
 
-    /// What `plait doctor` reports about a store, read through a read-only connection: opening the store
-    /// normally runs the migrator in a write transaction, whose checkpoint rewrites pages of the file.
+    /// What `plait doctor` reports about a store, read through a read-only connection that writes nothing.
     public struct Inspection: Sendable {
         /// SQLite's `PRAGMA integrity_check` lines: exactly `["ok"]` for a sound file.
         public var integrity: [String]

@@ -79,7 +79,8 @@ enum StoreDiagnosis {
         let directory = (path as NSString).deletingLastPathComponent
         var status = stat()
         guard stat(directory, &status) == 0 else {
-            return errno == EACCES ? .permissionDenied(path: directory, access: "enter") : .missingDirectory(path: directory)
+            if errno == EACCES { return .permissionDenied(path: directory, access: "enter") }
+            return .missingDirectory(path: directory)
         }
         var volume = statvfs()
         if statvfs(directory, &volume) == 0, volume.f_flag & UInt(ST_RDONLY) != 0 {

@@ -25,7 +25,8 @@ public final class AgentLock: @unchecked Sendable {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             let code = errno
-            throw PlaitError.file(path: path, problem: "cannot open the agent's lock file (\(String(cString: strerror(code))))")
+            throw PlaitError.file(
+                path: path, problem: "cannot open the agent's lock file (\(String(cString: strerror(code))))")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
@@ -39,7 +40,8 @@ public final class AgentLock: @unchecked Sendable {
         guard ftruncate(descriptor, 0) == 0, pwrite(descriptor, text, text.count, 0) == text.count else {
             let code = errno
             close(descriptor)
-            throw PlaitError.file(path: path, problem: "cannot write the agent's PID (\(String(cString: strerror(code))))")
+            throw PlaitError.file(
+                path: path, problem: "cannot write the agent's PID (\(String(cString: strerror(code))))")
         }
         return AgentLock(descriptor: descriptor)
     }

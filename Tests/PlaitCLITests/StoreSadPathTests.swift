@@ -60,7 +60,8 @@ import Glibc
             DispatchQueue.concurrentPerform(iterations: writers) { writer in
                 for index in 0..<adds {
                     do {
-                        let result = try Self.run(environment: environment, root: root, ["add", "L", "w\(writer)-\(index)"])
+                        let result = try Self.run(
+                            environment: environment, root: root, ["add", "L", "w\(writer)-\(index)"])
                         if result.status != 0 { failures.add("w\(writer)-\(index): \(result.stderr)") }
                     } catch {
                         failures.add("w\(writer)-\(index): \(error)")
@@ -107,7 +108,8 @@ import Glibc
             try sandbox.ok(["list", "add", "Groceries"])
             try sandbox.ok(["add", "Groceries", "milk"])
             let certificate = sandbox.home + "/cert.pem"
-            try Data("-----BEGIN CERTIFICATE-----\nnot base64 at all\n".utf8).write(to: URL(fileURLWithPath: certificate))
+            try Data("-----BEGIN CERTIFICATE-----\nnot base64 at all\n".utf8)
+                .write(to: URL(fileURLWithPath: certificate))
             #expect(try sandbox.shown().map(\.pendingTexts) == [["milk"]])
             try sandbox.ok(["lists"])
             let status = try sandbox.ok(["status"])
