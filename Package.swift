@@ -62,7 +62,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        // Fixtures shared by the tests that work on real stores.
+        // Fixtures shared by the tests that work on real stores, and the stranger flood of the admission tests.
         .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore"]),
         // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon. Foundation only,
         // so any test target (and `plait demo`) can use it.
@@ -89,7 +89,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built `plait` binary; the LAN tests also read the stores and build namespaces.
-        .testTarget(name: "PlaitCLITests", dependencies: ["PlaitCore", "PlaitStore", "PlaitNetnsSupport"]),
+        .testTarget(
+            name: "PlaitCLITests",
+            dependencies: [
+                // GRDB: tests damage a store file the way a user with sqlite3 would.
+                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -20,6 +20,9 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case changeTooLarge(size: Int, limit: Int)
     /// The snapshot or baseline was written in a format newer than this build understands.
     case unsupportedFormat(found: Int, supported: Int)
+    /// A state read back from storage breaks an invariant replay keeps (a dangling link, a loop, an item in
+    /// no section): derived data to rebuild from the changes, never to walk.
+    case inconsistentState(String)
 
     public var description: String {
         switch self {
@@ -43,6 +46,8 @@ public enum CoreError: Error, Equatable, Sendable, CustomStringConvertible {
             return "a change of \(size) bytes is over the limit of \(limit) bytes (config: store.max_change_bytes)."
         case let .unsupportedFormat(found, supported):
             return "data in format version \(found) needs a newer plait (this one reads up to \(supported))."
+        case let .inconsistentState(problem):
+            return "the materialized state is inconsistent: \(problem); run `plait repair`."
         }
     }
 }

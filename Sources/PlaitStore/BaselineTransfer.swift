@@ -31,8 +31,9 @@ public struct BaselineAdoption: Sendable {
     public var foldedAway: Int
     /// Changes replayed on top of the new baseline.
     public var replayed: Int
-    /// The pulled baseline held this device's own timeline beyond its head: a new timeline was started.
-    public var switchedTimeline: (old: TimelineID, new: TimelineID)?
+    /// The baseline held this device's own timeline beyond its head: the timeline is marked as one that may
+    /// continue elsewhere (see `Replica.IntegrateResult.ownTimelineContinued`).
+    public var ownTimelineContinued: TimelineID?
 }
 
 extension Store {
@@ -168,6 +169,11 @@ extension Replica {
             } catch let error as CoreError {
                 throw StoreError.rejected(error)
             }
+            // Lamport bounds (DESIGN §10): a baseline claiming times past the limit is refused whole.
+            if incoming.maxLamport > Lamport.max || incoming.headLamports.values.contains(where: { $0 > Lamport.max }) {
+                throw StoreError.rejected(
+                    .corruptSnapshot("the pulled baseline holds a Lamport time above the limit of 2^62"))
+            }
             if let current, joined == current {
                 return BaselineAdoption(changed: false, summary: current.summary, foldedAway: 0, replayed: 0)
             }
@@ -206,17 +212,19 @@ extension Replica {
                 sql: "INSERT OR REPLACE INTO baseline (id, summary, max_lamport, data) VALUES (1, ?, ?, ?)",
                 arguments: [joined.summary.description, Int64(joined.maxLamport), Data(joined.encoded())])
             try db.execute(sql: "DELETE FROM checkpoints")
-            var switched: (old: TimelineID, new: TimelineID)?
-            if joined.summary[own] > UInt64(ownHead) {
-                // The peer held this device's own timeline beyond its head: a restored or copied home.
-                let new = TimelineID.random()
-                try Meta.set(db, .ownTimeline, Int64(bitPattern: new.rawValue))
-                switched = (own, new)
+            var continued: TimelineID?
+            if joined.summary[own] > UInt64(clamping: ownHead) {
+                // The peer held this device's own timeline beyond its head: a restored or copied home. Nothing more
+                // is authored on it until `plait rejoin` (DESIGN §10: detect and report, never guess).
+                try Self.markOwnTimelineSuspect(
+                    db, own, reason: "a peer's baseline holds it beyond this device's head (this home was restored "
+                        + "from a backup or copied)")
+                continued = own
             }
             let replayed = try replayAll(db).changes
             return BaselineAdoption(
                 changed: true, summary: joined.summary, foldedAway: foldedAway, replayed: replayed,
-                switchedTimeline: switched)
+                ownTimelineContinued: continued)
         }
     }
 }

@@ -21,8 +21,8 @@ enum ChangeRows {
                 throw StoreError.sqlite(String(cString: sqlite3_errmsg(sqlite3_db_handle(handle))))
             }
             let timeline = TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 0)))
-            let seq = UInt64(sqlite3_column_int64(handle, 1))
-            let lamport = UInt64(sqlite3_column_int64(handle, 2))
+            let seq = UInt64(bitPattern: sqlite3_column_int64(handle, 1))
+            let lamport = UInt64(bitPattern: sqlite3_column_int64(handle, 2))
             let kind = kinds.string(
                 sqlite3_column_text(handle, 3), count: Int(sqlite3_column_bytes(handle, 3)))
             let version = UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 4))
@@ -107,17 +107,20 @@ struct StoredChanges: ChangeSource {
                 """)
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)
-        sqlite3_bind_int64(handle, 1, Int64(key.lamport))
+        sqlite3_bind_int64(handle, 1, Int64(bitPattern: key.lamport))
         sqlite3_bind_int64(handle, 2, timelineColumn(key.timeline.rawValue))
-        sqlite3_bind_int64(handle, 3, Int64(key.seq))
-        try ChangeRows.scanBound(handle, body)
+        sqlite3_bind_int64(handle, 3, Int64(bitPattern: key.seq))
+        try ChangeRows.scanBound(handle, after: key, body)
     }
 }
 
 extension ChangeRows {
     /// Like `scan`, for a statement whose parameters are already bound through the C API.
-    static func scanBound(_ handle: OpaquePointer, _ body: (Change) throws -> Void) throws {
+    /// Rows must come in strictly increasing replay order after `after`: replay traps on anything else, and a
+    /// damaged page can hand back rows out of order (or with negative numbers), so both are checked here.
+    static func scanBound(_ handle: OpaquePointer, after: OrderKey = .zero, _ body: (Change) throws -> Void) throws {
         var kinds = KindCache()
+        var last = after
         defer { sqlite3_reset(handle) }
         while true {
             let code = sqlite3_step(handle)
@@ -126,13 +129,18 @@ extension ChangeRows {
                 throw StoreError.sqlite(String(cString: sqlite3_errmsg(sqlite3_db_handle(handle))))
             }
             let kind = kinds.string(sqlite3_column_text(handle, 3), count: Int(sqlite3_column_bytes(handle, 3)))
-            try body(
-                Change(
-                    timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 0))),
-                    seq: UInt64(sqlite3_column_int64(handle, 1)), lamport: UInt64(sqlite3_column_int64(handle, 2)),
-                    previousHash: Change.zeroHash, kind: kind,
-                    version: UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 4)),
-                    wallTime: sqlite3_column_int64(handle, 5), payload: blob(handle, 7)))
+            let change = Change(
+                timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 0))),
+                seq: UInt64(bitPattern: sqlite3_column_int64(handle, 1)),
+                lamport: UInt64(bitPattern: sqlite3_column_int64(handle, 2)),
+                previousHash: Change.zeroHash, kind: kind,
+                version: UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 4)),
+                wallTime: sqlite3_column_int64(handle, 5), payload: blob(handle, 7))
+            guard change.orderKey > last else {
+                throw StoreError.inconsistent("stored change \(change.ref) is out of replay order (a damaged page)")
+            }
+            last = change.orderKey
+            try body(change)
         }
     }
 }

@@ -6,6 +6,9 @@ import PlaitCore
 /// The lists domain's materialized state as rows: one per list and per item, mirroring the records
 /// (links included), so the CLI reads the state without replaying and a change rewrites only what it touched.
 enum MaterializedRows {
+    /// The state the rows hold, checked (`ListsState.checkConsistency`) before anyone walks its links. Throws
+    /// `StoreError.damagedDerivedState` for a row that does not decode or links that do not hold together, and
+    /// SQLite's error for a page it cannot read; the caller rebuilds from the changes (DESIGN §10).
     static func load(_ db: Database) throws -> ListsState {
         var lists: [ObjectID: ListRecord] = [:]
         var items: [ObjectID: ItemRecord] = [:]
@@ -16,7 +19,8 @@ enum MaterializedRows {
                 """)
         var handle = listRows.sqliteStatement
         while try step(handle) {
-            let id = try objectID(handle, 0)!
+            let id = try requiredID(handle, 0, "a list row")
+            guard lists[id] == nil else { throw StoreError.damagedDerivedState("two rows for list \(id)") }
             lists[id] = ListRecord(
                 title: text(handle, 1) ?? "", color: text(handle, 2), deleted: sqlite3_column_int64(handle, 3) != 0,
                 stamp: key(handle, 4), previous: try objectID(handle, 7), next: try objectID(handle, 8),
@@ -30,20 +34,29 @@ enum MaterializedRows {
                 """)
         handle = itemRows.sqliteStatement
         while try step(handle) {
-            let id = try objectID(handle, 0)!
+            let id = try requiredID(handle, 0, "an item row")
+            guard items[id] == nil else { throw StoreError.damagedDerivedState("two rows for item \(id)") }
             items[id] = ItemRecord(
-                list: try objectID(handle, 1)!, text: text(handle, 2) ?? "",
+                list: try requiredID(handle, 1, "item \(id)"), text: text(handle, 2) ?? "",
                 completed: sqlite3_column_int64(handle, 3) != 0, deleted: sqlite3_column_int64(handle, 4) != 0,
                 placedBy: ChangeRef(
                     timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 5))),
-                    seq: UInt64(sqlite3_column_int64(handle, 6))),
+                    seq: UInt64(bitPattern: sqlite3_column_int64(handle, 6))),
                 stamp: key(handle, 7), previous: try objectID(handle, 10), next: try objectID(handle, 11))
         }
         let head: Data? = try Meta.get(db, .listHead)
         let tail: Data? = try Meta.get(db, .listTail)
-        return ListsState(
-            lists: lists, items: items, listHead: try head.map { try ObjectID(bytes: $0) },
-            listTail: try tail.map { try ObjectID(bytes: $0) })
+        let state: ListsState
+        do {
+            state = ListsState(
+                lists: lists, items: items, listHead: try head.map { try ObjectID(bytes: $0) },
+                listTail: try tail.map { try ObjectID(bytes: $0) })
+            try state.checkConsistency()
+        } catch let error as CoreError {
+            if case let .inconsistentState(problem) = error { throw StoreError.damagedDerivedState(problem) }
+            throw StoreError.damagedDerivedState("the list order's ends do not decode")
+        }
+        return state
     }
 
     /// Writes the rows of the records `state` marks changed, and forgets the marks.
@@ -94,7 +107,7 @@ enum MaterializedRows {
                 sqlite3_bind_int64(handle, 4, item.completed ? 1 : 0)
                 sqlite3_bind_int64(handle, 5, item.deleted ? 1 : 0)
                 sqlite3_bind_int64(handle, 6, timelineColumn(item.placedBy.timeline.rawValue))
-                sqlite3_bind_int64(handle, 7, Int64(item.placedBy.seq))
+                sqlite3_bind_int64(handle, 7, Int64(bitPattern: item.placedBy.seq))
                 bind(handle, 8, item.stamp)
                 bind(handle, 11, item.previous)
                 bind(handle, 12, item.next)
@@ -135,9 +148,19 @@ enum MaterializedRows {
         guard sqlite3_column_type(handle, column) != SQLITE_NULL else { return nil }
         let count = Int(sqlite3_column_bytes(handle, column))
         guard count == 16, let pointer = sqlite3_column_blob(handle, column) else {
-            throw StoreError.inconsistent("a materialized row holds an ID of \(count) bytes")
+            throw StoreError.damagedDerivedState("a materialized row holds an ID of \(count) bytes")
         }
         return ObjectID(raw: UnsafeRawBufferPointer(start: pointer, count: 16))
+    }
+
+    /// A column that must hold an ID (NOT NULL in the schema, but rows read back can be damaged).
+    static func requiredID(_ handle: OpaquePointer, _ column: Int32, _ what: @autoclosure () -> String) throws
+        -> ObjectID
+    {
+        guard let id = try objectID(handle, column) else {
+            throw StoreError.damagedDerivedState("\(what()) has no ID where one is required")
+        }
+        return id
     }
 
     static func text(_ handle: OpaquePointer, _ column: Int32) -> String? {
@@ -150,9 +173,9 @@ enum MaterializedRows {
 
     static func key(_ handle: OpaquePointer, _ column: Int32) -> OrderKey {
         OrderKey(
-            lamport: UInt64(sqlite3_column_int64(handle, column)),
+            lamport: UInt64(bitPattern: sqlite3_column_int64(handle, column)),
             timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, column + 1))),
-            seq: UInt64(sqlite3_column_int64(handle, column + 2)))
+            seq: UInt64(bitPattern: sqlite3_column_int64(handle, column + 2)))
     }
 
     static func bind(_ handle: OpaquePointer, _ index: Int32, _ id: ObjectID?) {
@@ -174,8 +197,9 @@ enum MaterializedRows {
     }
 
     static func bind(_ handle: OpaquePointer, _ index: Int32, _ key: OrderKey) {
-        sqlite3_bind_int64(handle, index, Int64(key.lamport))
+        // Bit patterns, as `key(_:_:)` reads them: a value read back is written back, never trapped on.
+        sqlite3_bind_int64(handle, index, Int64(bitPattern: key.lamport))
         sqlite3_bind_int64(handle, index + 1, timelineColumn(key.timeline.rawValue))
-        sqlite3_bind_int64(handle, index + 2, Int64(key.seq))
+        sqlite3_bind_int64(handle, index + 2, Int64(bitPattern: key.seq))
     }
 }

@@ -14,6 +14,10 @@ public struct PeerRecord: Hashable, Sendable {
     public var lastSeen: Int64?
     /// Its summary when last seen: what it has acknowledged holding.
     public var lastSummary: Summary?
+    /// What the last session with it found wrong (DESIGN §10), one sentence each; nil when nothing.
+    public var diverged: String?
+    public var refused: String?
+    public var claim: String?
 }
 
 /// A device that tried to connect without being paired. Its name is what it claimed: unverified.
@@ -72,11 +76,16 @@ extension Store {
 
     static func peers(_ db: Database) throws -> [PeerRecord] {
             try Row.fetchAll(
-                db, sql: "SELECT device_id, name, address, paired_at, last_seen, last_summary FROM peers ORDER BY name, device_id"
+                db,
+                sql: """
+                    SELECT device_id, name, address, paired_at, last_seen, last_summary, diverged, refused, claim
+                    FROM peers ORDER BY name, device_id
+                    """
             ).map { row in
                 PeerRecord(
                     deviceID: row[0], name: row[1], address: row[2], pairedAt: row[3], lastSeen: row[4],
-                    lastSummary: try (row[5] as String?).map { try Summary(parsing: $0) })
+                    lastSummary: try (row[5] as String?).map { try Summary(parsing: $0) }, diverged: row[6],
+                    refused: row[7], claim: row[8])
             }
     }
 

@@ -21,6 +21,14 @@ public final class Replica: @unchecked Sendable {
     public var storedCheckpointInterval = 10_000
     /// Stored checkpoints kept.
     public var storedCheckpointLimit = 4
+    /// The state was rebuilt in memory from the source because the rows were damaged; the next write
+    /// transaction rewrites every row (a read-only command writes nothing).
+    private var rebuiltUnsaved = false
+    /// Damaged derived data healed, not yet handed to `onDerivedStateRepair`'s handler.
+    private var pendingRepairs: [DerivedStateRepair] = []
+    private var repairHandler: (@Sendable (DerivedStateRepair) -> Void)?
+    /// The last repair reported: a failed write reloads and may meet the same damage again, which is not news.
+    private var lastRepair: DerivedStateRepair?
 
     public init(store: Store) throws {
         self.store = store
@@ -43,17 +51,62 @@ public final class Replica: @unchecked Sendable {
         }
     }
 
+    /// The summary, baseline digest, state digest and count of uninterpretable changes, consistent with each
+    /// other: read in one transaction, with the state reloaded if another process wrote.
+    public func status() throws -> ReplicaStatus {
+        let unknown = try uninterpretableCount()
+        return try store.read { db in
+            try lock.withLock {
+                let current: Int64 = try Meta.get(db, .generation) ?? 0
+                if current != generation { try reload(db) }
+                return ReplicaStatus(
+                    view: try Store.localView(db), stateDigest: engine.digest, uninterpretable: unknown)
+            }
+        }
+    }
+
+    /// Loads the materialized state; if it fails to load or to check, replays the source instead (DESIGN §10)
+    /// and reports it once. Only an unreadable source is an error.
     private func reload(_ db: Database) throws {
-        let state = try MaterializedRows.load(db)
-        let position = try Self.position(db)
-        engine = ReplayEngine(domain: domain, state: state, position: position)
+        do {
+            let loaded = try DerivedState.load(db)
+            engine = ReplayEngine(domain: domain, state: loaded.state, position: loaded.position)
+            rebuiltUnsaved = false
+        } catch {
+            let problem = DerivedState.problem(error)
+            let replay = try DerivedState.replay(db, domain: domain)
+            engine = replay.engine
+            rebuiltUnsaved = true
+            report(.rebuilt(problem: problem, changes: replay.changes, fromBaseline: replay.fromBaseline))
+        }
         generation = try Meta.get(db, .generation) ?? 0
+    }
+
+    /// Hands each repair of damaged derived data to `handler` (the CLI warns on stderr, the agent logs), including
+    /// those found before it was set, while the replica loaded. `handler` runs under the replica's lock: it must
+    /// not call back into the replica.
+    public func onDerivedStateRepair(_ handler: @escaping @Sendable (DerivedStateRepair) -> Void) {
+        let pending = lock.withLock {
+            repairHandler = handler
+            defer { pendingRepairs = [] }
+            return pendingRepairs
+        }
+        for repair in pending { handler(repair) }
+    }
+
+    /// Called with the lock held (or from `init`).
+    private func report(_ repair: DerivedStateRepair) {
+        guard repair != lastRepair else { return }
+        lastRepair = repair
+        if let repairHandler { repairHandler(repair) } else { pendingRepairs.append(repair) }
     }
 
     static func position(_ db: Database) throws -> OrderKey {
         guard let data: Data = try Meta.get(db, .position) else { return .zero }
         var reader = [UInt8](data)
-        guard reader.count == 24 else { throw StoreError.inconsistent("the replay position is \(reader.count) bytes") }
+        guard reader.count == 24 else {
+            throw StoreError.damagedDerivedState("the replay position is \(reader.count) bytes, not 24")
+        }
         func word(_ offset: Int) -> UInt64 { (0..<8).reduce(0) { $0 << 8 | UInt64(reader[offset + $1]) } }
         let key = OrderKey(lamport: word(0), timeline: TimelineID(word(8)), seq: word(16))
         reader.removeAll()
@@ -77,7 +130,13 @@ public final class Replica: @unchecked Sendable {
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
                 if current != generation { try reload(db) }
                 let result = try body(db)
-                try engine.modifyState { state in try MaterializedRows.save(&state, db) }
+                if rebuiltUnsaved {
+                    // The rows were damaged and the state was rebuilt from the source: rewrite them all.
+                    try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
+                    rebuiltUnsaved = false
+                } else {
+                    try engine.modifyState { state in try MaterializedRows.save(&state, db) }
+                }
                 try Meta.set(db, .position, Self.encode(engine.position))
                 try Meta.set(db, .generation, current + 1)
                 generation = current + 1
@@ -105,17 +164,25 @@ public final class Replica: @unchecked Sendable {
         /// The newest change of this edit, whose head row is written once at the end.
         fileprivate var lastAppended: Change?
 
-        fileprivate init(replica: Replica, db: Database, now: Int64) throws {
+        /// Why the own timeline may continue elsewhere, when it may (only `rejoin` gets this far then).
+        fileprivate let suspect: String?
+
+        fileprivate init(replica: Replica, db: Database, now: Int64, leavingSuspectTimeline: Bool = false) throws {
             self.replica = replica
             self.db = db
             self.now = now
             timeline = try Store.ownTimeline(db)
+            suspect = try Meta.get(db, .ownTimelineSuspect)
+            if let suspect, !leavingSuspectTimeline {
+                throw StoreError.ownTimelineSuspect(timeline: timeline, reason: suspect)
+            }
             let row = try Row.fetchOne(
                 db, sql: "SELECT head_seq, head_lamport, head_hash FROM timelines WHERE tl = ?",
                 arguments: [timelineColumn(timeline.rawValue)])
-            head = row.map { (UInt64($0[0] as Int64), UInt64($0[1] as Int64), [UInt8]($0[2] as Data)) }
-                ?? (0, 0, Change.zeroHash)
-            lamport = UInt64(try Int64.fetchOne(db, sql: "SELECT max(head_lamport) FROM timelines") ?? 0)
+            head = row.map {
+                (UInt64(clamping: $0[0] as Int64), UInt64(clamping: $0[1] as Int64), [UInt8]($0[2] as Data))
+            } ?? (0, 0, Change.zeroHash)
+            lamport = UInt64(clamping: try Int64.fetchOne(db, sql: "SELECT max(head_lamport) FROM timelines") ?? 0)
         }
 
         /// The summary of everything the store holds, this edit's changes included: what a `list.delete`
@@ -144,7 +211,8 @@ public final class Replica: @unchecked Sendable {
         /// Appends a change of any kind (the engine-level `timeline.end`, or a kind for tests).
         @discardableResult
         public func appendRaw(kind: String, version: UInt32, payload: [UInt8]) throws -> Change {
-            lamport = max(lamport, head.lamport) + 1
+            lamport = Lamport.next(after: max(lamport, head.lamport))
+            guard lamport <= Lamport.max else { throw StoreError.lamportExhausted(timeline: timeline) }
             let change = Change(
                 timeline: timeline, seq: head.seq + 1, lamport: lamport, previousHash: head.hash, kind: kind,
                 version: version, wallTime: now, payload: payload)
@@ -171,8 +239,13 @@ public final class Replica: @unchecked Sendable {
 
     /// Runs `body` as one transaction of local changes; a throw writes nothing.
     public func edit<T>(now: Int64 = Replica.now(), _ body: (LocalEdit) throws -> T) throws -> T {
+        try edit(now: now, leavingSuspectTimeline: false, body)
+    }
+
+    private func edit<T>(now: Int64, leavingSuspectTimeline: Bool, _ body: (LocalEdit) throws -> T) throws -> T {
         try transaction { db in
-            let edit = try LocalEdit(replica: self, db: db, now: now)
+            let edit = try LocalEdit(
+                replica: self, db: db, now: now, leavingSuspectTimeline: leavingSuspectTimeline)
             let result = try body(edit)
             try edit.finish()
             try persistCheckpointIfDue(db, added: edit.appended.count)
@@ -198,11 +271,17 @@ public final class Replica: @unchecked Sendable {
     /// Ends the own timeline with `timeline.end`, starts a new one, and re-emits the current state as creates
     /// (and completes), which collapse as duplicates on devices that already have them.
     public func rejoin(now: Int64 = Replica.now()) throws -> (old: TimelineID, new: TimelineID, emitted: Int) {
-        try edit(now: now) { edit in
+        try edit(now: now, leavingSuspectTimeline: true) { edit in
             let old = edit.ownTimeline
-            try edit.appendRaw(kind: Change.timelineEndKind, version: 1, payload: [])
+            // A timeline that may continue on another device is left as it is: an end appended here could be a
+            // second change under a number that device already used.
+            if edit.suspect == nil {
+                try edit.appendRaw(kind: Change.timelineEndKind, version: 1, payload: [])
+            }
             let new = TimelineID.random()
             try edit.switchTimeline(to: new)
+            try Meta.set(edit.db, .ownTimelineSuspect, nil)
+            try Meta.set(edit.db, .ownTimelineSuspectCause, nil)
             let state = edit.state
             var emitted = 0
             for listID in state.liveListIDs {
@@ -233,72 +312,75 @@ public final class Replica: @unchecked Sendable {
     /// What integrating a pulled batch did.
     public struct IntegrateResult: Sendable {
         public var stats = ReplayStats()
-        /// Changes already held (re-pulled), skipped.
+        /// Changes stored and replayed.
+        public var added = 0
+        /// Changes already held (re-pulled, same hash), skipped.
         public var duplicates = 0
-        /// A peer held this device's own timeline beyond its head: the home is stale and a new timeline
-        /// was started, so nothing is ever authored twice under one number.
-        public var switchedTimeline: (old: TimelineID, new: TimelineID)?
+        /// Timelines refused from some change on (the sender's fault, or a fork); the rest of the batch was taken.
+        public var refused: [RefusedTimeline] = []
+        /// Changes of this device's own timeline arrived beyond its head: the home is stale or copied. They
+        /// were stored (they continue the chain), and the own timeline is marked as one that may continue
+        /// elsewhere, so nothing more is authored on it until `plait rejoin`.
+        public var ownTimelineContinued: TimelineID?
     }
 
-    /// Integrates changes pulled from a peer in one transaction: checks each timeline continues without a
-    /// gap, the hash chain and Lamport times, stores them and replays (rolling back to a checkpoint for late
-    /// changes). A bad batch is refused whole.
-    public func integrate(_ batch: [Change]) throws -> IntegrateResult {
-        // A batch already held entirely (a re-pull) writes nothing, so other processes need not reload.
-        let held = try store.read { db in
-            let summary = try Store.summary(db)
-            return batch.allSatisfy { summary.contains($0.ref) }
-        }
-        if held {
-            var result = IntegrateResult()
-            result.duplicates = batch.count
-            return result
-        }
-        return try transaction { db in
-            var result = IntegrateResult()
-            var heads: [TimelineID: (seq: UInt64, lamport: UInt64, hash: [UInt8])] = [:]
-            var fresh: [Change] = []
-            for change in batch.sorted(by: { $0.ref < $1.ref }) {
-                var head: (seq: UInt64, lamport: UInt64, hash: [UInt8])
-                if let known = heads[change.timeline] {
-                    head = known
-                } else if let row = try Row.fetchOne(
-                    db, sql: "SELECT head_seq, head_lamport, head_hash FROM timelines WHERE tl = ?",
-                    arguments: [timelineColumn(change.timeline.rawValue)])
-                {
-                    head = (UInt64(row[0] as Int64), UInt64(row[1] as Int64), [UInt8](row[2] as Data))
-                } else {
-                    head = (0, 0, Change.zeroHash)
-                }
-                if change.seq <= head.seq {
-                    result.duplicates += 1
-                    continue
-                }
-                guard change.seq == head.seq + 1 else {
-                    throw CoreError.gap(timeline: change.timeline, expected: head.seq + 1, got: change.seq)
-                }
-                guard change.previousHash == head.hash else { throw CoreError.fork(timeline: change.timeline, seq: change.seq) }
-                guard change.lamport > head.lamport, change.lamport <= UInt64(Int64.max) else {
-                    throw CoreError.lamportNotIncreasing(timeline: change.timeline, seq: change.seq)
-                }
-                let bytes = change.canonicalBytes
-                guard bytes.count <= maxChangeBytes else {
-                    throw CoreError.changeTooLarge(size: bytes.count, limit: maxChangeBytes)
-                }
-                if domain.canInterpret(kind: change.kind, version: change.version) {
-                    _ = try ListsChange(kind: change.kind, payload: change.payload)
-                }
-                heads[change.timeline] = (change.seq, change.lamport, SHA256.hash(bytes))
-                fresh.append(change)
+    /// The one check of arriving changes, with this store's size cap and domain.
+    var intake: Intake {
+        let domain = self.domain
+        return Intake(maxChangeBytes: maxChangeBytes) { change in
+            guard domain.canInterpret(kind: change.kind, version: change.version) else { return nil }
+            do {
+                _ = try ListsChange(kind: change.kind, payload: change.payload)
+                return nil
+            } catch {
+                return "\(error)"
             }
+        }
+    }
+
+    /// Integrates changes pulled from a peer in one transaction: each timeline must continue without a gap,
+    /// its hash chain and Lamport times (at most 2^62); a change under a number already held must have the
+    /// same hash. What passes is stored and replayed (rolling back to a checkpoint for late changes); a
+    /// timeline that fails is refused from that change on and reported, and the rest is taken (DESIGN §10).
+    /// `skip` timelines are dropped silently (refused earlier in the session, or forked with this peer).
+    public func integrate(_ batch: [Change], skip: Set<TimelineID> = []) throws -> IntegrateResult {
+        let check = intake
+        // Checked first in a read: a batch already held entirely (a re-pull), or refused entirely, writes
+        // nothing, so other processes need not reload.
+        func run(_ db: Database) throws -> (Intake.Result, [TimelineID: UInt64]) {
+            var used: [TimelineID: UInt64] = [:]
+            let verdict = try check.check(
+                batch, skip: skip,
+                head: { timeline in
+                    let head = try Self.heldHead(db, timeline)
+                    used[timeline] = head?.seq ?? 0
+                    return head
+                }, heldHash: { try Store.hash(db, of: $0) })
+            return (verdict, used)
+        }
+        var (verdict, used) = try store.read { db in try run(db) }
+        var result = IntegrateResult()
+        result.duplicates = verdict.duplicates
+        result.refused = verdict.refused
+        guard !verdict.accepted.isEmpty else { return result }
+        return try transaction { db in
+            // Another process may have written these timelines since the read: check again if a head moved.
+            if try used.contains(where: { timeline, seq in try Self.heldHead(db, timeline)?.seq ?? 0 != seq }) {
+                (verdict, used) = try run(db)
+                result.duplicates = verdict.duplicates
+                result.refused = verdict.refused
+            }
+            let fresh = verdict.accepted.map(\.change)
             guard !fresh.isEmpty else { return result }
             try ChangeRows.insert(fresh, db)
-            for change in fresh where heads[change.timeline]!.seq == change.seq {
-                try Self.setHead(db, change, hash: heads[change.timeline]!.hash)
-            }
-            for change in fresh where change.kind == Change.timelineEndKind {
+            var healed: Set<TimelineID> = []
+            for accepted in verdict.accepted where verdict.heads[accepted.change.timeline]?.seq == accepted.change.seq {
+                try Self.setHead(db, accepted.change, hash: accepted.hash)
+                // Good copies of changes set aside as damaged are in: the quarantine empties up to here.
                 try db.execute(
-                    sql: "UPDATE timelines SET ended = 1 WHERE tl = ?", arguments: [timelineColumn(change.timeline.rawValue)])
+                    sql: "DELETE FROM quarantine WHERE tl = ? AND seq <= ?",
+                    arguments: [timelineColumn(accepted.change.timeline.rawValue), Int64(accepted.change.seq)])
+                if db.changesCount > 0 { healed.insert(accepted.change.timeline) }
             }
             let earliest = fresh.map(\.orderKey).min()!
             try db.execute(
@@ -310,6 +392,7 @@ public final class Replica: @unchecked Sendable {
             result.stats = try engine.integrate(fresh, source: StoredChanges(db: db)) { key in
                 try self.restartPoint(db, before: key)
             }
+            result.added = fresh.count
             if result.stats.rolledBack, let before {
                 // The change marks of a checkpoint are stale: rewrite exactly the records that differ.
                 let differences = ListsState.differences(from: before, to: engine.state)
@@ -319,11 +402,15 @@ public final class Replica: @unchecked Sendable {
                 }
                 try MaterializedRows.save(engine.state, lists: differences.lists, items: differences.items, db)
             }
+            try Self.clearHealedSuspicion(db)
             let own = try Store.ownTimeline(db)
-            if heads[own] != nil {
-                let new = TimelineID.random()
-                try Meta.set(db, .ownTimeline, Int64(bitPattern: new.rawValue))
-                result.switchedTimeline = (own, new)
+            // Changes of the own timeline beyond its head, other than good copies of ones set aside as damaged.
+            let healing = try Meta.get(db, .ownTimelineSuspectCause) as String? == SuspectCause.damage.rawValue
+            if verdict.heads[own] != nil && !healing && !healed.contains(own) {
+                try Self.markOwnTimelineSuspect(
+                    db, own, reason: "a peer sent changes of it beyond this device's head (this home was restored "
+                        + "from a backup or copied)")
+                result.ownTimelineContinued = own
             }
             // A late batch was just replayed over a long stretch, and the stream it belongs to is likely to roll
             // back again at its next batch: a stored checkpoint (a snapshot of the whole state) per batch was most
@@ -333,21 +420,83 @@ public final class Replica: @unchecked Sendable {
         }
     }
 
+    /// The head this store holds of `timeline`, nil when it holds none of it.
+    static func heldHead(_ db: Database, _ timeline: TimelineID) throws -> HeldHead? {
+        try Row.fetchOne(
+            db, sql: "SELECT head_seq, head_lamport, head_hash, ended FROM timelines WHERE tl = ?",
+            arguments: [timelineColumn(timeline.rawValue)]
+        ).map { row in
+            HeldHead(
+                seq: UInt64(clamping: row[0] as Int64), lamport: UInt64(clamping: row[1] as Int64),
+                hash: [UInt8](row[2] as Data), ended: (row[3] as Int64) != 0)
+        }
+    }
+
+    /// Why the own timeline was marked as one that may continue on another device.
+    enum SuspectCause: String {
+        /// Another history of it exists, or a peer held it beyond this head: only `rejoin` clears it.
+        case elsewhere
+        /// One of its stored changes was damaged and set aside: cleared once good copies are pulled again.
+        case damage
+    }
+
+    /// Marks the own timeline as one that may continue on another device: nothing more is authored on it.
+    static func markOwnTimelineSuspect(
+        _ db: Database, _ timeline: TimelineID, reason: String, cause: SuspectCause = .elsewhere
+    ) throws {
+        guard try Store.ownTimeline(db) == timeline else { return }
+        let current: String? = try Meta.get(db, .ownTimelineSuspectCause)
+        // A mark for another history outranks one for damage; an existing mark of the same rank stays.
+        guard current == nil || (current == SuspectCause.damage.rawValue && cause == .elsewhere) else { return }
+        try Meta.set(db, .ownTimelineSuspect, reason)
+        try Meta.set(db, .ownTimelineSuspectCause, cause.rawValue)
+    }
+
+    /// Clears a mark set by damage once nothing of the own timeline is set aside any more.
+    static func clearHealedSuspicion(_ db: Database) throws {
+        guard try Meta.get(db, .ownTimelineSuspectCause) as String? == SuspectCause.damage.rawValue else { return }
+        let own = try Store.ownTimeline(db)
+        let left = try Int.fetchOne(
+            db, sql: "SELECT count(*) FROM quarantine WHERE tl = ?", arguments: [timelineColumn(own.rawValue)]) ?? 0
+        guard left == 0 else { return }
+        try Meta.set(db, .ownTimelineSuspect, nil)
+        try Meta.set(db, .ownTimelineSuspectCause, nil)
+    }
+
     /// Where replay restarts when no in-memory checkpoint is early enough: the newest stored checkpoint
     /// before `key`, else the baseline, else the empty state.
+    /// A checkpoint that does not decode is derived data: it is dropped (when `db` may write) and reported, and
+    /// the one before it is tried.
     func restartPoint(_ db: Database, before key: OrderKey) throws -> (key: OrderKey, state: ListsState) {
-        if let row = try Row.fetchOne(
+        var bound = key
+        while let row = try Row.fetchOne(
             db,
             sql: """
                 SELECT lamport, tl, seq, snapshot FROM checkpoints WHERE (lamport, tl, seq) < (?, ?, ?)
                 ORDER BY lamport DESC, tl DESC, seq DESC LIMIT 1
                 """,
-            arguments: [Int64(key.lamport), timelineColumn(key.timeline.rawValue), Int64(key.seq)])
+            arguments: [
+                Int64(bitPattern: bound.lamport), timelineColumn(bound.timeline.rawValue), Int64(bitPattern: bound.seq),
+            ])
         {
             let checkpointKey = OrderKey(
-                lamport: UInt64(row[0] as Int64), timeline: TimelineID(timelineFromColumn(row[1] as Int64)),
-                seq: UInt64(row[2] as Int64))
-            return (checkpointKey, try domain.restore(snapshot: [UInt8](row[3] as Data)[...]))
+                lamport: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 0)),
+                timeline: TimelineID(timelineFromColumn(try row.decode(Int64.self, atIndex: 1))),
+                seq: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 2)))
+            // A damaged row could hold a key that is not before `bound`; stop rather than loop.
+            guard checkpointKey < bound else { break }
+            do {
+                let snapshot = [UInt8](try row.decode(Data.self, atIndex: 3))
+                return (checkpointKey, try domain.restore(snapshot: snapshot[...]))
+            } catch {
+                report(.droppedCheckpoint(at: checkpointKey, problem: "\(error)"))
+                if !db.configuration.readonly {
+                    try db.execute(
+                        sql: "DELETE FROM checkpoints WHERE lamport = ? AND tl = ? AND seq = ?",
+                        arguments: [row[0] as DatabaseValue, row[1] as DatabaseValue, row[2] as DatabaseValue])
+                }
+                bound = checkpointKey
+            }
         }
         if let baseline = try Store.baseline(db) {
             return (.zero, try domain.restore(snapshot: baseline.snapshot[...]))
@@ -359,13 +508,7 @@ public final class Replica: @unchecked Sendable {
     private func persistCheckpointIfDue(_ db: Database, added: Int, every: Int = 1) throws {
         let pending = (try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'since_checkpoint'") ?? 0) + added
         if pending >= storedCheckpointInterval * every && engine.position > .zero {
-            let key = engine.position
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, ?)",
-                arguments: [
-                    Int64(key.lamport), timelineColumn(key.timeline.rawValue), Int64(key.seq),
-                    Data(domain.snapshot(of: engine.state, weight: 0)),
-                ])
+            try storeCheckpoint(db)
             try db.execute(
                 sql: """
                     DELETE FROM checkpoints WHERE (lamport, tl, seq) NOT IN
@@ -376,6 +519,17 @@ public final class Replica: @unchecked Sendable {
         } else {
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('since_checkpoint', ?)", arguments: [pending])
         }
+    }
+
+    /// Stores the current state as a checkpoint at the current position.
+    private func storeCheckpoint(_ db: Database) throws {
+        let key = engine.position
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, ?)",
+            arguments: [
+                Int64(key.lamport), timelineColumn(key.timeline.rawValue), Int64(key.seq),
+                Data(domain.snapshot(of: engine.state, weight: 0)),
+            ])
     }
 
     // MARK: Full replay
@@ -389,30 +543,59 @@ public final class Replica: @unchecked Sendable {
 
     /// `rebuild` inside a transaction that is already open.
     func replayAll(_ db: Database) throws -> (changes: Int, replaySeconds: Double) {
-            let start = DispatchTime.now().uptimeNanoseconds
-            let restart = try restartPoint(db, before: .zero)
-            var initial = restart.state
-            initial.trackChanges = false
-            engine = ReplayEngine(domain: domain, state: initial, position: .zero)
-            // Checkpoints serve late changes, which land near the head: take them only over the last stretch
-            // of the history instead of paying a state copy every interval all the way.
-            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0
-            let interval = engine.checkpointInterval
-            let checkpointsFrom = total - interval * engine.checkpointLimit
-            engine.checkpointInterval = checkpointsFrom > 0 ? Int.max : interval
-            var count = 0
-            try StoredChanges(db: db).forEachChangePipelined { change in
-                engine.applyNext(change)
-                count += 1
-                if count == checkpointsFrom { engine.checkpointInterval = interval }
+        let replay = try DerivedState.replay(db, domain: domain)
+        engine = replay.engine
+        try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
+        rebuiltUnsaved = false
+        return (replay.changes, replay.seconds)
+    }
+
+    /// What `rebuildDerivedState` found and did.
+    public struct DerivedStateRebuild: Sendable {
+        /// Why the stored materialized state could not be used (it did not load or check), if so.
+        public var problem: String?
+        /// Whether the stored state loaded and equalled the replay (then the rebuild changed nothing visible).
+        public var matched: Bool
+        public var changes: Int
+        public var fromBaseline: Bool
+        public var checkpointsDropped: Int
+        public var checkpointsWritten: Int
+        public var lists: Int
+        public var items: Int
+        /// The state digest after the rebuild.
+        public var digest: [UInt8]
+    }
+
+    /// Rebuilds every piece of derived state from the source in one transaction (`plait repair`): the
+    /// materialized rows and replay position from a full replay; the stored checkpoints dropped and one taken at
+    /// the head.
+    public func rebuildDerivedState() throws -> DerivedStateRebuild {
+        try transaction { db in
+            var stored: [UInt8]?
+            var problem: String?
+            do {
+                stored = domain.digest(of: try DerivedState.load(db).state)
+            } catch {
+                problem = DerivedState.problem(error)
             }
-            engine.checkpointInterval = interval
-            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            try engine.modifyState { state in
-                state.trackChanges = true
-                try MaterializedRows.replaceAll(&state, db)
+            let replay = try DerivedState.replay(db, domain: domain)
+            engine = replay.engine
+            try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
+            rebuiltUnsaved = false
+            let dropped = try Int.fetchOne(db, sql: "SELECT count(*) FROM checkpoints") ?? 0
+            try db.execute(sql: "DELETE FROM checkpoints")
+            var written = 0
+            if engine.position > .zero {
+                try storeCheckpoint(db)
+                written = 1
             }
-            return (count, seconds)
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('since_checkpoint', 0)")
+            let digest = engine.digest
+            return DerivedStateRebuild(
+                problem: problem, matched: stored == digest, changes: replay.changes, fromBaseline: replay.fromBaseline,
+                checkpointsDropped: dropped, checkpointsWritten: written, lists: engine.state.liveListIDs.count,
+                items: engine.state.items.values.filter { !$0.deleted }.count, digest: digest)
+        }
     }
 
     /// Seconds to read every stored change in replay order without applying it (a benchmark baseline).

@@ -129,6 +129,45 @@ enum Schema {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v4-sad-path") { db in
+            try db.execute(
+                sql: """
+                    -- Stored changes whose hash chain broke (bit rot, a hand-edited row): set aside with the rest of
+                    -- their timeline, never deleted, until good copies are pulled again from a peer (DESIGN §10).
+                    CREATE TABLE quarantine (
+                        tl INTEGER NOT NULL,
+                        seq INTEGER NOT NULL,
+                        lamport INTEGER NOT NULL,
+                        kind TEXT NOT NULL,
+                        version INTEGER NOT NULL,
+                        wall INTEGER NOT NULL,
+                        prev BLOB NOT NULL,
+                        payload BLOB NOT NULL,
+                        reason TEXT NOT NULL,
+                        at INTEGER NOT NULL,
+                        PRIMARY KEY (tl, seq)
+                    ) WITHOUT ROWID;
+
+                    -- Timelines that a peer holds with a different history under the same numbers, as the last
+                    -- session with that peer found them (reported until a session finds them no longer).
+                    CREATE TABLE forks (
+                        peer TEXT NOT NULL,
+                        tl INTEGER NOT NULL,
+                        seq INTEGER NOT NULL,
+                        detail TEXT NOT NULL,
+                        first_seen INTEGER NOT NULL,
+                        last_seen INTEGER NOT NULL,
+                        PRIMARY KEY (peer, tl)
+                    ) WITHOUT ROWID;
+
+                    -- What the last session with a paired device found wrong, one sentence each, NULL when nothing:
+                    -- equal summaries and baselines with different state digests; changes refused from it; a claim
+                    -- to hold this device's own timeline beyond its head.
+                    ALTER TABLE peers ADD COLUMN diverged TEXT;
+                    ALTER TABLE peers ADD COLUMN refused TEXT;
+                    ALTER TABLE peers ADD COLUMN claim TEXT;
+                    """)
+        }
         return migrator
     }
 }

@@ -27,7 +27,10 @@ public struct LocalView: Sendable, Equatable {
 extension Store {
     /// The summary, the head of every timeline, and the baseline's summary and digest, as of one instant.
     public func localView() throws -> LocalView {
-        try read { db in
+        try read { db in try Self.localView(db) }
+    }
+
+    static func localView(_ db: Database) throws -> LocalView {
             var summary = Summary()
             var heads: [TimelineID: LocalView.Head] = [:]
             for row in try Self.heads(db) {
@@ -39,7 +42,6 @@ extension Store {
                 ownTimeline: try Self.ownTimeline(db), summary: summary, heads: heads,
                 baselineSummary: try baseline.map { try Summary(parsing: $0[0] as String) } ?? Summary(),
                 baselineDigest: baseline.map { SHA256.hash([UInt8]($0[1] as Data)) })
-        }
     }
 
     /// The changes folded into the baseline (empty without one), without decoding the baseline itself.
@@ -103,18 +105,21 @@ extension Store {
     }
 
     /// `missing`, and the summary of the baseline, read in one transaction: a stream that finds the baseline
-    /// grew (a compaction folded rows it was about to send) sends the new baseline before going on.
+    /// grew (a compaction folded rows it was about to send) sends the new baseline before going on. `damaged`
+    /// names, per timeline, the first change of the page whose hash is not what its chain says (bit rot, an
+    /// edited row): the sender must not send it or anything after it of that timeline (DESIGN §10).
     public func streamPage(
         for have: Summary, within cap: Summary, after cursor: OrderKey?, limit: Int, maxBytes: Int = .max
-    ) throws -> (baselineSummary: Summary, changes: [Change]) {
+    ) throws -> (baselineSummary: Summary, changes: [Change], damaged: [ChangeRef]) {
         let ranges = cap.timelines.compactMap { timeline -> (TimelineID, UInt64, UInt64)? in
             have[timeline] < cap[timeline] ? (timeline, have[timeline], cap[timeline]) : nil
         }
         return try read { db in
             let baseline = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1")
                 .map { try Summary(parsing: $0) } ?? Summary()
-            guard !ranges.isEmpty, limit > 0 else { return (baseline, []) }
-            return (baseline, try Self.missing(db, ranges: ranges, after: cursor, limit: limit, maxBytes: maxBytes))
+            guard !ranges.isEmpty, limit > 0 else { return (baseline, [], []) }
+            let page = try Self.missing(db, ranges: ranges, after: cursor, limit: limit, maxBytes: maxBytes)
+            return (baseline, page, try Self.damagedInPage(db, page))
         }
     }
 
@@ -174,28 +179,6 @@ extension Store {
                     """,
                 arguments: [0, 0, 0, 10]
             ).map { $0["detail"] as String }
-        }
-    }
-}
-
-extension Replica {
-    /// Leaves the own timeline when a peer holds it beyond this store's head: the home was restored from a
-    /// backup or copied, and authoring on would put two different changes under one number. Called when
-    /// the peer's Hello shows it, before any of those changes arrive, so no local edit can slip in between
-    /// (`integrate` would switch too, but only once the changes come, which a failed pull may never do).
-    /// Returns the switch, or nil if `timeline` is no longer the own one or the store caught up.
-    public func leaveStaleTimeline(_ timeline: TimelineID, peerHolds seq: UInt64) throws
-        -> (old: TimelineID, new: TimelineID)?
-    {
-        try transaction { db in
-            let own = try Store.ownTimeline(db)
-            guard own == timeline else { return nil }
-            let head = try Int64.fetchOne(
-                db, sql: "SELECT head_seq FROM timelines WHERE tl = ?", arguments: [timelineColumn(own.rawValue)]) ?? 0
-            guard UInt64(head) < seq else { return nil }
-            let new = TimelineID.random()
-            try Meta.set(db, .ownTimeline, Int64(bitPattern: new.rawValue))
-            return (own, new)
         }
     }
 }

@@ -243,8 +243,10 @@ public final class Store: @unchecked Sendable {
     static func summary(_ db: Database) throws -> Summary {
         var summary = Summary()
         let rows = try Row.fetchCursor(db, sql: "SELECT tl, head_seq FROM timelines")
+        // Decoded with `try` and bit patterns: a damaged row is an error to report, never a trap.
         while let row = try rows.next() {
-            summary[TimelineID(timelineFromColumn(row[0] as Int64))] = UInt64(row[1] as Int64)
+            summary[TimelineID(timelineFromColumn(try row.decode(Int64.self, atIndex: 0)))] =
+                UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1))
         }
         return summary
     }
@@ -255,8 +257,11 @@ public final class Store: @unchecked Sendable {
         try Row.fetchAll(db, sql: "SELECT tl, head_seq, head_lamport, head_hash, ended FROM timelines ORDER BY tl")
             .map { row in
                 TimelineHeadRow(
-                    timeline: TimelineID(timelineFromColumn(row[0] as Int64)), seq: UInt64(row[1] as Int64),
-                    lamport: UInt64(row[2] as Int64), hash: [UInt8](row[3] as Data), ended: (row[4] as Int64) != 0)
+                    timeline: TimelineID(timelineFromColumn(try row.decode(Int64.self, atIndex: 0))),
+                    seq: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1)),
+                    lamport: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 2)),
+                    hash: [UInt8](try row.decode(Data.self, atIndex: 3)),
+                    ended: try row.decode(Int64.self, atIndex: 4) != 0)
             }
     }
 
@@ -276,7 +281,11 @@ public final class Store: @unchecked Sendable {
     public func kindCounts() throws -> [(kind: String, version: UInt32, count: Int)] {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT kind, version, count(*) FROM changes GROUP BY kind, version").map {
-                (kind: $0[0] as String, version: UInt32($0[1] as Int64), count: $0[2] as Int)
+                (
+                    kind: try $0.decode(String.self, atIndex: 0),
+                    version: UInt32(truncatingIfNeeded: try $0.decode(Int64.self, atIndex: 1)),
+                    count: try $0.decode(Int.self, atIndex: 2)
+                )
             }
         }
     }
@@ -386,6 +395,11 @@ enum Meta {
         case formatNote = "format_note"
         /// The device's display name, chosen at `plait init`.
         case deviceName = "device_name"
+        /// Why the own timeline may continue on another device (a fork, a peer holding it beyond the head, a
+        /// damaged own change): nothing is authored on it until `plait rejoin` starts a new one. Absent: none.
+        case ownTimelineSuspect = "own_timeline_suspect"
+        /// Why it was marked (`Replica.SuspectCause`): a mark set by damage alone clears once healed.
+        case ownTimelineSuspectCause = "own_timeline_suspect_cause"
     }
 
     static func get<T: DatabaseValueConvertible>(_ db: Database, _ key: Key) throws -> T? {

@@ -32,6 +32,14 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case rejected(CoreError)
     /// The store holds an impossible value (a bug or a damaged file).
     case inconsistent(String)
+    /// The own timeline may continue on another device (`reason`): authoring on it could put two changes
+    /// under one number, so nothing is written until `plait rejoin` starts a new timeline.
+    case ownTimelineSuspect(timeline: TimelineID, reason: String)
+    /// The Lamport clock reached its limit (2^62): no change can be authored after it.
+    case lamportExhausted(timeline: TimelineID)
+    /// Derived data (the materialized state, its replay position, a checkpoint) fails to load or to check. It
+    /// is rebuilt from the changes, so a user sees this only if `plait repair` could not rebuild it.
+    case damagedDerivedState(String)
 
     public var description: String {
         switch self {
@@ -69,6 +77,13 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return error.description
         case let .inconsistent(detail):
             return "the store is inconsistent: \(detail); run `plait doctor`."
+        case let .ownTimelineSuspect(timeline, reason):
+            return "this device's timeline \(timeline) may continue on another device: \(reason). Nothing was "
+                + "changed. Run `plait rejoin` to go on with a new timeline (`plait doctor` says more)."
+        case let .lamportExhausted(timeline):
+            return "the Lamport clock of timeline \(timeline) reached its limit (2^62); nothing was changed."
+        case let .damagedDerivedState(detail):
+            return "the materialized state is damaged (\(detail)); run `plait repair` to rebuild it from the changes."
         }
     }
 }

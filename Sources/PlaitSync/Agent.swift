@@ -13,8 +13,8 @@ import PlaitWire
 /// after any change to the store (a local edit by any `plait` command, or changes pulled from another
 /// peer), and compacts on a schedule.
 ///
-/// Threads: one accepts, one dials, one watches the store, and one drives each session (its connection's
-/// only owner).
+/// Threads: one accepts and drives every handshake (within `HandshakeLimits`), one dials, one watches the store,
+/// and one drives each session (its connection's only owner).
 public final class Agent: @unchecked Sendable {
     public struct Settings: Sendable {
         public var listen: PeerAddress?
@@ -33,6 +33,8 @@ public final class Agent: @unchecked Sendable {
         public var antiEntropyInterval: Duration = .seconds(60)
         /// The least time between two updates of the TXT `sum` (a burst of edits updates it once).
         public var sumUpdateInterval: Duration = .seconds(1)
+        /// Connections still handshaking (not yet proved paired): caps per address and in total, and a deadline.
+        public var handshakeLimits = HandshakeLimits()
 
         public init() {}
     }
@@ -62,6 +64,8 @@ public final class Agent: @unchecked Sendable {
     private let lock = NSLock()
     private var stopped = false
     private var sessions: [String: Running] = [:]
+    /// Sessions with a device that already has one here (another process of its home): stopped with the agent.
+    private var extraSessions: [ObjectIdentifier: Running] = [:]
     private var dialing: Set<String> = []
     private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
     private var trusted: Set<String> = []
@@ -76,6 +80,8 @@ public final class Agent: @unchecked Sendable {
     private var discovered: [String: Discovered] = [:]
     /// Sessions younger than this are "simultaneous" when a second connection from the same peer arrives.
     static let simultaneousWindow: Duration = .seconds(2)
+    /// A session that moved bytes this recently is alive, whatever a second connection from its peer suggests.
+    static let activeWindow: Duration = .seconds(5)
     private let threads = DispatchGroup()
     /// The port actually bound (useful with port 0).
     public private(set) var boundPort: UInt16?
@@ -104,6 +110,18 @@ public final class Agent: @unchecked Sendable {
             spawn("accept") { self.acceptLoop(listener) }
         }
         if settings.discovery, let port = boundPort { startDiscovery(port: port) }
+        // Bit rot in the source heals like a re-pulled block: damaged changes are set aside at start (their
+        // timeline ends before them) and pulled again from the first peer that holds them (DESIGN §10).
+        spawn("verify") {
+            do {
+                for damage in try self.home.replica.quarantineDamaged() {
+                    self.logger.error(
+                        "stored \(damage) is damaged (its hash does not continue its chain): set aside, to be pulled again from a paired device")
+                }
+            } catch {
+                self.logger.error("checking the stored hash chains failed: \(error)")
+            }
+        }
         spawn("watch") { self.watchLoop() }
         spawn("dial") { self.dialLoop() }
     }
@@ -112,7 +130,7 @@ public final class Agent: @unchecked Sendable {
     public func stop() {
         let running: [Running] = lock.withLock {
             stopped = true
-            return Array(sessions.values)
+            return Array(sessions.values) + Array(extraSessions.values)
         }
         // The accept thread owns the listener and closes it when it sees `stopped` (within its timeout).
         for entry in running { entry.session.stop() }
@@ -139,75 +157,167 @@ public final class Agent: @unchecked Sendable {
 
     // MARK: Accepting
 
-    /// Handshakes in progress at most: a stranger cannot exhaust threads by opening connections.
-    static let maxHandshaking = 32
-    private var handshaking = 0
     /// When each address last had an unpaired device listed as pending.
     private var pendingRecorded: [String: ContinuousClock.Instant] = [:]
     static let pendingInterval: Duration = .seconds(60)
+    /// Lists unpaired devices as pending off the accept thread: a store write may wait for another writer.
+    private let pendingQueue = DispatchQueue(label: "plait.agent.pending")
 
-    private func acceptLoop(_ listener: TLSListener) {
-        while !isStopped {
-            var descriptor = pollfd(fd: listener.fileDescriptor, events: Int16(POLLIN), revents: 0)
-            guard poll(&descriptor, 1, 250) > 0 else { continue }
-            do {
-                guard let connection = try listener.acceptPending(trust: { [weak self] in self?.trust($0) ?? false })
-                else { continue }
-                let admitted = lock.withLock { () -> Bool in
-                    guard handshaking < Self.maxHandshaking else { return false }
-                    handshaking += 1
-                    return true
-                }
-                guard admitted else {
-                    logger.warning("too many connections still handshaking; dropped one")
-                    connection.close()
-                    continue
-                }
-                // Each handshake on its own thread, with a timeout: a silent client delays nobody.
-                spawn("handshake") {
-                    let trusted = self.finishHandshake(connection)
-                    self.lock.withLock { self.handshaking -= 1 }
-                    if trusted { self.run(connection, dialedByMe: false, address: nil) }
-                }
-            } catch {
-                if isStopped { break }
-                logger.info("accepting a connection failed: \(error)")
-            }
-        }
-        listener.close()
+    /// A connection accepted and still in its handshake; owned by the accept thread.
+    private struct Handshaking {
+        let connection: TLSConnection
+        /// The peer's address, read when accepted (a refused handshake closes the socket); nil if unknown.
+        let address: String?
+        /// The address as the log names it.
+        var host: String { address ?? "an unknown address" }
+        /// What poll(2) waits for before the next step (POLLIN or POLLOUT).
+        var waitsFor: Int16
     }
 
-    /// Completes an accepted connection's handshake; records a device that is not paired as pending.
-    private func finishHandshake(_ connection: TLSConnection) -> Bool {
-        // Read now: a refused handshake closes the socket.
-        let host = connection.peerHost
+    /// Accepts connections and drives every handshake from this one thread, polling the listener and the
+    /// handshaking sockets together, within `settings.handshakeLimits` (DESIGN §10 "Admission under load"):
+    /// strangers can exhaust neither threads nor the log, and cannot crowd out a paired device. A connection from
+    /// a paired device goes to a thread of its own for its session once its handshake is done (~2 ms).
+    private func acceptLoop(_ listener: TLSListener) {
+        var admission = HandshakeAdmission(limits: settings.handshakeLimits)
+        var handshaking: [HandshakeAdmission.Ticket: Handshaking] = [:]
+        var acceptFailureLogged: ContinuousClock.Instant?
+        while !isStopped {
+            let tickets = Array(handshaking.keys)
+            var descriptors = [pollfd(fd: listener.fileDescriptor, events: Int16(POLLIN), revents: 0)]
+            for ticket in tickets {
+                guard let entry = handshaking[ticket] else { continue }
+                descriptors.append(pollfd(fd: entry.connection.fileDescriptor, events: entry.waitsFor, revents: 0))
+            }
+            let due = min(ContinuousClock.now + .milliseconds(250), admission.nextDue ?? .now + .seconds(1))
+            guard poll(&descriptors, nfds_t(descriptors.count), pollMilliseconds(until: due)) >= 0 else { continue }
+            for (ticket, descriptor) in zip(tickets, descriptors.dropFirst()) where descriptor.revents != 0 {
+                advance(ticket, &handshaking, &admission)
+            }
+            // At most a listener's backlog per turn, so the handshakes in progress are not kept waiting.
+            for _ in 0..<(descriptors[0].revents != 0 ? 64 : 0) {
+                let accepted: TLSConnection?
+                do {
+                    accepted = try listener.acceptPending(trust: { [weak self] in self?.trust($0) ?? false })
+                } catch {
+                    if isStopped { break }
+                    // Out of file descriptors, say: once a minute in the log, and a pause rather than a busy loop.
+                    if acceptFailureLogged.map({ ContinuousClock.now - $0 >= Self.pendingInterval }) ?? true {
+                        acceptFailureLogged = ContinuousClock.now
+                        logger.warning("accepting a connection failed: \(error)")
+                    }
+                    Thread.sleep(forTimeInterval: 0.05)
+                    break
+                }
+                guard let connection = accepted else { break }
+                let address = connection.peerHost
+                if admission.isFull(for: address ?? "?") { refresh(&handshaking, &admission) }
+                let (ticket, evicted) = admission.admit(host: address ?? "?", now: .now)
+                if let evicted { handshaking.removeValue(forKey: evicted)?.connection.close() }
+                handshaking[ticket] = Handshaking(connection: connection, address: address, waitsFor: Int16(POLLIN))
+                advance(ticket, &handshaking, &admission)  // its ClientHello is often there already
+            }
+            let now = ContinuousClock.now
+            for ticket in admission.expired(now: now) {
+                handshaking.removeValue(forKey: ticket)?.connection.close()
+                admission.drop(ticket, because: .pastDeadline, now: now)
+            }
+            if let line = admission.summary(now: now) { logger.warning("\(line)") }
+        }
+        for (ticket, entry) in handshaking {
+            entry.connection.close()
+            admission.release(ticket)
+        }
+        if let line = admission.summary(now: .now, final: true) { logger.warning("\(line)") }
+        listener.close()
+        pendingQueue.sync {}  // a pending device being listed is in the store before `stop()` returns
+    }
+
+    /// Takes the handshake of `ticket` one step further: on to its session if done, closed and counted if it
+    /// failed, else what to wait for next.
+    private func advance(
+        _ ticket: HandshakeAdmission.Ticket, _ handshaking: inout [HandshakeAdmission.Ticket: Handshaking],
+        _ admission: inout HandshakeAdmission
+    ) {
+        guard var entry = handshaking[ticket] else { return }
         do {
-            try connection.finishHandshake(timeout: .seconds(10))
-            return true
-        } catch let TLSError.peerNotTrusted(id) where id == (try? home.identity)?.deviceID {
+            switch try entry.connection.handshake() {
+            case .done:
+                handshaking[ticket] = nil
+                admission.release(ticket)
+                let connection = entry.connection
+                spawn("session") { self.run(connection, dialedByMe: false, address: nil) }
+            case .wantRead:
+                entry.waitsFor = Int16(POLLIN)
+                handshaking[ticket] = entry
+                if entry.connection.hasAnsweredClientHello { admission.answered(ticket) }
+            case .wantWrite:
+                entry.waitsFor = Int16(POLLOUT)
+                handshaking[ticket] = entry
+            }
+        } catch {
+            // The connection is closed already (a failed handshake closes it).
+            handshaking[ticket] = nil
+            if let reason = refused(error, from: entry) {
+                admission.drop(ticket, because: reason, now: .now)
+            } else {
+                admission.release(ticket)
+            }
+        }
+    }
+
+    /// Takes every handshake whose socket is ready one step further, before one of them is dropped to make room:
+    /// a ClientHello that came in since the last turn is answered first, and a paired device's handshake that is
+    /// answered is not the one dropped.
+    private func refresh(
+        _ handshaking: inout [HandshakeAdmission.Ticket: Handshaking], _ admission: inout HandshakeAdmission
+    ) {
+        let tickets = Array(handshaking.keys)
+        var descriptors = tickets.compactMap { ticket in
+            handshaking[ticket].map { pollfd(fd: $0.connection.fileDescriptor, events: $0.waitsFor, revents: 0) }
+        }
+        guard descriptors.count == tickets.count, poll(&descriptors, nfds_t(descriptors.count), 0) > 0 else { return }
+        for (ticket, descriptor) in zip(tickets, descriptors) where descriptor.revents != 0 {
+            advance(ticket, &handshaking, &admission)
+        }
+    }
+
+    /// What a failed handshake of `entry` counts as in the summary (nil: nothing, it was this very device). The
+    /// first unpaired device from an address in a minute is listed as pending and logged; every other failure is
+    /// only counted (and logged at debug level), so a flood adds one line a minute to the log.
+    private func refused(_ error: any Error, from entry: Handshaking) -> HandshakeAdmission.Drop? {
+        let (address, host) = (entry.address, entry.host)
+        switch error {
+        case let TLSError.peerNotTrusted(id) where id == (try? home.identity)?.deviceID:
             logger.debug("a connection from this very device (`plait doctor` checking the port); closed")
-        } catch let TLSError.peerNotTrusted(id) {
+            return nil
+        case let TLSError.peerNotTrusted(id):
             // At most one new pending entry per address and minute: one host cannot push the (16-entry) list's
             // real devices out by presenting fresh certificates.
             let now = ContinuousClock.now
-            let admitted = lock.withLock { () -> Bool in
-                let key = host ?? "?"
+            let key = HandshakeAdmission.addressKey(address ?? "?")
+            let listed = lock.withLock { () -> Bool in
                 if let last = pendingRecorded[key], now - last < Self.pendingInterval { return false }
                 pendingRecorded[key] = now
-                if pendingRecorded.count > 256 { pendingRecorded = pendingRecorded.filter { now - $0.value < Self.pendingInterval } }
+                if pendingRecorded.count > 256 {
+                    pendingRecorded = pendingRecorded.filter { now - $0.value < Self.pendingInterval }
+                }
                 return true
             }
-            if admitted {
-                logger.notice("refused unpaired device \(id) from \(host ?? "an unknown address"); listed by `plait peers --pending`")
-                try? home.store.recordPending(deviceID: id.description, claimedName: "(unknown)", address: host, now: Replica.now())
-            } else {
-                logger.info("refused unpaired device \(id) from \(host ?? "an unknown address") (not listed: that address was listed less than a minute ago)")
+            guard listed else {
+                logger.debug("refused unpaired device \(id) from \(host) (not listed: listed less than a minute ago)")
+                return .unpaired
             }
-        } catch {
-            logger.info("a connection failed: \(error)")
+            pendingQueue.async { [home, logger] in
+                try? home.store.recordPending(
+                    deviceID: id.description, claimedName: "(unknown)", address: address, now: Replica.now())
+                logger.notice("refused unpaired device \(id) from \(host); listed by `plait peers --pending`")
+            }
+            return nil
+        default:
+            logger.debug("a handshake from \(host) failed: \(error)")
+            return .failed
         }
-        connection.close()
-        return false
     }
 
     // MARK: Dialing
@@ -273,6 +383,9 @@ public final class Agent: @unchecked Sendable {
         var options = SessionOptions(mode: .agent)
         options.maxBatchChanges = home.config.batchChanges
         options.idleTimeout = .seconds(60)
+        options.certifiedPeerID = peer
+        let logger = self.logger
+        options.onFinding = { finding in logger.error("with \(peer): \(finding)") }
         let session: Session
         do {
             session = try Session(
@@ -294,25 +407,49 @@ public final class Agent: @unchecked Sendable {
                 let simultaneous = ContinuousClock.now - existing.started < Self.simultaneousWindow
                     && existingDialer != newDialer
                 if simultaneous && existingDialer <= newDialer { return false }
+                // Both dialled by the peer's device while the older one is busy moving bytes: two processes of one
+                // home (its agent, and a `plait sync` run there). Both are alive: the newer one runs beside it.
+                // (An idle older one may be dead on a cut link: the newer one replaces it.)
+                if !existing.dialedByMe && !dialedByMe
+                    && ContinuousClock.now - existing.session.lastMoved < Self.activeWindow
+                {
+                    extraSessions[ObjectIdentifier(entry)] = entry
+                    return true
+                }
                 existing.session.stop()
             }
             sessions[peer] = entry
             return true
         }
         guard keep else { return }
+        defer { _ = lock.withLock { extraSessions.removeValue(forKey: ObjectIdentifier(entry)) } }
         logger.info("connected to \(peer)\(address.map { " at \($0)" } ?? "")")
         do {
             let result = try session.run()
             logger.info("session with \(result.peerName) ended: pulled \(result.pulled), sent \(result.sent)")
+            if dialedByMe, result.peerCloseReason == "stopped" { backOff(peer) }
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())
         } catch {
             logger.info("session with \(peer) ended: \(error)")
+            // A session that failed at once (the peer kept another one from this device, or refused this one):
+            // re-dialing at once would only repeat it.
+            if dialedByMe && ContinuousClock.now - entry.started < Self.activeWindow { backOff(peer) }
         }
         lock.withLock {
             if sessions[peer] === entry { sessions[peer] = nil }
         }
         dialWake.signal()  // a peer that is still (or again) to be found is dialled now, not at the next tick
+    }
+
+    /// Waits before dialing `peer` again, longer each time (up to `maxBackoff`): the peer stopped or refused the
+    /// last session (it is shutting down, or keeps another one from this device, such as this home's own
+    /// `plait sync`), and re-dialing at once would knock that one off or repeat the refusal.
+    private func backOff(_ peer: String) {
+        lock.withLock {
+            let delay = min(settings.maxBackoff, max(.seconds(2), (backoff[peer]?.delay ?? .zero) * 2))
+            backoff[peer] = (ContinuousClock.now + delay, delay)
+        }
     }
 
     // MARK: Watching the store
@@ -350,7 +487,7 @@ public final class Agent: @unchecked Sendable {
                 let dropped: [Running] = lock.withLock {
                     guard current != trusted else { return [] }
                     trusted = current
-                    return sessions.values.filter { !current.contains($0.peer) }
+                    return (Array(sessions.values) + Array(extraSessions.values)).filter { !current.contains($0.peer) }
                 }
                 for entry in dropped {
                     logger.notice("unpaired \(entry.peer): closing its connection")

@@ -36,8 +36,10 @@ public enum Doctor {
         var checks: [DoctorCheck] = []
         let identity = checkIdentity(path, into: &checks)
         let storeIsSound = checkStore(path, into: &checks)
+        if storeIsSound { checks += checkDerivedState(storePath: path + "/" + Home.storeFileName) }
         checks.append(checkListen(listen, identity: identity))
         checks.append(checkAvahi(enabled: config.discoveryEnabled))
+        if storeIsSound { checks += checkHistory(storePath: path + "/" + Home.storeFileName) }
         if storeIsSound, let identity {
             checks += checkPeers(storePath: path + "/" + Home.storeFileName, identity: identity, timeout: peerTimeout)
         }
@@ -108,6 +110,76 @@ public enum Doctor {
                         + "data back from a paired device."))
         }
         return false
+    }
+
+    /// The materialized state against a replay of the source, the baseline, the stored checkpoints (DESIGN §10),
+    /// all through a read-only connection.
+    static func checkDerivedState(storePath: String) -> [DoctorCheck] {
+        let verification: DerivedStateVerification
+        do {
+            verification = try Store.verifyDerivedState(at: storePath)
+        } catch {
+            return [DoctorCheck(name: "materialized state", status: .failed, detail: "cannot be checked: \(error)")]
+        }
+        var checks: [DoctorCheck] = []
+        let repairAdvice = "run `plait repair`: it rebuilds the materialized state from the stored changes (nothing "
+            + "is lost)."
+        if let baseline = verification.baseline {
+            if let problem = baseline.problem {
+                checks.append(
+                    DoctorCheck(
+                        name: "baseline", status: .failed, detail: "the stored baseline is damaged: \(problem)",
+                        advice: "stop the agent, copy \(storePath) aside, and sync a fresh home (`plait init`) from a "
+                            + "paired device."))
+            } else {
+                checks.append(
+                    DoctorCheck(
+                        name: "baseline", status: .ok,
+                        detail: "decodes; covers \(baseline.summary), digest \(baseline.digest.hexString.prefix(16))"))
+            }
+        }
+        let changes =
+            "\(verification.changes) stored changes" + (verification.baseline == nil ? "" : " over the baseline")
+        if let problem = verification.replayProblem {
+            checks.append(
+                DoctorCheck(
+                    name: "materialized state", status: .failed,
+                    detail: "the stored changes do not replay: \(problem)",
+                    advice: "the source itself is damaged: stop the agent, copy \(storePath) aside, and sync a fresh "
+                        + "home (`plait init`) from a paired device."))
+        } else if verification.materializedMatchesReplay {
+            let digest = verification.replayedDigest?.hexString.prefix(16) ?? ""
+            checks.append(
+                DoctorCheck(
+                    name: "materialized state", status: .ok,
+                    detail: "equals a replay of the \(changes) (digest \(digest))"))
+        } else {
+            let why =
+                verification.materializedProblem.map { "it does not load: \($0)" }
+                ?? "digest \(verification.materializedDigest?.hexString.prefix(16) ?? "") against "
+                + "\(verification.replayedDigest?.hexString.prefix(16) ?? "")"
+            checks.append(
+                DoctorCheck(
+                    name: "materialized state", status: .failed,
+                    detail: "the materialized state does not match a replay of the \(changes) (\(why)); "
+                        + "run `plait repair`",
+                    advice: repairAdvice))
+        }
+        if !verification.checkpointProblems.isEmpty {
+            checks.append(
+                DoctorCheck(
+                    name: "checkpoints", status: .failed,
+                    detail: "\(verification.checkpointProblems.count) of \(verification.checkpoints) stored "
+                        + "checkpoints are damaged: "
+                        + verification.checkpointProblems.prefix(3).joined(separator: "; "),
+                    advice: repairAdvice))
+        } else if verification.checkpoints > 0 {
+            checks.append(
+                DoctorCheck(
+                    name: "checkpoints", status: .ok,
+                    detail: "\(verification.checkpoints) stored checkpoints equal a replay at their changes"))
+        }
+        return checks
     }
 
     /// Whether the agent could listen at `listen`; if something holds it, whether that is this home's agent.
@@ -244,6 +316,8 @@ public enum Doctor {
         case .peerNotTrusted:
             return "another device answers at that address now; re-pair, or give the peer's new address with "
                 + "`plait pair --trust \(peer.deviceID) --address HOST:PORT`."
+        case .closedDuringHandshake:
+            return "the agent there closed the connection mid-handshake (overloaded, or restarting); try again shortly."
         default:
             return "start `plait agent` on \(peer.name), and check the address and any firewall between the two."
         }

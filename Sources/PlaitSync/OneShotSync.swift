@@ -13,7 +13,27 @@ public struct PeerSyncOutcome: Sendable {
     /// Why it failed, one sentence; nil on success.
     public var failure: String?
 
-    public var succeeded: Bool { failure == nil }
+    /// What the session found wrong although it ran to the end, one sentence each (DESIGN §10): forks,
+    /// refused changes, a divergence, a claim on this device's own timeline, damaged stored changes.
+    public var problems: [String] {
+        guard let result else { return [] }
+        var out = result.forkedTimelines.map { fork in
+            fork.description + ". Two devices wrote different changes under the same numbers (a home copied with "
+                + "cp or restored from a backup); plait reports it and cannot merge it yet. On the copy, run `plait "
+                + "rejoin`: it re-sends that device's lists on a new timeline"
+        }
+        out += result.refusedTimelines.map { "changes of \($0.timeline) were refused: \($0.refusal); that timeline was not taken from this peer" }
+        out += result.damagedChanges.map { ref in
+            "stored change \(ref) of this device is damaged (its hash does not continue its chain): it was set aside "
+                + "with the rest of its timeline, and is pulled again from any peer that holds it; `plait doctor` says more"
+        }
+        if let claim = result.staleClaim { out.append(claim.description) }
+        if let divergence = result.divergence { out.append(divergence.description) }
+        return out
+    }
+
+    /// The session ran to the end and found nothing wrong.
+    public var succeeded: Bool { failure == nil && problems.isEmpty }
 }
 
 extension Home {
@@ -43,6 +63,7 @@ extension Home {
             }
             outcome.deviceID = peer
             var options = SessionOptions(mode: .oneShot)
+            options.certifiedPeerID = peer
             options.maxBatchChanges = config.batchChanges
             options.idleTimeout = timeout
             options.onPulled = onPulled
@@ -71,6 +92,9 @@ extension Home {
         switch error {
         case .refused: return "\(address) is unreachable (connection refused): is `plait agent` running there?"
         case .timeout: return "\(address) did not answer in time: is the address right, and the agent running?"
+        case .closedDuringHandshake:
+            return "\(address) closed the connection during the TLS handshake (it may be overloaded): try again "
+                + "in a moment."
         case .rejectedByPeer:
             return "\(address) refused this device: it is not paired there (run `plait pair --trust` on it with this ID)."
         case let .peerNotTrusted(id):

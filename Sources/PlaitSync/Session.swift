@@ -39,6 +39,11 @@ public final class Session: @unchecked Sendable {
     /// When bytes last moved either way. A peer busy integrating a long batch still reads, so only a
     /// connection on which nothing moves is silent.
     private var lastProgress = ContinuousClock.now
+    /// `lastProgress` for other threads (under `lock`).
+    private var lastActivity = ContinuousClock.now
+
+    /// When bytes last moved on this session's connection (either way, Pings aside).
+    public var lastMoved: ContinuousClock.Instant { lock.withLock { lastActivity } }
     private var pingOutstanding = false
     private var pingNonce: UInt64 = 0
 
@@ -98,7 +103,8 @@ public final class Session: @unchecked Sendable {
             peerDeviceID: machine.peer?.deviceID ?? "", peerName: machine.peer?.name ?? "", pulled: machine.pulled,
             sent: machine.sent, duplicates: machine.duplicates, baselinesPulled: machine.baselinesPulled,
             baselinesSent: machine.baselinesSent, forkedTimelines: machine.forkedTimelines,
-            timelineSwitch: machine.timelineSwitch, finalSummary: summary, bytesSent: bytesSent,
+            refusedTimelines: machine.refusedTimelines, damagedChanges: machine.damaged, staleClaim: machine.staleClaim,
+            divergence: machine.divergence, verifiedEqual: machine.verifiedEqual, finalSummary: summary, bytesSent: bytesSent,
             bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason)
     }
 
@@ -173,6 +179,7 @@ public final class Session: @unchecked Sendable {
             // Progress: anything from the peer, or the peer taking our bytes (but not only the Ping's own).
             if bytesReceived != receivedBefore || (bytesSent != sentBefore && !pingOutstanding) {
                 lastProgress = .now
+                lock.withLock { lastActivity = lastProgress }
                 pingOutstanding = false
             } else if !immediate {
                 try checkSilence()

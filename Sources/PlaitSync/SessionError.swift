@@ -16,6 +16,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case peerClosed(reason: String)
     /// The peer speaks another protocol version or data model, or is this very device.
     case incompatible(String)
+    /// The peer's Hello names another Device ID than the certificate it proved in the TLS handshake.
+    case identityMismatch(claimed: String, certified: String)
     /// The peer sent a message out of turn.
     case protocolViolation(String)
     /// A pulled batch was refused whole (a gap, a fork, a bad hash or Lamport time, an oversized change).
@@ -50,6 +52,9 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "the peer ended the session: \(reason)"
         case let .incompatible(reason):
             return "the peer cannot sync with this device: \(reason)."
+        case let .identityMismatch(claimed, certified):
+            return "the peer's certificate is device \(certified), but its Hello claims to be \(claimed); the "
+                + "connection was closed."
         case let .protocolViolation(reason):
             return "the peer broke the sync protocol: \(reason)."
         case let .batchRefused(error):

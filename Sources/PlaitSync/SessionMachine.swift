@@ -41,6 +41,11 @@ public struct SessionOptions: Sendable {
     /// Called on the session's thread after each pulled batch that added changes, with how many it added
     /// (an agent notifies its other peers from here).
     public var onPulled: (@Sendable (Int) -> Void)?
+    /// The peer's Device ID as its certificate proved it in the TLS handshake: its Hello must name the same.
+    public var certifiedPeerID: String?
+    /// Called on the session's thread with one sentence for each thing found wrong (a fork, refused changes, a
+    /// divergence, a claim on the own timeline, a damaged stored change): the agent logs them as errors.
+    public var onFinding: (@Sendable (String) -> Void)?
 
     public init(mode: SessionMode = .oneShot) { self.mode = mode }
 
@@ -66,10 +71,33 @@ public struct ForkedTimeline: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// The own timeline was left because a peer held it beyond this store's head (a restored or copied home).
-public struct TimelineSwitch: Hashable, Sendable {
-    public var old: TimelineID
-    public var new: TimelineID
+/// The peer's state digest differs from this device's at the same summary, baseline and domain version with
+/// nothing either cannot interpret: one of the two replayed wrongly (a bug, or a damaged materialized state).
+public struct Divergence: Hashable, Sendable, CustomStringConvertible {
+    public var summary: Summary
+    public var localDigest: [UInt8]
+    public var peerDigest: [UInt8]
+
+    public var description: String {
+        "the state has diverged: both devices hold the same changes (\(summary.isEmpty ? "none" : summary.description)) "
+            + "and baseline, but this device's state digest is \(localDigest.hexString.prefix(16)) and the peer's "
+            + "\(peerDigest.hexString.prefix(16)); run `plait repair` on each (it rebuilds the state from the changes)"
+    }
+}
+
+/// The peer holds this device's own timeline beyond its head: this home may be a restored or copied one. A
+/// bare claim is reported and never acted on (DESIGN §10); changes of it that arrive mark the timeline as one
+/// that may continue elsewhere.
+public struct StaleClaim: Hashable, Sendable, CustomStringConvertible {
+    public var timeline: TimelineID
+    public var localHead: UInt64
+    public var peerHead: UInt64
+
+    public var description: String {
+        "the peer holds this device's own timeline \(timeline) up to change \(peerHead), beyond this device's head "
+            + "\(localHead): this home may have been restored from a backup or copied; run `plait rejoin` on it to "
+            + "go on with a new timeline"
+    }
 }
 
 /// What a session did.
@@ -88,8 +116,16 @@ public struct SessionResult: Sendable {
     public var baselinesSent: Int
     /// Timelines not exchanged because the two devices hold different histories of them.
     public var forkedTimelines: [ForkedTimeline]
-    /// Set when this home turned out to be stale and left its own timeline.
-    public var timelineSwitch: TimelineSwitch?
+    /// Timelines whose changes from the peer were refused (its fault), from the refused change on.
+    public var refusedTimelines: [RefusedTimeline]
+    /// Changes of this store found damaged while sending (their timeline stopped before them, set aside).
+    public var damagedChanges: [ChangeRef]
+    /// Set when the peer claimed this device's own timeline beyond its head.
+    public var staleClaim: StaleClaim?
+    /// Set when the two states differ at equal summaries and baselines.
+    public var divergence: Divergence?
+    /// Whether the two devices compared their states at equal summaries and found them equal.
+    public var verifiedEqual: Bool
     /// This device's summary when the session ended.
     public var finalSummary: Summary
     /// Bytes written to and read from the transport.
@@ -114,7 +150,13 @@ struct SessionMachine {
     private(set) var peer: Hello?
     private var helloSent = false
     private var forks: [TimelineID: ForkedTimeline] = [:]
-    private(set) var timelineSwitch: TimelineSwitch?
+    private var refused: [TimelineID: RefusedTimeline] = [:]
+    private(set) var damaged: [ChangeRef] = []
+    private(set) var staleClaim: StaleClaim?
+    private(set) var divergence: Divergence?
+    private(set) var verifiedEqual = false
+    /// One-shot: the state report sent once both directions are done, before Close.
+    private var reportSent = false
 
     private enum Pull { case notAsked, asking, answered }
     private var pull = Pull.notAsked
@@ -159,6 +201,11 @@ struct SessionMachine {
     }
 
     var forkedTimelines: [ForkedTimeline] { forks.values.sorted { $0.timeline < $1.timeline } }
+    var refusedTimelines: [RefusedTimeline] { refused.values.sorted { $0.timeline < $1.timeline } }
+    /// Timelines not taken from this peer: forked, or refused this session.
+    private var skipped: Set<TimelineID> { Set(forks.keys).union(refused.keys) }
+    /// In a Want, this `have` means "send nothing of it": this side refused it earlier in the session.
+    static let refusedMarker = WireLimits.maxSeq - 1
 
     /// One-shot: both directions are done (the peer answered our Want, we answered its).
     var isSynced: Bool { pull == .answered && answeredOnce && stream == nil && queuedWant == nil }
@@ -176,14 +223,16 @@ struct SessionMachine {
     /// The Hello that opens the session.
     mutating func start() throws(SessionError) -> [Message] {
         let hello = try local { () throws -> Hello in
-            try replica.refresh()
-            let view = try replica.store.localView()
+            // The summary and the digest of one instant: another process may write between two reads, and a
+            // peer comparing them would see a divergence that is not there.
+            let status = try replica.status()
+            let view = status.view
             return Hello(
                 domainName: ListsDomain.name, domainVersion: ListsDomain.version, deviceID: identity.deviceID,
                 name: identity.name, summary: view.summary,
                 headHashes: view.heads.mapValues { HeadHash(seq: $0.seq, hash: $0.hash) },
                 baselineSummary: view.baselineSummary, baselineDigest: view.baselineDigest,
-                stateDigest: replica.digest, unknownCount: UInt64(try replica.uninterpretableCount()),
+                stateDigest: status.stateDigest, unknownCount: UInt64(status.uninterpretable),
                 maxFrameSize: options.frameLimit)
         }
         helloSent = true
@@ -204,7 +253,8 @@ struct SessionMachine {
             return []
         case let .done(summary):
             return try done(summary)
-        case let .notify(summary):
+        case let .notify(summary, report):
+            if let report { try compare(summary: summary, report: report) }
             return try notified(summary)
         case let .ping(nonce):
             return [.pong(nonce: nonce)]
@@ -216,7 +266,13 @@ struct SessionMachine {
             // Answer with a Close of our own, so a peer waiting for it need not wait for the connection to drop.
             guard !closeSent else { return [] }
             closeSent = true
-            return [.close(reason: options.mode == .oneShot ? "done" : "closing")]
+            var replies: [Message] = []
+            if options.mode == .oneShot && !reportSent {
+                // The peer reads up to our Close: the state report must come before it.
+                reportSent = true
+                replies.append(try stateNotify())
+            }
+            return replies + [.close(reason: options.mode == .oneShot ? "done" : "closing")]
         case let .baselineChunk(chunk):
             try received(chunk)
             return []
@@ -253,10 +309,28 @@ struct SessionMachine {
                 stream = current
                 return .baselineChunk(chunk)
             }
-            let (baselineSummary, page) = try local {
+            var (baselineSummary, page, damagedRefs) = try local {
                 try replica.store.streamPage(
                     for: current.have, within: current.cap, after: current.cursor, limit: options.maxBatchChanges,
                     maxBytes: budget)
+            }
+            if !damagedRefs.isEmpty {
+                // A stored change that does not hash to what its chain says: send its timeline up to the change
+                // before it, set it and the rest aside, and go on with every other timeline (DESIGN §10).
+                for ref in damagedRefs {
+                    current.cap[ref.timeline] = min(current.cap[ref.timeline], ref.seq - 1)
+                    damaged.append(ref)
+                    options.onFinding?(
+                        "stored change \(ref) is damaged (its hash does not continue its chain): sent its timeline up "
+                            + "to the change before it and set it aside, to be pulled again from a peer")
+                    try local {
+                        try replica.quarantine(
+                            DamagedChange(ref: ref, following: 0),
+                            reason: "its hash does not continue the chain of its timeline (found while sending)")
+                    }
+                }
+                page.removeAll { change in damagedRefs.contains { $0.timeline == change.timeline && change.seq >= $0.seq } }
+                stream = current
             }
             if baselineSummary != current.baselineSummary {
                 current.baselineSummary = baselineSummary
@@ -292,6 +366,11 @@ struct SessionMachine {
             sent += page.count
             return .changes(page)
         }
+        if options.mode == .oneShot && isSynced && !reportSent {
+            // Both directions are done: tell the peer this state, so each side can check the two agree.
+            reportSent = true
+            return try stateNotify()
+        }
         if options.mode == .oneShot && isSynced && !closeSent {
             closeSent = true
             return .close(reason: "done")
@@ -301,13 +380,56 @@ struct SessionMachine {
 
     /// Whether `nextOutgoing()` has something to give (the driver then polls without waiting).
     var hasMoreToSend: Bool {
-        stream != nil || (options.mode == .oneShot && isSynced && !closeSent)
+        stream != nil || (options.mode == .oneShot && isSynced && (!closeSent || !reportSent))
     }
 
     /// A local change: tell the peer (agent mode).
     mutating func localChanged() throws(SessionError) -> [Message] {
         guard options.mode == .agent, helloSent, !closeSent else { return [] }
-        return [.notify(try local { try replica.store.summary() })]
+        return [try stateNotify()]
+    }
+
+    /// Notify with this device's summary and a state report read in the same instant.
+    private func stateNotify() throws(SessionError) -> Message {
+        let status = try local { try replica.status() }
+        return .notify(
+            status.summary,
+            report: StateReport(
+                stateDigest: status.stateDigest, baselineDigest: status.baselineDigest,
+                unknownCount: UInt64(status.uninterpretable)))
+    }
+
+    /// The divergence alarm (DESIGN §10): at equal summaries, equal baselines, the same domain version and
+    /// nothing either side cannot interpret, the state digests must be equal.
+    private mutating func compare(summary: Summary, report: StateReport) throws(SessionError) {
+        guard let peer, forks.isEmpty, refused.isEmpty, damaged.isEmpty, report.unknownCount == 0,
+            peer.domainVersion == ListsDomain.version
+        else { return }
+        let mine = try local { try replica.status() }
+        guard mine.summary == summary, mine.baselineDigest == report.baselineDigest, mine.uninterpretable == 0 else {
+            return
+        }
+        let before = divergence
+        if mine.stateDigest == report.stateDigest {
+            divergence = nil
+            verifiedEqual = true
+        } else {
+            divergence = Divergence(summary: summary, localDigest: mine.stateDigest, peerDigest: report.stateDigest)
+            verifiedEqual = false
+            if divergence != before, let divergence { options.onFinding?(divergence.description) }
+        }
+        if divergence != before { try persistFindings() }
+    }
+
+    /// Records on the peer's row what this session found (and clears what an earlier one found and this did not).
+    private func persistFindings() throws(SessionError) {
+        guard let peer else { return }
+        let refusals = refusedTimelines.map(\.description).joined(separator: "; ")
+        try local {
+            try replica.store.recordPeerFindings(
+                peer: peer.deviceID, diverged: divergence?.description, refused: refusals.isEmpty ? nil : refusals,
+                claim: staleClaim?.description)
+        }
     }
 
     /// Anti-entropy (agent mode): asks the peer again for whatever this device lacks, whatever Notify said or
@@ -341,6 +463,9 @@ struct SessionMachine {
             throw .incompatible("it holds '\(hello.domainName)' data and this device '\(ListsDomain.name)'")
         }
         guard hello.deviceID != identity.deviceID else { throw .incompatible("it is this very device") }
+        if let certified = options.certifiedPeerID, hello.deviceID != certified {
+            throw .identityMismatch(claimed: hello.deviceID, certified: certified)
+        }
         peer = hello
         peerBaseline = hello.baselineSummary
         // A baseline staged from this peer in an interrupted session resumes if the peer still holds it.
@@ -369,20 +494,33 @@ struct SessionMachine {
                     timeline: timeline, localHead: mine, peerHead: theirs.seq, detectedLocally: true)
             }
         }
-        // A peer holding the own timeline beyond this head: the home is stale. Leave the timeline now,
-        // before anything is authored on it; its changes arrive with the pull.
+        // A peer holding the own timeline beyond this head: the home may be stale. A bare claim is reported,
+        // never acted on (DESIGN §10); if its changes arrive and continue the chain, they mark the timeline.
         let own = view.ownTimeline
-        if hello.summary[own] > view.summary[own] {
-            if let switched = try local({ try replica.leaveStaleTimeline(own, peerHolds: hello.summary[own]) }) {
-                timelineSwitch = TimelineSwitch(old: switched.old, new: switched.new)
-            }
+        // Changes of it set aside as damaged are the ones a peer is expected to hold: that is healing, not a claim.
+        let setAside = try local { try replica.store.quarantined() }.first { $0.timeline == own }?.seqs.upperBound ?? 0
+        if hello.summary[own] > max(view.summary[own], setAside) {
+            let claim = StaleClaim(timeline: own, localHead: view.summary[own], peerHead: hello.summary[own])
+            staleClaim = claim
+            options.onFinding?(claim.description)
         }
-        return [try want()]
+        try recordForks()
+        try persistFindings()
+        for fork in forks.values { options.onFinding?(fork.description) }
+        let messages = [try want()]
+        if forks.isEmpty {
+            try compare(
+                summary: hello.summary,
+                report: StateReport(
+                    stateDigest: hello.stateDigest, baselineDigest: hello.baselineDigest, unknownCount: hello.unknownCount))
+        }
+        return messages
     }
 
     /// A Want with this device's summary, forked timelines excluded.
     private mutating func want() throws(SessionError) -> Message {
         var have = try local { try replica.store.summary() }
+        for timeline in refused.keys { have[timeline] = Self.refusedMarker }
         for timeline in forks.keys { have[timeline] = Self.excluded }
         pull = .asking
         defer { resumeOffset = nil }
@@ -391,10 +529,16 @@ struct SessionMachine {
 
     private mutating func wanted(_ have: Summary, baselineOffset: UInt64?) throws(SessionError) {
         let mine = try local { try replica.store.summary() }
+        var learned = false
         for (timeline, seq) in have.heads where seq == Self.excluded && forks[timeline] == nil && mine[timeline] > 0 {
             forks[timeline] = ForkedTimeline(
                 timeline: timeline, localHead: mine[timeline], peerHead: peer?.summary[timeline] ?? 0,
                 detectedLocally: false)
+            learned = true
+        }
+        if learned {
+            try recordForks()
+            for fork in forks.values where !fork.detectedLocally { options.onFinding?(fork.description) }
         }
         if stream != nil {
             queuedWant = have  // answered after the current stream; a newer Want replaces an older one
@@ -438,9 +582,6 @@ struct SessionMachine {
             guard chunk.last else { return }
             let adoption = try replica.adoptStagedBaseline(from: peer.deviceID)
             baselinesPulled += 1
-            if let switched = adoption.switchedTimeline {
-                timelineSwitch = TimelineSwitch(old: timelineSwitch?.old ?? switched.old, new: switched.new)
-            }
             if adoption.changed { options.onPulled?(0) }
         } catch let error as StoreError {
             try? replica.store.discardStagedBaseline(from: peer.deviceID)
@@ -453,34 +594,34 @@ struct SessionMachine {
 
     private mutating func integrate(_ batch: [Change]) throws(SessionError) {
         guard pull == .asking else { throw .protocolViolation("it sent changes nobody asked for") }
-        if let change = batch.first(where: { forks[$0.timeline] != nil }) {
-            throw .protocolViolation("it sent change \(change.ref) of a timeline that has forked")
-        }
-        let result: Replica.IntegrateResult
-        do {
-            result = try replica.integrate(batch)
-        } catch let error as StoreError {
-            if case .rejected = error { throw .batchRefused(error) }
-            throw .store(error)
-        } catch let error as CoreError {
-            throw .batchRefused(.rejected(error))
-        } catch {
-            throw .store(.sqlite("\(error)"))
-        }
-        let added = batch.count - result.duplicates
-        pulled += added
+        // Changes of a forked or refused timeline are dropped; refusals stop one timeline, not the session.
+        let result = try local { try replica.integrate(batch, skip: skipped) }
+        pulled += result.added
         duplicates += result.duplicates
-        if let switched = result.switchedTimeline {
-            timelineSwitch = TimelineSwitch(old: timelineSwitch?.old ?? switched.old, new: switched.new)
+        var newForks = false
+        for refusal in result.refused {
+            if case let .fork(seq, _, _) = refusal.refusal {
+                let fork = ForkedTimeline(
+                    timeline: refusal.timeline, localHead: try local { try replica.store.summary() }[refusal.timeline],
+                    peerHead: max(seq, peer?.summary[refusal.timeline] ?? 0), detectedLocally: true)
+                forks[refusal.timeline] = fork
+                options.onFinding?(fork.description + " (\(refusal.refusal))")
+                newForks = true
+            } else {
+                refused[refusal.timeline] = refusal
+                options.onFinding?("changes of \(refusal.timeline) from the peer were refused: \(refusal.refusal)")
+            }
         }
-        if added > 0 { options.onPulled?(added) }
+        if newForks { try recordForks() }
+        if result.refused.contains(where: { !$0.refusal.isFork }) { try persistFindings() }
+        if result.added > 0 { options.onPulled?(result.added) }
     }
 
     private mutating func done(_ summary: Summary) throws(SessionError) -> [Message] {
         guard pull == .asking else { throw .protocolViolation("it sent Done without a Want") }
         let mine = try local { try replica.store.summary() }
         var expected = summary
-        for timeline in forks.keys { expected[timeline] = 0 }
+        for timeline in skipped { expected[timeline] = 0 }
         let missing = mine.missing(from: expected)
         guard missing.isEmpty else { throw .incompleteStream(missing: missing) }
         pull = .answered
@@ -495,13 +636,22 @@ struct SessionMachine {
         guard options.mode == .agent else { return [] }
         let mine = try local { try replica.store.summary() }
         var theirs = summary
-        for timeline in forks.keys { theirs[timeline] = 0 }
+        for timeline in skipped { theirs[timeline] = 0 }
         guard !mine.covers(theirs) else { return [] }
         if pull == .asking {
             wantAgain = true
             return []
         }
         return [try want()]
+    }
+
+    /// Stores the forks found with this peer (replacing what an earlier session recorded).
+    private func recordForks() throws(SessionError) {
+        guard let peer else { return }
+        let records = forkedTimelines.map { fork in
+            (timeline: fork.timeline, seq: min(fork.localHead, fork.peerHead), detail: fork.description)
+        }
+        try local { try replica.store.recordForks(peer: peer.deviceID, records, now: Replica.now()) }
     }
 
     /// Runs a store call, turning its errors into `SessionError.store`.

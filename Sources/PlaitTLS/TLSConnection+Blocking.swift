@@ -25,12 +25,6 @@ extension TLSConnection {
         return connection
     }
 
-    /// Completes the handshake of a connection taken with `TLSListener.acceptPending` within `timeout`
-    /// (each such connection on its own thread, so a silent client delays nobody else).
-    public func finishHandshake(timeout: Duration) throws {
-        try completeHandshake(deadline: Deadline(timeout), operation: "waiting for a client's handshake")
-    }
-
     /// Drives `handshake()` until done, waiting with poll(2); closes the connection on a timeout.
     func completeHandshake(deadline: Deadline, operation: String) throws {
         do {

@@ -194,6 +194,15 @@ public final class TLSConnection: @unchecked Sendable {
         }
     }
 
+    /// Whether this side, a server, has answered a complete ClientHello (sent its first flight, paying for a key
+    /// exchange): the client speaks TLS. A connection that sent nothing, garbage or a partial ClientHello has
+    /// not; an agent dropping one of several handshakes drops such a one first.
+    public var hasAnsweredClientHello: Bool {
+        guard isServer, state == .handshaking else { return state == .established }
+        let step = SSL_get_state(ssl)
+        return step != TLS_ST_BEFORE && step != TLS_ST_SR_CLNT_HELLO
+    }
+
     /// The checks after OpenSSL's handshake: one agreed application protocol, TLS 1.3, and a
     /// trusted peer certificate. Any failure closes the connection before application data flows.
     private func establish() throws {
@@ -339,6 +348,12 @@ public final class TLSConnection: @unchecked Sendable {
         // the cause, e.g. "certificate verify failed").
         if reason > SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256 {
             return .rejectedByPeer(reason: text)
+        }
+        // The stream ended (or was reset) with no alert: the peer dropped the connection, e.g. an agent over its
+        // handshake limits. A TLS peer that disliked the handshake would have sent an alert instead.
+        let hungUp = code == SSL_ERROR_SYSCALL && [0, ECONNRESET, EPIPE].contains(savedErrno)
+        if handshaking && (hungUp || reason == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+            return .closedDuringHandshake(reason: text)
         }
         return handshaking ? .handshakeFailed(reason: text) : .closed(reason: text)
     }

@@ -11,6 +11,9 @@ public enum TLSError: Error, CustomStringConvertible {
     /// The TLS handshake failed on this side: wrong protocol version, no or a malformed certificate,
     /// a chain longer than one certificate, or a broken connection.
     case handshakeFailed(reason: String)
+    /// The peer closed (or reset) the TCP connection in the middle of the TLS handshake, before any alert: what
+    /// an overloaded or restarting peer does, not what a TLS server of another kind does (it would answer).
+    case closedDuringHandshake(reason: String)
     /// The peer's certificate is well formed but its Device ID is not one this device trusts; the
     /// connection was closed before any application data went either way.
     case peerNotTrusted(DeviceID)
@@ -38,6 +41,9 @@ public enum TLSError: Error, CustomStringConvertible {
         case .handshakeFailed(let reason):
             return "The TLS handshake failed (\(reason)); the peer is not a plait device or runs an "
                 + "incompatible version."
+        case .closedDuringHandshake(let reason):
+            return "The peer closed the connection during the TLS handshake (\(reason)); it may be overloaded or "
+                + "restarting: try again in a moment."
         case .peerNotTrusted(let deviceID):
             return "Device \(deviceID) is not paired with this device and was disconnected; pair it "
                 + "with `plait pair` if you trust it."

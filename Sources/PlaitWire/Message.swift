@@ -18,8 +18,8 @@ public enum Message: Hashable, Sendable {
     case changes([Change])
     /// Ends the stream that answered a Want.
     case done(Summary)
-    /// The sender's summary changed.
-    case notify(Summary)
+    /// The sender's summary changed; with a report, also what its state is at that summary.
+    case notify(Summary, report: StateReport?)
     /// Liveness check, answered by `pong` with the same nonce.
     case ping(nonce: UInt64)
     /// The answer to `ping`.
@@ -152,6 +152,22 @@ public struct BaselineChunk: Hashable, Sendable {
 }
 
 /// Bounds that `Message.decode` enforces on what a peer sends.
+/// A device's state as of a summary, read in one instant: what the divergence alarm compares (DESIGN §10).
+public struct StateReport: Hashable, Sendable {
+    /// SHA-256 of the canonical encoding of the replayed state.
+    public var stateDigest: [UInt8]
+    /// SHA-256 of the encoded baseline; nil without one.
+    public var baselineDigest: [UInt8]?
+    /// Changes held that the sender cannot interpret.
+    public var unknownCount: UInt64
+
+    public init(stateDigest: [UInt8], baselineDigest: [UInt8]?, unknownCount: UInt64) {
+        self.stateDigest = stateDigest
+        self.baselineDigest = baselineDigest
+        self.unknownCount = unknownCount
+    }
+}
+
 public enum WireLimits {
     /// Hashes, digests, the pairing commitment and nonces: SHA-256 sized.
     public static let digestSize = 32
@@ -220,8 +236,16 @@ extension Message {
             return serialize(Plait_Wire_V1_Changes.with { $0.changes = changes.map { Data($0.canonicalBytes) } })
         case let .done(summary):
             return serialize(Plait_Wire_V1_Done.with { $0.summary = summary.wireEntries })
-        case let .notify(summary):
-            return serialize(Plait_Wire_V1_Notify.with { $0.summary = summary.wireEntries })
+        case let .notify(summary, report):
+            return serialize(
+                Plait_Wire_V1_Notify.with {
+                    $0.summary = summary.wireEntries
+                    if let report {
+                        $0.stateDigest = Data(report.stateDigest)
+                        $0.baselineDigest = report.baselineDigest.map { Data($0) } ?? Data()
+                        $0.unknownCount = report.unknownCount
+                    }
+                })
         case let .ping(nonce):
             return serialize(Plait_Wire_V1_Ping.with { $0.nonce = nonce })
         case let .pong(nonce):
@@ -289,7 +313,20 @@ extension Message {
             return .done(try Summary(wireEntries: proto.summary, field: "summary"))
         case .notify:
             let proto = try parse(Plait_Wire_V1_Notify.self, payload)
-            return .notify(try Summary(wireEntries: proto.summary, field: "summary"))
+            let summary = try Summary(wireEntries: proto.summary, field: "summary")
+            guard !proto.stateDigest.isEmpty else {
+                guard proto.baselineDigest.isEmpty, proto.unknownCount == 0 else {
+                    throw Invalid("a state report without its state digest")
+                }
+                return .notify(summary, report: nil)
+            }
+            return .notify(
+                summary,
+                report: StateReport(
+                    stateDigest: try digest(proto.stateDigest, field: "state digest"),
+                    baselineDigest: proto.baselineDigest.isEmpty
+                        ? nil : try digest(proto.baselineDigest, field: "baseline digest"),
+                    unknownCount: proto.unknownCount))
         case .ping:
             return .ping(nonce: try parse(Plait_Wire_V1_Ping.self, payload).nonce)
         case .pong:

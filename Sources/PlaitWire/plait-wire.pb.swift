@@ -37,6 +37,9 @@
 /// `reserved`). A new message takes a new type byte and needs a new protocol_version, because a reader
 /// closes the connection on a type it does not know.
 ///
+/// PROTOCOL.md (top level) is the specification of the protocol; this file is its field-level reference.
+/// Fields reserved for DESIGN §11 (signed timelines, fork records, copied homes) are listed in its §18.
+///
 /// Timeline IDs are fixed64 (uniformly random 64-bit values: a varint would take 10 bytes). Sequence
 /// numbers start at 1 and stay below 2^63. Hashes, digests, commitments and nonces are 32 bytes (SHA-256).
 
@@ -307,12 +310,24 @@ package nonisolated struct Plait_Wire_V1_Done: Sendable {
 }
 
 /// The sender's summary changed (a local edit or a pull); the receiver sends Want if it lacks something.
+/// With state_digest set it is also a state report, read in one instant with the summary: a receiver at the same
+/// summary, with the same baseline digest, the same domain version and no change either side cannot interpret,
+/// must hold the same state digest, or the two devices have diverged (reported loudly, DESIGN §10). A one-shot
+/// session sends one after both directions are done, just before its Close. Older receivers skip fields 2-4.
 package nonisolated struct Plait_Wire_V1_Notify: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   package var summary: [Plait_Wire_V1_SummaryEntry] = []
+
+  /// 32 bytes, or empty (no report)
+  package var stateDigest: Data = Data()
+
+  /// 32 bytes, or empty (no baseline)
+  package var baselineDigest: Data = Data()
+
+  package var unknownCount: UInt64 = 0
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -424,7 +439,7 @@ nonisolated extension Plait_Wire_V1_MessageType: SwiftProtobuf._ProtoNameProvidi
 
 nonisolated extension Plait_Wire_V1_SummaryEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".SummaryEntry"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}timeline\0\u{1}seq\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}timeline\0\u{1}seq\0\u{b}head_hash\0\u{c}\u{3}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -499,7 +514,7 @@ nonisolated extension Plait_Wire_V1_HeadHash: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Hello"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{b}fork_records\0\u{b}instance_nonce\0\u{c}\u{d}\u{1}\u{c}\u{e}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -673,7 +688,7 @@ nonisolated extension Plait_Wire_V1_BaselineChunk: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Plait_Wire_V1_Changes: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Changes"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}changes\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}changes\0\u{b}signatures\0\u{c}\u{2}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -733,7 +748,7 @@ nonisolated extension Plait_Wire_V1_Done: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Notify"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}summary\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}summary\0\u{3}state_digest\0\u{3}baseline_digest\0\u{3}unknown_count\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -742,6 +757,9 @@ nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.summary) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.stateDigest) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.baselineDigest) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.unknownCount) }()
       default: break
       }
     }
@@ -751,11 +769,23 @@ nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf
     if !self.summary.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.summary, fieldNumber: 1)
     }
+    if !self.stateDigest.isEmpty {
+      try visitor.visitSingularBytesField(value: self.stateDigest, fieldNumber: 2)
+    }
+    if !self.baselineDigest.isEmpty {
+      try visitor.visitSingularBytesField(value: self.baselineDigest, fieldNumber: 3)
+    }
+    if self.unknownCount != 0 {
+      try visitor.visitSingularUInt64Field(value: self.unknownCount, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   package static func ==(lhs: Plait_Wire_V1_Notify, rhs: Plait_Wire_V1_Notify) -> Bool {
     if lhs.summary != rhs.summary {return false}
+    if lhs.stateDigest != rhs.stateDigest {return false}
+    if lhs.baselineDigest != rhs.baselineDigest {return false}
+    if lhs.unknownCount != rhs.unknownCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -50,6 +50,7 @@ extension Plait {
                 return handler
             }
             let logger = Logger(label: "plait.agent")
+            home.replica.onDerivedStateRepair { repair in logger.warning("\(repair)") }
             let agent = PlaitSync.Agent(home: home, settings: settings, logger: logger)
             // Handlers first: a SIGTERM right after "listening on" (a test, a service manager) must stop the
             // agent, not fall between SIG_IGN and the dispatch source.

@@ -11,7 +11,9 @@ extension Plait {
                 home. Exits 0 when nothing failed (warnings allowed), 1 otherwise.
 
                 Checks: the key and certificate load and match (and the key file is private); the store \
-                opens and passes SQLite's integrity_check; the agent's listen address is free (or held by \
+                opens and passes SQLite's integrity_check; the materialized state equals a replay of the \
+                baseline and the stored changes (else: run `plait repair`), the baseline decodes, and the \
+                stored checkpoints equal the replay at their changes; the agent's listen address is free (or held by \
                 this home's own agent); avahi-daemon answers (at most 3 s; without it a warning, not a failure: \
                 known addresses and static peers still sync, and `plait pair` works with --listen/--connect or \
                 --trust; not checked when discovery.enabled = false); each paired peer with a known address is \

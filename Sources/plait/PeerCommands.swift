@@ -240,12 +240,18 @@ extension Plait {
             }
             let summary = try home.store.summary()
             let rows = try home.store.peers()
+            let forks = Dictionary(grouping: try home.store.forks(), by: \.peer)
+            // What went wrong outranks what the summaries say: "in sync" only when nothing did (DESIGN §10).
             let state = { (peer: PeerRecord) -> String in
+                if forks[peer.deviceID] != nil { return "forked" }
+                if peer.diverged != nil { return "diverged" }
+                if peer.refused != nil { return "refused changes" }
+                if peer.claim != nil { return "claims this device's timeline" }
                 guard let theirs = peer.lastSummary else { return "never seen" }
                 if theirs == summary { return "in sync" }
                 if summary.covers(theirs) { return "behind" }
                 if theirs.covers(summary) { return "ahead" }
-                return "diverged"
+                return "out of step (each has changes the other lacks)"
             }
             if json {
                 printJSON([
@@ -253,8 +259,10 @@ extension Plait {
                         [
                             "device": $0.deviceID, "name": $0.name, "address": $0.address ?? NSNull(),
                             "paired_at": time($0.pairedAt), "last_seen": time($0.lastSeen),
-                            "summary": $0.lastSummary?.description ?? NSNull(), "in_sync": $0.lastSummary == summary,
-                            "state": state($0),
+                            "summary": $0.lastSummary?.description ?? NSNull(), "in_sync": state($0) == "in sync",
+                            "state": state($0), "forked": (forks[$0.deviceID] ?? []).map(\.detail),
+                            "diverged": $0.diverged ?? NSNull(), "refused": $0.refused ?? NSNull(),
+                            "claim": $0.claim ?? NSNull(),
                         ] as [String: Any]
                     }
                 ])
@@ -267,6 +275,8 @@ extension Plait {
             for row in rows {
                 let seen = row.lastSeen.map { time($0) as! String } ?? "never"
                 print("\(row.name)  \(row.deviceID)  \(row.address ?? "-")  seen \(seen)  \(state(row))")
+                for fork in forks[row.deviceID] ?? [] { print("  forked: \(fork.detail)") }
+                for finding in [row.diverged, row.refused, row.claim].compactMap({ $0 }) { print("  \(finding)") }
             }
         }
     }

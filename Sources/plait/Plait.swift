@@ -23,7 +23,7 @@ struct Plait: ParsableCommand {
             Init.self, Id.self, Status.self, Rejoin.self,
             Lists.self, ListCommand.self, Add.self, Edit.self, Done.self, Reopen.self, Move.self, Remove.self,
             Show.self, Log.self, Compact.self, Batch.self, Pair.self, Unpair.self, Peers.self, Sync.self, Agent.self,
-            Doctor.self, Demo.self, Bench.self,
+            Doctor.self, Repair.self, Demo.self, Bench.self,
         ])
 }
 
@@ -43,8 +43,13 @@ struct GlobalOptions: ParsableArguments {
         try Config.load(explicitPath: config, environment: environment).0
     }
 
+    /// Opens the home; damaged derived data found on the way is rebuilt from the changes, with one warning.
     func openHome() throws -> Home {
-        try Home.open(at: homePath, config: try loadConfig())
+        let home = try Home.open(at: homePath, config: try loadConfig())
+        home.replica.onDerivedStateRepair { repair in
+            FileHandle.standardError.write(Data("warning: \(repair).\n".utf8))
+        }
+        return home
     }
 }
 

@@ -12,9 +12,11 @@ extension Plait {
 
         func run() throws {
             let state = try global.openHome().replica.state
-            let rows = state.liveListIDs.map { id -> [String: Any] in
-                let list = state.lists[id]!
-                return [
+            // The walkers yield only records that exist (a loaded state is checked, see ListsState.checkConsistency);
+            // display code stays free of force-unwraps all the same.
+            let entries = state.liveListIDs.compactMap { id in state.lists[id].map { (id, $0) } }
+            let rows = entries.map { id, list -> [String: Any] in
+                [
                     "id": id.description, "title": list.title, "color": list.color ?? NSNull(),
                     "pending": state.itemIDs(in: id, completed: false).count,
                     "completed": state.itemIDs(in: id, completed: true).count,
@@ -25,7 +27,7 @@ extension Plait {
                 return
             }
             if rows.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
-            for (id, row) in zip(state.liveListIDs, rows) {
+            for ((id, _), row) in zip(entries, rows) {
                 let color = (row["color"] as? String).map { " (\($0))" } ?? ""
                 print("\(Resolve.short(id))  \(row["title"]!)\(color)  \(row["pending"]!) pending, \(row["completed"]!) done")
             }
@@ -42,12 +44,14 @@ extension Plait {
             let state = try global.openHome().replica.state
             let ids = try list.map { [try Resolve.list($0, in: state)] } ?? state.liveListIDs
             let items = { (list: ObjectID, completed: Bool) in
-                state.itemIDs(in: list, completed: completed).map { ["id": $0.description, "text": state.items[$0]!.text] }
+                state.itemIDs(in: list, completed: completed).map {
+                    ["id": $0.description, "text": state.items[$0]?.text ?? ""]
+                }
             }
             if json {
                 printJSON([
-                    "lists": ids.map { id -> [String: Any] in
-                        let list = state.lists[id]!
+                    "lists": ids.compactMap { id -> [String: Any]? in
+                        guard let list = state.lists[id] else { return nil }
                         return [
                             "id": id.description, "title": list.title, "color": list.color ?? NSNull(),
                             "pending": items(id, false), "completed": items(id, true),
@@ -58,13 +62,13 @@ extension Plait {
             }
             if ids.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
             for id in ids {
-                let list = state.lists[id]!
+                guard let list = state.lists[id] else { continue }
                 print("\(list.title)\(list.color.map { " (\($0))" } ?? "")  [\(Resolve.short(id))]")
                 for item in state.itemIDs(in: id, completed: false) {
-                    print("  [ ] \(state.items[item]!.text)  \(Resolve.short(item))")
+                    print("  [ ] \(state.items[item]?.text ?? "")  \(Resolve.short(item))")
                 }
                 for item in state.itemIDs(in: id, completed: true) {
-                    print("  [x] \(state.items[item]!.text)  \(Resolve.short(item))")
+                    print("  [x] \(state.items[item]?.text ?? "")  \(Resolve.short(item))")
                 }
             }
         }

@@ -87,6 +87,9 @@ extension Plait {
                             "baselines_sent": outcome.result?.baselinesSent ?? 0,
                             "summary": outcome.result?.finalSummary.description ?? NSNull(),
                             "forked": outcome.result?.forkedTimelines.map(\.description) ?? [],
+                            "problems": outcome.problems,
+                            "diverged": outcome.result?.divergence != nil,
+                            "verified_equal": outcome.result?.verifiedEqual ?? false,
                         ]
                     }
                 ])
@@ -122,7 +125,7 @@ extension Plait {
         }
 
         static func line(_ outcome: PeerSyncOutcome) -> String {
-            guard let result = outcome.result, outcome.succeeded else {
+            guard let result = outcome.result, outcome.failure == nil else {
                 return "\(outcome.address): failed: \(outcome.failure ?? "unknown error")"
             }
             let pulledBaseline = result.baselinesPulled > 0 ? " and its baseline" : ""
@@ -130,10 +133,7 @@ extension Plait {
             var text = "\(result.peerName) (\(outcome.address)): pulled \(result.pulled) changes\(pulledBaseline), "
                 + "sent \(result.sent)\(sentBaseline), "
                 + "now at \(result.finalSummary.isEmpty ? "(empty)" : result.finalSummary.description)"
-            for fork in result.forkedTimelines { text += "\n  WARNING: \(fork)" }
-            if let change = result.timelineSwitch {
-                text += "\n  this home was stale (restored from a copy): now authoring on timeline \(change.new)"
-            }
+            for problem in outcome.problems { text += "\n  ERROR: \(problem)" }
             return text
         }
     }

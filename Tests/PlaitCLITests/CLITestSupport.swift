@@ -66,8 +66,12 @@ struct PlaitRun: CustomStringConvertible {
     let status: Int32
     let stdout: String
     let stderr: String
+    /// Ended by a signal (a trap, a crash), not by exiting: `status` is then the signal's number.
+    var signaled = false
 
     var succeeded: Bool { status == 0 }
+    /// A trap or crash, never acceptable: killed by a signal, or the Swift runtime's fatal-error report.
+    var crashed: Bool { signaled || stderr.contains("Fatal error") || stderr.contains("Program crashed") }
     var lines: [String] { stdout.split(separator: "\n", omittingEmptySubsequences: true).map(String.init) }
 
     /// The standard output parsed as a JSON object.
@@ -177,7 +181,7 @@ final class Sandbox {
         let read = { (path: String) in String(decoding: manager.contents(atPath: path) ?? Data(), as: UTF8.self) }
         return PlaitRun(
             arguments: arguments, status: process.terminationStatus, stdout: read(io + ".out"),
-            stderr: read(io + ".err"))
+            stderr: read(io + ".err"), signaled: process.terminationReason == .uncaughtSignal)
     }
 
     /// Runs a command that must succeed; records the output as the failure otherwise.

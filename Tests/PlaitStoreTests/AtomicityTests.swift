@@ -48,7 +48,10 @@ enum DamagedBatch: String, CaseIterable, CustomStringConvertible, Sendable {
     case lamportNotIncreasing
     case oversizedChange
     case malformedPayload
-    /// A valid run of another timeline first, then a gap: the good part must not be kept either.
+    /// A Lamport time above 2^62 (the "Lamport poison" of issue 8: 2^63-1 used to be stored and relayed, and
+    /// made every later edit trap).
+    case lamportOutOfRange
+    /// A valid run of another timeline first, then a gap: the other timeline is taken all the same.
     case goodTimelineThenGap
 
     var description: String { rawValue }
@@ -102,7 +105,7 @@ enum DamagedBatch: String, CaseIterable, CustomStringConvertible, Sendable {
     }
 
     @Test(arguments: DamagedBatch.allCases, [0xBAD_0001 as UInt64])
-    func aDamagedBatchIsRefusedWhole(damage: DamagedBatch, seed: UInt64) throws {
+    func aDamagedTimelineIsRefusedFromTheDamagedChangeOn(damage: DamagedBatch, seed: UInt64) throws {
         try withTemporaryDirectory { directory in
             var rng = SplitMix64(seed: seed)
             let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
@@ -118,28 +121,28 @@ enum DamagedBatch: String, CaseIterable, CustomStringConvertible, Sendable {
             #expect(good.count == 6)
             let bTimeline = try b.timeline
 
-            var batch = good
-            let expected: (CoreError) -> Bool
+            var batch = good + others
+            let expected: (Refusal) -> Bool
+            var taken: UInt64 = 3
             switch damage {
             case .gap:
-                batch.remove(at: 2)
-                expected = { $0 == .gap(timeline: bTimeline, expected: 3, got: 4) }
+                batch.removeAll { $0.timeline == bTimeline && $0.seq == 3 }
+                taken = 2
+                expected = { $0 == .gap(expected: 3, got: 4) }
             case .brokenHashChain:
                 batch[3].previousHash[0] ^= 0x01
-                expected = { $0 == .fork(timeline: bTimeline, seq: 4) }
+                expected = { $0 == .brokenChain(seq: 4) }
             case .lamportNotIncreasing:
                 batch[3] = handMade(
                     timeline: bTimeline, seq: 4, lamport: good[2].lamport, after: good[2], kind: good[3].kind,
                     payload: good[3].payload)
-                batch.removeSubrange(4...)
-                expected = { $0 == .lamportNotIncreasing(timeline: bTimeline, seq: 4) }
+                expected = { $0 == .lamportNotIncreasing(seq: 4, lamport: good[2].lamport, previous: good[2].lamport) }
             case .oversizedChange:
                 batch[3] = handMade(
                     timeline: bTimeline, seq: 4, lamport: good[2].lamport + 1, after: good[2], kind: "blob.attach",
                     payload: [UInt8](repeating: 1, count: (1 << 20) + 1))
-                batch.removeSubrange(4...)
                 expected = {
-                    if case .changeTooLarge(_, 1 << 20) = $0 { return true }
+                    if case .tooLarge(4, _, 1 << 20) = $0 { return true }
                     return false
                 }
             case .malformedPayload:
@@ -147,28 +150,40 @@ enum DamagedBatch: String, CaseIterable, CustomStringConvertible, Sendable {
                 batch[3] = handMade(
                     timeline: bTimeline, seq: 4, lamport: good[2].lamport + 1, after: good[2], kind: "item.create",
                     payload: [0x0A, 0x10, 0x01])
-                batch.removeSubrange(4...)
                 expected = {
-                    if case .malformedPayload("item.create", _) = $0 { return true }
+                    if case .badPayload(4, _) = $0 { return true }
                     return false
                 }
+            case .lamportOutOfRange:
+                batch[3] = handMade(
+                    timeline: bTimeline, seq: 4, lamport: UInt64(Int64.max), after: good[2], kind: good[3].kind,
+                    payload: good[3].payload)
+                expected = { $0 == .lamportOutOfRange(seq: 4, lamport: UInt64(Int64.max)) }
             case .goodTimelineThenGap:
                 batch = others + good.filter { $0.seq != 5 }
-                expected = { $0 == .gap(timeline: bTimeline, expected: 5, got: 6) }
+                taken = 4
+                expected = { $0 == .gap(expected: 5, got: 6) }
             }
 
-            let before = try StoreSnapshot(a)
-            #expect {
-                _ = try a.replica.integrate(batch)
-            } throws: { error in
-                guard case .rejected(let core) = error as? StoreError else { return false }
-                return expected(core)
+            // Refusals are per timeline (DESIGN §10): B's timeline stops before the bad change, the rest is taken.
+            let result = try a.replica.integrate(batch)
+            #expect(result.refused.count == 1, "\(result.refused)")
+            #expect(result.refused.first?.timeline == bTimeline)
+            #expect(result.refused.first.map { expected($0.refusal) } == true, "\(result.refused)")
+            #expect(try a.summary[bTimeline] == taken)
+            #expect(try a.summary[try c.timeline] == 3, "the other timeline of the batch is taken")
+            #expect(try a.store.changes(of: bTimeline, from: taken + 1, limit: 10).isEmpty, "nothing past the refusal")
+            #expect(hex(try a.reopened().digest) == hex(a.digest))
+            // No later edit traps, whatever the refused Lamport time was.
+            let edited = try a.replica.edit(now: fixedNow) { edit in
+                try edit.append(.listCreate(id: ObjectID.random(using: &rng), title: "after", color: nil, at: .top))
             }
-            #expect(try StoreSnapshot(a) == before, "a refused batch must leave the store and the replica as they were")
+            #expect(edited.lamport < 1_000)
 
             // The refusal poisoned nothing: the intact batches integrate and converge.
-            let result = try a.replica.integrate(good + others)
-            #expect(result.duplicates == 0)
+            let rest = try a.replica.integrate(good + others)
+            #expect(rest.refused.isEmpty)
+            try sync(a, b)
             try sync(b, c)
             #expect(try a.summary == b.summary)
             #expect(hex(a.digest) == hex(b.digest))

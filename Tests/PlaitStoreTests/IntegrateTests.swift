@@ -32,7 +32,8 @@ import Testing
                 let result = try target.replica.integrate(batch.shuffled(using: &rng))
                 if result.stats.rolledBack { rolledBack += 1 }
                 #expect(result.duplicates == 0)
-                #expect(result.switchedTimeline == nil)
+                #expect(result.refused.isEmpty)
+                #expect(result.ownTimelineContinued == nil)
             }
             for _ in 0..<2 {
                 try sync(devices[0], devices[1])
@@ -69,7 +70,7 @@ import Testing
             let again = try a.replica.integrate(batch)
             #expect(again.duplicates == batch.count)
             #expect(again.stats == ReplayStats())
-            #expect(again.switchedTimeline == nil)
+            #expect(again.ownTimelineContinued == nil)
             // A batch overlapping what is held: the held part is counted, the rest applied.
             try randomEdits(b.replica, count: 3, rng: &rng)
             let overlapping = try b.store.changes(of: b.timeline, from: 10, limit: 100)
@@ -246,10 +247,12 @@ import Testing
         }
     }
 
-    /// A home restored from a copy holds an old head of its own timeline; when a peer has that timeline
-    /// further, it starts a new timeline rather than ever authoring two different changes under one number.
+    /// A home restored from a copy holds an old head of its own timeline. When a peer sends that timeline
+    /// beyond its head, the changes are taken (they continue the chain) and the timeline is marked as one that may
+    /// continue elsewhere: nothing more is authored on it until `rejoin` starts a new one (DESIGN §10: detect and
+    /// report, never guess), so no two different changes ever carry one number.
     @Test(arguments: [0x57A1_0001 as UInt64])
-    func aStaleHomeSwitchesToANewTimeline(seed: UInt64) throws {
+    func aStaleHomeStopsAuthoringUntilRejoin(seed: UInt64) throws {
         try withTemporaryDirectory { directory in
             var rng = SplitMix64(seed: seed)
             let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
@@ -269,24 +272,35 @@ import Testing
             // Changes of its own timeline it already holds are just duplicates.
             let duplicates = try restored.replica.integrate(try a.store.changes(of: own, from: 1, limit: 3))
             #expect(duplicates.duplicates == 3)
-            #expect(duplicates.switchedTimeline == nil)
-            #expect(try restored.timeline == own)
+            #expect(duplicates.ownTimelineContinued == nil)
+            #expect(try restored.store.ownTimelineSuspicion() == nil)
 
-            // A peer holds its own timeline beyond its head: the home is stale.
+            // A peer holds its own timeline beyond its head: taken, and the timeline is marked.
             let result = try restored.pull(from: b)
-            let switched = try #require(result.switchedTimeline)
-            #expect(switched.old == own)
-            #expect(switched.new != own)
-            #expect(try restored.timeline == switched.new)
+            #expect(result.ownTimelineContinued == own)
+            #expect(try restored.timeline == own)
             #expect(try restored.summary[own] == 5)
+            #expect(try restored.store.ownTimelineSuspicion() != nil)
 
-            // It authors on the new timeline from 1; nothing collides with A's changes.
+            // Authoring is refused with a clear error, and nothing is written.
+            let before = try StoreSnapshot(restored)
+            #expect(throws: StoreError.self) {
+                try restored.replica.edit(now: fixedNow) { edit in
+                    try edit.append(.listCreate(id: ObjectID.random(using: &rng), title: "x", color: nil, at: .top))
+                }
+            }
+            #expect(try StoreSnapshot(restored) == before)
+
+            // `rejoin` leaves the timeline as it is (no end appended: it may continue on A) and starts a new one.
+            let rejoined = try restored.replica.rejoin(now: fixedNow)
+            #expect(rejoined.old == own)
+            #expect(try restored.summary[own] == 5, "nothing appended to the suspect timeline")
+            #expect(try restored.store.ownTimelineSuspicion() == nil)
             let change = try restored.replica.edit(now: fixedNow) { edit in
                 try edit.append(
                     .listCreate(id: ObjectID.random(using: &rng), title: "after restore", color: nil, at: .top))
             }
-            #expect(change.timeline == switched.new)
-            #expect(change.seq == 1)
+            #expect(change.timeline == rejoined.new)
             #expect(change.lamport > 5)
             try sync(restored, b)
             try sync(a, b)

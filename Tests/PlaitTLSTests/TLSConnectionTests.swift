@@ -347,6 +347,7 @@ struct TLSConnectionTests {
             .refused(address: "127.0.0.1:22000", reason: "Connection refused"),
             .timeout(operation: "handshaking", after: .seconds(1)),
             .handshakeFailed(reason: "error:0A000126:SSL routines::unexpected eof while reading"),
+            .closedDuringHandshake(reason: "Connection reset by peer"),
             .peerNotTrusted(alice.deviceID),
             .rejectedByPeer(reason: "sslv3 alert bad certificate"),
             .alpnMismatch(offered: ["plait-pair/1"]),

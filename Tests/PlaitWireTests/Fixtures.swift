@@ -58,7 +58,10 @@ enum Fixtures {
         .changes([firstChange, secondChange, unknownChange]),
         .done(summary),
         .done(.empty),
-        .notify(Summary([timelineB: 99])),
+        .notify(Summary([timelineB: 99]), report: nil),
+        .notify(
+            Summary([timelineB: 99]),
+            report: StateReport(stateDigest: [UInt8](repeating: 7, count: 32), baselineDigest: nil, unknownCount: 3)),
         .ping(nonce: 0),
         .ping(nonce: .max),
         .pong(nonce: 0xDEAD_BEEF),

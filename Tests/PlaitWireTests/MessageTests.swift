@@ -50,7 +50,7 @@ import Testing
             }
         }
         let message = try decode(.notify, Plait_Wire_V1_Notify.with { $0.summary = entries })
-        #expect(message == .notify(Summary([Fixtures.timelineA: 2, Fixtures.timelineB: 4])))
+        #expect(message == .notify(Summary([Fixtures.timelineA: 2, Fixtures.timelineB: 4]), report: nil))
     }
 
     @Test func unknownFieldsAreIgnored() throws {

@@ -15,7 +15,7 @@ extension ListsDomain {
         var writer = ProtoWriter()
         writer.uint(1, Self.snapshotFormat)
         for listID in state.orderedListIDs {
-            let list = state.lists[listID]!
+            guard let list = state.lists[listID] else { continue }
             writer.message(2) { out in
                 out.objectID(1, listID)
                 out.string(2, list.title)
@@ -23,7 +23,8 @@ extension ListsDomain {
                 out.bool(4, list.deleted)
                 for completed in [false, true] {
                     for itemID in state.itemIDs(in: listID, completed: completed) {
-                        out.message(completed ? 7 : 6) { item in encodeItem(itemID, state.items[itemID]!, &item) }
+                        guard let record = state.items[itemID] else { continue }
+                        out.message(completed ? 7 : 6) { item in encodeItem(itemID, record, &item) }
                     }
                 }
             }
@@ -47,13 +48,14 @@ extension ListsDomain {
     public func snapshot(of state: ListsState, weight: UInt64) -> [UInt8] {
         var snapshot = ListsSnapshot()
         for (rank, listID) in state.orderedListIDs.enumerated() {
-            let list = state.lists[listID]!
+            guard let list = state.lists[listID] else { continue }
             snapshot.lists[listID] = ListVersion(
                 title: list.title, color: list.color, deleted: list.deleted, stamp: list.stamp, rank: UInt64(rank),
                 weight: weight)
             for completed in [false, true] {
                 for (itemRank, itemID) in state.itemIDs(in: listID, completed: completed).enumerated() {
-                    snapshot.items[itemID] = ItemVersion(state.items[itemID]!, rank: UInt64(itemRank), weight: weight)
+                    guard let item = state.items[itemID] else { continue }
+                    snapshot.items[itemID] = ItemVersion(item, rank: UInt64(itemRank), weight: weight)
                 }
             }
         }

@@ -112,14 +112,15 @@ public struct ListsState: Sendable {
 
     // MARK: Reading in display order
 
-    /// All lists in order, tombstones included.
+    /// All lists in order, tombstones included. Walks only lists that exist, at most once each: a state read
+    /// from damaged rows (see `checkConsistency`) never makes a reader loop or find a missing record.
     public var orderedListIDs: [ObjectID] {
         var out: [ObjectID] = []
         out.reserveCapacity(lists.count)
         var cursor = listHead
-        while let id = cursor {
+        while let id = cursor, let record = lists[id], out.count < lists.count {
             out.append(id)
-            cursor = lists[id]?.next
+            cursor = record.next
         }
         return out
     }
@@ -131,9 +132,10 @@ public struct ListsState: Sendable {
         guard let record = lists[list] else { return [] }
         var out: [ObjectID] = []
         var cursor = completed ? record.completedHead : record.pendingHead
-        while let id = cursor {
+        // Bounded and checked like `orderedListIDs`.
+        while let id = cursor, let item = items[id], out.count < items.count {
             out.append(id)
-            cursor = items[id]?.next
+            cursor = item.next
         }
         return out
     }

@@ -1,0 +1,218 @@
+import Foundation
+import GRDB
+import PlaitCore
+
+/// Derived data found damaged and healed from the source (DESIGN §10): what the one warning says.
+public enum DerivedStateRepair: Sendable, Equatable, CustomStringConvertible {
+    /// The materialized state failed to load or to check, and was replayed from the source.
+    case rebuilt(problem: String, changes: Int, fromBaseline: Bool)
+    /// A stored checkpoint did not decode: it is dropped and replay restarts from an earlier point.
+    case droppedCheckpoint(at: OrderKey, problem: String)
+
+    public var description: String {
+        switch self {
+        case let .rebuilt(problem, changes, fromBaseline):
+            let source = (fromBaseline ? "the baseline and " : "") + "the \(changes) stored changes"
+            return "the materialized state was damaged (\(problem)); rebuilt it from \(source)"
+        case let .droppedCheckpoint(key, problem):
+            return "a stored checkpoint (at \(key)) was damaged (\(problem)); dropped it and replayed from an "
+                + "earlier point"
+        }
+    }
+}
+
+/// The derived half of a store: the materialized rows and the replay position they were saved at are a cache
+/// of replay(baseline, stored changes). Loading checks them; replaying the source rebuilds them.
+enum DerivedState {
+    /// The materialized state and its position, checked. Throws `StoreError.damagedDerivedState` (or SQLite's
+    /// error for a page it cannot read) when they cannot be trusted.
+    static func load(_ db: Database) throws -> (state: ListsState, position: OrderKey) {
+        let state = try MaterializedRows.load(db)
+        let position = try Replica.position(db)
+        // Every write moves the changes and the state together and leaves the position at the newest stored
+        // change it applied, so a position elsewhere means the state is not the one of these changes.
+        if let newest = try StoredChanges.newestKey(db), newest != position {
+            throw StoreError.damagedDerivedState(
+                "it was saved at change \(position), but the newest stored change is \(newest)")
+        }
+        return (state, position)
+    }
+
+    /// What went wrong with derived data, for the warning (without the advice a `StoreError` carries).
+    static func problem(_ error: any Error) -> String {
+        switch error {
+        case let StoreError.damagedDerivedState(problem): return problem
+        case let StoreError.sqlite(message): return "SQLite: \(message)"
+        case let StoreError.inconsistent(detail): return detail
+        case let error as DatabaseError: return "SQLite: \(error.message ?? "\(error)")"
+        default: return "\(error)"
+        }
+    }
+
+    /// A full replay of the source, in memory.
+    struct Replay {
+        var engine: ReplayEngine<ListsDomain>
+        var changes: Int
+        var fromBaseline: Bool
+        var seconds: Double
+    }
+
+    /// Replays the baseline (if any) and every stored change into a fresh engine; writes nothing, so it serves
+    /// a read-only command and `plait doctor`'s read-only connection alike. `afterEach` sees the engine after
+    /// each change (doctor compares checkpoints on the way).
+    static func replay(
+        _ db: Database, domain: ListsDomain, afterEach: ((ReplayEngine<ListsDomain>) throws -> Void)? = nil
+    ) throws -> Replay {
+        let start = DispatchTime.now().uptimeNanoseconds
+        var initial = domain.emptyState()
+        let baseline = try Store.baseline(db)
+        if let baseline {
+            do {
+                initial = try domain.restore(snapshot: baseline.snapshot[...])
+            } catch {
+                throw StoreError.rejected(error)
+            }
+        }
+        initial.trackChanges = false
+        var engine = ReplayEngine(domain: domain, state: initial, position: .zero)
+        // Checkpoints serve late changes, which land near the head: take them only over the last stretch of the
+        // history instead of paying a state copy every interval all the way.
+        let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0
+        let interval = engine.checkpointInterval
+        let checkpointsFrom = total - interval * engine.checkpointLimit
+        engine.checkpointInterval = checkpointsFrom > 0 ? Int.max : interval
+        var count = 0
+        try StoredChanges(db: db).forEachChangePipelined { change in
+            engine.applyNext(change)
+            count += 1
+            if count == checkpointsFrom { engine.checkpointInterval = interval }
+            try afterEach?(engine)
+        }
+        engine.checkpointInterval = interval
+        engine.modifyState { state in
+            state.trackChanges = true
+            _ = state.takeChanges()
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return Replay(engine: engine, changes: count, fromBaseline: baseline != nil, seconds: seconds)
+    }
+}
+
+extension StoredChanges {
+    /// The newest stored change in replay order: where a full replay ends.
+    static func newestKey(_ db: Database) throws -> OrderKey? {
+        let sql = "SELECT lamport, tl, seq FROM changes ORDER BY lamport DESC, tl DESC, seq DESC LIMIT 1"
+        guard let row = try Row.fetchOne(db, sql: sql) else { return nil }
+        return OrderKey(
+            lamport: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 0)),
+            timeline: TimelineID(timelineFromColumn(try row.decode(Int64.self, atIndex: 1))),
+            seq: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 2)))
+    }
+}
+
+// MARK: Verification (plait doctor)
+
+/// What `plait doctor` learns about the derived state: the materialized state compared with a replay of the
+/// source, the baseline, and the stored checkpoints. Computed through a read-only connection.
+public struct DerivedStateVerification: Sendable {
+    /// The digest of the materialized state as its rows load, or why they do not load or check.
+    public var materializedDigest: [UInt8]?
+    public var materializedProblem: String?
+    /// The digest of a full replay of the baseline and the stored changes, or why the replay failed.
+    public var replayedDigest: [UInt8]?
+    public var replayProblem: String?
+    /// Stored changes replayed.
+    public var changes: Int
+    /// The stored baseline, if there is one.
+    public var baseline: BaselineVerification?
+    public var checkpoints: Int
+    /// Checkpoints that do not decode or do not equal the replayed state at their change.
+    public var checkpointProblems: [String]
+
+    /// Whether the materialized state is exactly what the source replays to.
+    public var materializedMatchesReplay: Bool {
+        materializedDigest != nil && materializedDigest == replayedDigest
+    }
+}
+
+/// The stored baseline as `plait doctor` checks it: it decodes, its snapshot restores, and the columns stored
+/// beside it agree with it.
+public struct BaselineVerification: Sendable {
+    public var summary: Summary
+    /// SHA-256 of its encoding, as Hello announces it.
+    public var digest: [UInt8]
+    public var problem: String?
+}
+
+extension Store {
+    /// Loads the materialized state, replays the source beside it and compares the two, without writing.
+    public static func verifyDerivedState(at path: String) throws -> DerivedStateVerification {
+        try precheck(path)
+        var readOnly = Configuration()
+        readOnly.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: readOnly)
+            defer { try? queue.close() }
+            return try queue.read { db in try verifyDerivedState(db) }
+        } catch let error as StoreError {
+            throw error
+        } catch let error as DatabaseError {
+            throw StoreError.sqlite(error.message ?? "\(error)")
+        }
+    }
+
+    static func verifyDerivedState(_ db: Database) throws -> DerivedStateVerification {
+        let domain = ListsDomain()
+        var result = DerivedStateVerification(changes: 0, checkpoints: 0, checkpointProblems: [])
+        do {
+            result.materializedDigest = domain.digest(of: try DerivedState.load(db).state)
+        } catch {
+            result.materializedProblem = DerivedState.problem(error)
+        }
+        if let row = try Row.fetchOne(db, sql: "SELECT summary, max_lamport, data FROM baseline WHERE id = 1") {
+            let bytes = [UInt8](try row.decode(Data.self, atIndex: 2))
+            var check = BaselineVerification(summary: Summary(), digest: SHA256.hash(bytes))
+            do {
+                let baseline = try Baseline(decoding: bytes[...])
+                check.summary = baseline.summary
+                _ = try domain.restore(snapshot: baseline.snapshot[...])
+                let column = try row.decode(String.self, atIndex: 0)
+                if column != baseline.summary.description {
+                    check.problem = "its summary column says \(column), its data \(baseline.summary)"
+                } else if UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1)) != baseline.maxLamport {
+                    check.problem = "its max_lamport column does not match its data"
+                }
+            } catch {
+                check.problem = "it does not decode (\(error))"
+            }
+            result.baseline = check
+        }
+        // Checkpoints by key: each must restore to the replayed state at that change.
+        var checkpoints: [OrderKey: [UInt8]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT lamport, tl, seq, snapshot FROM checkpoints") {
+            let key = OrderKey(
+                lamport: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 0)),
+                timeline: TimelineID(timelineFromColumn(try row.decode(Int64.self, atIndex: 1))),
+                seq: UInt64(bitPattern: try row.decode(Int64.self, atIndex: 2)))
+            checkpoints[key] = [UInt8](try row.decode(Data.self, atIndex: 3))
+        }
+        result.checkpoints = checkpoints.count
+        do {
+            let replay = try DerivedState.replay(db, domain: domain) { engine in
+                guard let snapshot = checkpoints.removeValue(forKey: engine.position) else { return }
+                do {
+                    if domain.digest(of: try domain.restore(snapshot: snapshot[...])) != engine.digest {
+                        result.checkpointProblems.append("the checkpoint at \(engine.position) differs from a replay")
+                    }
+                } catch {
+                    result.checkpointProblems.append("the checkpoint at \(engine.position) does not decode (\(error))")
+                }
+            }
+            result.changes = replay.changes
+            result.replayedDigest = replay.engine.digest
+        } catch {
+            result.replayProblem = DerivedState.problem(error)
+        }
+        return result
+    }
+}

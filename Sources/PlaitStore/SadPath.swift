@@ -1,0 +1,318 @@
+import Foundation
+import GRDB
+import PlaitCore
+
+/// A device's state as of one instant: what the divergence alarm compares (DESIGN §10).
+public struct ReplicaStatus: Sendable, Equatable {
+    /// The summary, heads and baseline of the same instant as the digest.
+    public var view: LocalView
+    public var summary: Summary { view.summary }
+    /// SHA-256 of the encoded baseline; nil without one.
+    public var baselineDigest: [UInt8]? { view.baselineDigest }
+    public var stateDigest: [UInt8]
+    /// Stored changes this build cannot interpret.
+    public var uninterpretable: Int
+}
+
+/// A stored change whose hash does not continue its timeline's chain: it and the rest of its timeline are
+/// set aside (quarantined), and the timeline ends at the change before it until good copies are pulled again.
+public struct DamagedChange: Sendable, Equatable, CustomStringConvertible {
+    public var ref: ChangeRef
+    /// Changes of the timeline from `ref` to its head: all set aside with it.
+    public var following: Int
+
+    public init(ref: ChangeRef, following: Int) {
+        self.ref = ref
+        self.following = following
+    }
+
+    public var description: String {
+        following > 1 ? "change \(ref) (and the \(following - 1) after it)" : "change \(ref)"
+    }
+}
+
+/// A change set aside because its timeline's hash chain broke at or before it.
+public struct QuarantinedRange: Sendable, Equatable {
+    public var timeline: TimelineID
+    public var seqs: ClosedRange<UInt64>
+    public var reason: String
+}
+
+/// A timeline a peer holds with another history under the same numbers, as recorded by the last session.
+public struct ForkRecord: Sendable, Equatable {
+    public var peer: String
+    public var timeline: TimelineID
+    public var seq: UInt64
+    public var detail: String
+}
+
+extension Replica {
+    /// Sets aside `damage.ref` and every later change of its timeline, ends the timeline at the change before
+    /// (its hash recomputed from that change's own bytes), and replays the state without them. A damaged change
+    /// of this device's own timeline also stops authoring on it (it may continue on a peer that holds it).
+    public func quarantine(_ damage: DamagedChange, reason: String, now: Int64 = Replica.now()) throws {
+        try transaction { db in
+            let timeline = damage.ref.timeline
+            let column = timelineColumn(timeline.rawValue)
+            let from = Int64(damage.ref.seq)
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO quarantine (tl, seq, lamport, kind, version, wall, prev, payload, reason, at)
+                    SELECT tl, seq, lamport, kind, version, wall, prev, payload, ?, ? FROM changes WHERE tl = ? AND seq >= ?
+                    """,
+                arguments: [reason, now, column, from])
+            try db.execute(sql: "DELETE FROM changes WHERE tl = ? AND seq >= ?", arguments: [column, from])
+            // The new head: the change before, if stored (its hash recomputed), else the baseline's head of it.
+            let previous = try Store.changes(db, of: timeline, from: damage.ref.seq - 1, limit: 1)
+                .first { $0.seq == damage.ref.seq - 1 }
+            if let previous {
+                let hash = SHA256.hash(previous.canonicalBytes)
+                try db.execute(
+                    sql: "UPDATE timelines SET head_seq = ?, head_lamport = ?, head_hash = ?, ended = ? WHERE tl = ?",
+                    arguments: [
+                        Int64(previous.seq), Int64(previous.lamport), Data(hash),
+                        previous.kind == Change.timelineEndKind ? 1 : 0, column,
+                    ])
+            } else if let baseline = try Store.baseline(db), baseline.summary[timeline] > 0,
+                baseline.summary[timeline] == damage.ref.seq - 1, let hash = baseline.heads[timeline]
+            {
+                try db.execute(
+                    sql: "UPDATE timelines SET head_seq = ?, head_lamport = ?, head_hash = ?, ended = ? WHERE tl = ?",
+                    arguments: [
+                        Int64(baseline.summary[timeline]), Int64(clamping: baseline.headLamports[timeline] ?? 0),
+                        Data(hash), baseline.ended.contains(timeline) ? 1 : 0, column,
+                    ])
+            } else {
+                try db.execute(sql: "DELETE FROM timelines WHERE tl = ?", arguments: [column])
+            }
+            if try Store.ownTimeline(db) == timeline {
+                try Self.markOwnTimelineSuspect(
+                    db, timeline,
+                    reason: "its stored change \(damage.ref) is damaged; `plait sync` pulls it again from a peer that "
+                        + "holds it", cause: .damage)
+            }
+            try db.execute(sql: "DELETE FROM checkpoints")
+            try replayAll(db)
+        }
+    }
+
+    /// Every stored change whose hash does not continue its timeline's chain, the first one per timeline.
+    /// Reads the whole table once; writes nothing.
+    public func damagedChanges() throws -> [DamagedChange] {
+        try store.read { db in try Store.damagedChanges(db) }
+    }
+
+    /// Finds damaged changes and quarantines each (the agent does this when it starts). Returns them.
+    @discardableResult
+    public func quarantineDamaged() throws -> [DamagedChange] {
+        let damaged = try damagedChanges()
+        for damage in damaged {
+            try quarantine(damage, reason: "its hash does not continue the chain of its timeline")
+        }
+        return damaged
+    }
+}
+
+extension Store {
+    /// Checks every timeline's stored changes against the chain: each change's hash must be the next change's
+    /// `prev`, the last one's the head hash, and the first one's `prev` the hash the baseline (or nothing)
+    /// leaves off at.
+    static func damagedChanges(_ db: Database) throws -> [DamagedChange] {
+        var damaged: [DamagedChange] = []
+        let heads = try Self.heads(db)
+        let baseline = try Self.baseline(db)
+        for head in heads {
+            let stored = try Self.changes(db, of: head.timeline, from: 0, limit: .max)
+            guard let first = stored.first else { continue }
+            var expectedPrevious: [UInt8]? = first.seq == 1 ? Change.zeroHash : nil
+            if first.seq > 1, let baseline, baseline.summary[head.timeline] == first.seq - 1 {
+                expectedPrevious = baseline.heads[head.timeline]
+            }
+            var brokenAt: Int?
+            for (index, change) in stored.enumerated() {
+                if let expectedPrevious, change.previousHash != expectedPrevious {
+                    // The link into this change is broken: the change before it is the damaged one (its bytes no
+                    // longer hash to what this change names), unless this is the first stored change.
+                    brokenAt = index == 0 ? 0 : index - 1
+                    break
+                }
+                if index > 0 && change.seq != stored[index - 1].seq + 1 {
+                    brokenAt = index
+                    break
+                }
+                expectedPrevious = SHA256.hash(change.canonicalBytes)
+            }
+            if brokenAt == nil, let last = stored.last, last.seq == head.seq, expectedPrevious != head.hash {
+                brokenAt = stored.count - 1
+            }
+            if let brokenAt {
+                damaged.append(
+                    DamagedChange(
+                        ref: stored[brokenAt].ref, following: stored.count - brokenAt))
+            }
+        }
+        return damaged
+    }
+
+    /// Changes of one timeline from `seq` on, in sequence order, with their previous hashes.
+    static func changes(_ db: Database, of timeline: TimelineID, from seq: UInt64, limit: Int) throws -> [Change] {
+        let statement = try db.makeStatement(
+            sql: "SELECT \(ChangeRows.columns) FROM changes WHERE tl = ? AND seq >= ? ORDER BY seq LIMIT ?")
+        statement.arguments = [timelineColumn(timeline.rawValue), Int64(clamping: seq), Int64(clamping: limit)]
+        var out: [Change] = []
+        try ChangeRows.scan(statement, withChain: true) { out.append($0) }
+        return out
+    }
+
+    /// Of a page about to be sent, the changes whose hash is not what the chain says (the next stored change's
+    /// `prev`, or the head hash): the first one per timeline. The sender stops that timeline before it.
+    static func damagedInPage(_ db: Database, _ page: [Change]) throws -> [ChangeRef] {
+        var byTimeline: [TimelineID: [Change]] = [:]
+        for change in page { byTimeline[change.timeline, default: []].append(change) }
+        var damaged: [ChangeRef] = []
+        for (timeline, changes) in byTimeline {
+            let sorted = changes.sorted { $0.seq < $1.seq }
+            for (index, change) in sorted.enumerated() {
+                let expected: [UInt8]?
+                if index + 1 < sorted.count, sorted[index + 1].seq == change.seq + 1 {
+                    expected = sorted[index + 1].previousHash
+                } else {
+                    expected = try Self.hash(db, of: change.ref)
+                }
+                if let expected, SHA256.hash(change.canonicalBytes) != expected {
+                    damaged.append(change.ref)
+                    break
+                }
+            }
+        }
+        return damaged.sorted { $0 < $1 }
+    }
+
+    /// Changes set aside as damaged, per timeline.
+    public func quarantined() throws -> [QuarantinedRange] {
+        try read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT tl, min(seq), max(seq), min(reason) FROM quarantine GROUP BY tl ORDER BY tl"
+            ).map { row in
+                QuarantinedRange(
+                    timeline: TimelineID(timelineFromColumn(row[0] as Int64)),
+                    seqs: UInt64(clamping: row[1] as Int64)...UInt64(clamping: row[2] as Int64), reason: row[3])
+            }
+        }
+    }
+
+    /// Why the own timeline may continue elsewhere (authoring on it is stopped), nil when it may not.
+    public func ownTimelineSuspicion() throws -> String? {
+        try read { db in try Meta.get(db, .ownTimelineSuspect) }
+    }
+
+    // MARK: What sessions found about peers
+
+    /// Replaces what is recorded about forks with `peer` by what a session found now.
+    public func recordForks(peer: String, _ forks: [(timeline: TimelineID, seq: UInt64, detail: String)], now: Int64)
+        throws
+    {
+        try write { db in
+            let keep = Set(forks.map { timelineColumn($0.timeline.rawValue) })
+            for row in try Int64.fetchAll(db, sql: "SELECT tl FROM forks WHERE peer = ?", arguments: [peer])
+            where !keep.contains(row) {
+                try db.execute(sql: "DELETE FROM forks WHERE peer = ? AND tl = ?", arguments: [peer, row])
+            }
+            for fork in forks {
+                try db.execute(
+                    sql: """
+                        INSERT INTO forks (peer, tl, seq, detail, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)
+                        ON CONFLICT (peer, tl) DO UPDATE SET seq = excluded.seq, detail = excluded.detail,
+                        last_seen = excluded.last_seen
+                        """,
+                    arguments: [
+                        peer, timelineColumn(fork.timeline.rawValue), Int64(clamping: fork.seq), fork.detail, now, now,
+                    ])
+            }
+            let own = try Self.ownTimeline(db)
+            if let fork = forks.first(where: { $0.timeline == own }) {
+                try Replica.markOwnTimelineSuspect(
+                    db, own,
+                    reason: "another device holds a different history of it from change \(fork.seq) on (this home "
+                        + "was probably copied, or restored from a backup)")
+            }
+        }
+    }
+
+    public func forks() throws -> [ForkRecord] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT peer, tl, seq, detail FROM forks ORDER BY peer, tl").map { row in
+                ForkRecord(
+                    peer: row[0], timeline: TimelineID(timelineFromColumn(row[1] as Int64)),
+                    seq: UInt64(clamping: row[2] as Int64), detail: row[3])
+            }
+        }
+    }
+
+    /// Records what the last session with `peer` found: a divergence, refused changes, a claim on the own
+    /// timeline (nil clears each).
+    public func recordPeerFindings(peer: String, diverged: String?, refused: String?, claim: String?) throws {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE peers SET diverged = ?, refused = ?, claim = ? WHERE device_id = ?",
+                arguments: [diverged, refused, claim, peer])
+        }
+    }
+}
+
+/// What `plait doctor` reports about the source and about what sessions found, read without writing.
+public struct HistoryReport: Sendable {
+    /// Stored changes whose hash does not continue their chain (not yet set aside).
+    public var damaged: [DamagedChange]
+    /// Changes set aside as damaged, waiting for good copies.
+    public var quarantined: [QuarantinedRange]
+    /// Why the own timeline may continue elsewhere, if it may.
+    public var ownTimelineSuspicion: String?
+    public var ownTimeline: TimelineID
+    public var forks: [ForkRecord]
+    public var peers: [PeerRecord]
+    public var summary: Summary
+    /// Whether the baseline decodes (nil: no baseline), and why not.
+    public var baselineProblem: String?
+}
+
+extension Store {
+    /// Reads the history report of the store at `path` through a read-only connection.
+    public static func historyReport(readOnlyAt path: String) throws -> HistoryReport {
+        try precheck(path)
+        var readOnly = Configuration()
+        readOnly.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: readOnly)
+            defer { try? queue.close() }
+            return try queue.read { db in
+                let quarantined = try Row.fetchAll(
+                    db, sql: "SELECT tl, min(seq), max(seq), min(reason) FROM quarantine GROUP BY tl ORDER BY tl"
+                ).map { row in
+                    QuarantinedRange(
+                        timeline: TimelineID(timelineFromColumn(row[0] as Int64)),
+                        seqs: UInt64(clamping: row[1] as Int64)...UInt64(clamping: row[2] as Int64), reason: row[3])
+                }
+                let forks = try Row.fetchAll(db, sql: "SELECT peer, tl, seq, detail FROM forks ORDER BY peer, tl").map {
+                    ForkRecord(
+                        peer: $0[0], timeline: TimelineID(timelineFromColumn($0[1] as Int64)),
+                        seq: UInt64(clamping: $0[2] as Int64), detail: $0[3])
+                }
+                var baselineProblem: String?
+                do {
+                    _ = try baseline(db)
+                } catch {
+                    baselineProblem = "\(error)"
+                }
+                return HistoryReport(
+                    damaged: try damagedChanges(db), quarantined: quarantined,
+                    ownTimelineSuspicion: try Meta.get(db, .ownTimelineSuspect), ownTimeline: try ownTimeline(db),
+                    forks: forks, peers: try peers(db), summary: try summary(db), baselineProblem: baselineProblem)
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch let error as DatabaseError {
+            throw StoreError.sqlite(error.message ?? "\(error)")
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import PlaitCore
+import PlaitStore
+
+extension Doctor {
+    /// The source and what sessions found (DESIGN §10): every timeline's hash chain, changes set aside, the
+    /// own timeline, forks, divergences, refusals and claims recorded per peer. Says "nothing lost" only when
+    /// nothing is damaged; names what no paired peer is known to hold as unrecoverable.
+    static func checkHistory(storePath: String) -> [DoctorCheck] {
+        let report: HistoryReport
+        do {
+            report = try Store.historyReport(readOnlyAt: storePath)
+        } catch {
+            return [DoctorCheck(name: "history", status: .failed, detail: "cannot read the history: \(error)")]
+        }
+        var checks: [DoctorCheck] = []
+        // Damaged changes (found now) and quarantined ones (set aside earlier): who can give them back?
+        var lost: [(TimelineID, ClosedRange<UInt64>, String)] = report.damaged.map { damage in
+            (damage.ref.timeline, damage.ref.seq...(damage.ref.seq + UInt64(max(damage.following, 1)) - 1),
+             "damaged: its hash does not continue the chain")
+        }
+        lost += report.quarantined.map { ($0.timeline, $0.seqs, "set aside (quarantine): \($0.reason)") }
+        if lost.isEmpty {
+            checks.append(
+                DoctorCheck(
+                    name: "hash chains", status: .ok,
+                    detail: "every stored change continues its timeline's hash chain; nothing is set aside"))
+        }
+        for (timeline, seqs, what) in lost {
+            let holders = report.peers.filter { ($0.lastSummary?[timeline] ?? 0) >= seqs.upperBound }.map(\.name)
+            let count = seqs.upperBound - seqs.lowerBound + 1
+            let range = "\(timeline):\(seqs.lowerBound)" + (count > 1 ? "-\(seqs.upperBound)" : "")
+            if holders.isEmpty {
+                checks.append(
+                    DoctorCheck(
+                        name: "hash chains", status: .failed,
+                        detail: "changes \(range) are \(what); no paired device is known to hold them: \(count) "
+                            + "changes unrecoverable unless a device not yet synced holds them",
+                        advice: "run `plait repair` (it sets them aside, rebuilds the state, and pulls good copies "
+                            + "from every reachable paired device)."))
+            } else {
+                checks.append(
+                    DoctorCheck(
+                        name: "hash chains", status: .failed,
+                        detail: "changes \(range) are \(what); \(holders.joined(separator: ", ")) held them when "
+                            + "last seen",
+                        advice: "run `plait repair` or `plait sync` (good copies are pulled from those devices)."))
+            }
+        }
+        if let problem = report.baselineProblem {
+            checks.append(
+                DoctorCheck(
+                    name: "baseline", status: .failed, detail: "the stored baseline does not decode: \(problem)",
+                    advice: "run `plait repair`; the baseline is pulled again from a paired device."))
+        }
+        if let suspicion = report.ownTimelineSuspicion {
+            checks.append(
+                DoctorCheck(
+                    name: "own timeline", status: .failed,
+                    detail: "this device's timeline \(report.ownTimeline) may continue on another device: \(suspicion); "
+                        + "nothing is authored on it",
+                    advice: "run `plait rejoin` to go on with a new timeline (if this home is a copy of another, run "
+                        + "it here, and keep the two from sharing a Device ID by pairing the copy as a new device "
+                        + "later)."))
+        }
+        let names = Dictionary(report.peers.map { ($0.deviceID, $0.name) }, uniquingKeysWith: { first, _ in first })
+        for fork in report.forks {
+            checks.append(
+                DoctorCheck(
+                    name: "peer \(names[fork.peer] ?? fork.peer)", status: .failed, detail: "forked: \(fork.detail)",
+                    advice: "on the device that is a copy (or restored from a backup), run `plait rejoin`; plait "
+                        + "cannot merge a fork yet, it only keeps the two histories apart."))
+        }
+        for peer in report.peers {
+            if let diverged = peer.diverged {
+                checks.append(DoctorCheck(name: "peer \(peer.name)", status: .failed, detail: diverged))
+            }
+            if let refused = peer.refused {
+                checks.append(
+                    DoctorCheck(
+                        name: "peer \(peer.name)", status: .failed, detail: "refused its changes: \(refused)",
+                        advice: "that device holds data this one cannot accept; run `plait doctor` there."))
+            }
+            if let claim = peer.claim {
+                checks.append(DoctorCheck(name: "peer \(peer.name)", status: .failed, detail: claim))
+            }
+        }
+        return checks
+    }
+}

@@ -1,0 +1,217 @@
+import Foundation
+import PlaitCore
+import PlaitStore
+import Testing
+
+/// Issue 8's cases with the real binary, real stores and real TLS on loopback: what plait does when a peer
+/// is hostile or a store is damaged, and that what `sync`, `peers` and `doctor` then say is true.
+@Suite(.serialized) struct SadPathCLITests {
+    func device(_ sandbox: Sandbox, _ name: String) throws -> (home: String, id: String) {
+        let home = sandbox.root + "/" + name
+        try sandbox.ok(["init", "--name", name, "--home", home])
+        return (home, try sandbox.ok(["id", "--home", home]).lines.last!)
+    }
+
+    func pair(_ sandbox: Sandbox, _ a: (home: String, id: String), _ b: (home: String, id: String)) throws {
+        try sandbox.ok(["pair", "--trust", b.id, "--home", a.home])
+        try sandbox.ok(["pair", "--trust", a.id, "--home", b.home])
+    }
+
+    func sqlite(_ path: String, _ sql: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [path, sql]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw CLITestFailure("sqlite3 failed: \(sql)") }
+    }
+
+    /// The `tl` column value of a timeline (sign bit flipped, see PlaitStore).
+    func column(_ timeline: TimelineID) -> Int64 { Int64(bitPattern: timeline.rawValue ^ 0x8000_0000_0000_0000) }
+
+    func status(_ sandbox: Sandbox, _ home: String) throws -> [String: Any] {
+        try sandbox.ok(["status", "--json", "--home", home]).json()
+    }
+
+    func doctorFailures(_ sandbox: Sandbox, _ home: String) throws -> [String] {
+        let run = try sandbox.run(["doctor", "--json", "--home", home, "--listen", "127.0.0.1:0"])
+        let object = try run.json()
+        let checks = object["checks"] as? [[String: Any]] ?? []
+        return checks.filter { $0["status"] as? String == "failed" }.map { "\($0["name"] ?? "?"): \($0["detail"] ?? "")" }
+    }
+
+    /// Case 1, Lamport poison: a paired peer relays a change with Lamport time 2^63-1 (hand-made in its store,
+    /// with a consistent hash chain). It used to be accepted, after which `add` on the receiver trapped (exit
+    /// 132). Now `sync` refuses that timeline with a reason naming the peer's fault and exits 1, the other
+    /// timeline the peer relays is taken whole, and editing goes on.
+    @Test func aLamportPoisonFromAPeerIsRefusedAndEditingGoesOn() throws {
+        try withSandbox { sandbox in
+            let hostile = try device(sandbox, "hostile")
+            let victim = try device(sandbox, "victim")
+            let other = try device(sandbox, "other")
+            try pair(sandbox, hostile, victim)
+            try pair(sandbox, hostile, other)
+            try sandbox.ok(["batch", "--home", other.home], stdin: "list add Work\nadd Work report\nadd Work slides\n")
+            try sandbox.ok(["batch", "--home", hostile.home], stdin: "list add Home\nadd Home paint\nadd Home fix\n")
+            do {
+                let agent = try RunningAgent(sandbox: sandbox, home: hostile.home)
+                defer { agent.stop() }
+                try sandbox.ok(["sync", "--peer", agent.address, "--home", other.home])
+            }
+            // The hostile device rewrites its own last change with Lamport 2^63-1, hash chain and head kept
+            // consistent, as a buggy or hostile implementation would send it.
+            let storePath = hostile.home + "/plait.db"
+            let (own, poisoned): (TimelineID, Change) = try {
+                let store = try Store.open(at: storePath)
+                let own = try store.ownTimeline()
+                var last = try #require(try store.changes(of: own, from: 3, limit: 1).first)
+                last.lamport = UInt64(Int64.max)
+                return (own, last)
+            }()
+            try sqlite(
+                storePath,
+                "UPDATE changes SET lamport = \(Int64.max) WHERE tl = \(column(own)) AND seq = 3; "
+                    + "UPDATE timelines SET head_lamport = \(Int64.max), head_hash = X'\(poisoned.hash.hexString)' "
+                    + "WHERE tl = \(column(own))")
+            let agent = try RunningAgent(sandbox: sandbox, home: hostile.home)
+            defer { agent.stop() }
+            let sync = try sandbox.run(["sync", "--peer", agent.address, "--home", victim.home])
+            #expect(sync.status == 1, "the refusal makes the sync fail: \(sync)")
+            #expect(sync.stderr.contains("above the limit of 2^62"), "\(sync)")
+            #expect(sync.stderr.contains(own.description), "the refusal names the timeline: \(sync)")
+            let summary = try status(sandbox, victim.home)["summary"] as? String ?? ""
+            let otherTimeline = try status(sandbox, other.home)["timeline"] as? String ?? "?"
+            #expect(summary.contains("\(otherTimeline):3"), "the other timeline was taken whole: \(summary)")
+            #expect(summary.contains("\(own):2"), "the poisoned timeline stops before the poison: \(summary)")
+            // Editing goes on (it trapped with "Not enough bits to represent the passed value" before).
+            let add = try sandbox.run(["add", "Work", "after", "--home", victim.home])
+            #expect(add.status == 0, "\(add)")
+            try sandbox.ok(["list", "add", "Later", "--home", victim.home])
+            try sandbox.ok(["rejoin", "--home", victim.home])
+        }
+    }
+
+    /// Case 2, forks pass silently: `cp -a X Xc`, then `add` on both, both syncing with Y's agent. The second
+    /// branch used to vanish with `sync` exiting 0, `peers` saying in sync and `doctor` all ok. Now the fork is
+    /// reported everywhere, the copy stops authoring on the forked timeline, and after `rejoin` its data
+    /// reaches Y.
+    @Test func aCopiedHomeForkIsReportedTruthfully() throws {
+        try withSandbox { sandbox in
+            let x = try device(sandbox, "x")
+            let y = try device(sandbox, "y")
+            try pair(sandbox, x, y)
+            try sandbox.ok(["batch", "--home", x.home], stdin: "list add Groceries\nadd Groceries milk\n")
+            let agent = try RunningAgent(sandbox: sandbox, home: y.home)
+            defer { agent.stop() }
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", x.home])
+            let copy = sandbox.root + "/x-copy"
+            let cp = Process()
+            cp.executableURL = URL(fileURLWithPath: "/bin/cp")
+            cp.arguments = ["-a", x.home, copy]
+            try cp.run()
+            cp.waitUntilExit()
+            try sandbox.ok(["add", "Groceries", "from-original", "--home", x.home])
+            try sandbox.ok(["add", "Groceries", "from-copy", "--home", copy])
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", x.home])
+
+            let sync = try sandbox.run(["sync", "--peer", agent.address, "--home", copy])
+            #expect(sync.status == 1, "a fork makes the sync fail: \(sync)")
+            #expect(sync.stderr.contains("forked") && sync.stderr.contains("plait rejoin"), "\(sync)")
+            #expect(eventually { agent.log.contains("forked") }, "the agent logs it: \(agent.log)")
+            let peers = try sandbox.ok(["peers", "--json", "--home", copy]).json()
+            let row = (peers["peers"] as? [[String: Any]])?.first
+            #expect(row?["state"] as? String == "forked", "\(peers)")
+            #expect(row?["in_sync"] as? Bool == false)
+            let failures = try doctorFailures(sandbox, copy)
+            #expect(failures.contains { $0.contains("forked") }, "\(failures)")
+            // Never append to a timeline that may continue elsewhere.
+            let add = try sandbox.run(["add", "Groceries", "more", "--home", copy])
+            #expect(add.status != 0 && add.stderr.contains("plait rejoin"), "\(add)")
+            // The way out: rejoin re-sends the copy's lists on a new timeline, and its item reaches Y.
+            try sandbox.ok(["rejoin", "--home", copy])
+            try sandbox.ok(["add", "Groceries", "after-rejoin", "--home", copy])
+            let again = try sandbox.run(["sync", "--peer", agent.address, "--home", copy])
+            #expect(again.stderr.contains("forked"), "the fork is still there and still said: \(again)")
+            let shown = try sandbox.ok(["show", "--json", "--home", y.home]).stdout
+            #expect(shown.contains("from-copy") && shown.contains("after-rejoin") && shown.contains("from-original"))
+        }
+    }
+
+    /// Case 3, one rotted change row: it used to stop everything (a fresh peer got 0 of 2,001 changes) while
+    /// the sender logged "sent 2001" and its doctor said ok. Now the sender's doctor names the damaged change,
+    /// a fresh peer gets everything up to it, and the damage heals from a healthy peer.
+    @Test func aRottedRowHealsFromAHealthyPeer() throws {
+        try withSandbox { sandbox in
+            let sender = try device(sandbox, "sender")
+            let healthy = try device(sandbox, "healthy")
+            let fresh = try device(sandbox, "fresh")
+            try pair(sandbox, sender, healthy)
+            try pair(sandbox, sender, fresh)
+            try pair(sandbox, healthy, fresh)
+            var script = "list add Big\n"
+            for index in 1...2_000 { script += "add Big d\(index)\n" }
+            try sandbox.ok(["batch", "--home", sender.home], stdin: script)
+            let healthyAgent = try RunningAgent(sandbox: sandbox, home: healthy.home)
+            defer { healthyAgent.stop() }
+            try sandbox.ok(["sync", "--peer", healthyAgent.address, "--home", sender.home])
+            let own = try TimelineID(parsing: try status(sandbox, sender.home)["timeline"] as? String ?? "")
+            try sqlite(
+                sender.home + "/plait.db",
+                "UPDATE changes SET payload = payload || X'00' WHERE tl = \(column(own)) AND seq = 1000")
+
+            // The sender's doctor names the damaged change, and who holds good copies.
+            let failures = try doctorFailures(sandbox, sender.home)
+            #expect(
+                failures.contains { $0.contains("\(own):1000") && $0.contains("held them when last seen") },
+                "\(failures)")
+
+            let senderAgent = try RunningAgent(sandbox: sandbox, home: sender.home)
+            defer { senderAgent.stop() }
+            let first = try sandbox.run(["sync", "--peer", senderAgent.address, "--home", fresh.home])
+            #expect(first.status == 0, "\(first)")
+            #expect(try status(sandbox, fresh.home)["summary"] as? String == "\(own):999", "up to the last good change")
+            #expect(eventually { senderAgent.log.contains("damaged") }, "\(senderAgent.log)")
+
+            // The sender pulls good copies back from the healthy peer; then everyone has all 2,001.
+            try sandbox.ok(["sync", "--peer", healthyAgent.address, "--home", sender.home])
+            #expect(try status(sandbox, sender.home)["summary"] as? String == "\(own):2001")
+            #expect(try doctorFailures(sandbox, sender.home).filter { $0.contains("hash chains") }.isEmpty)
+            try sandbox.ok(["sync", "--peer", senderAgent.address, "--home", fresh.home])
+            let a = try status(sandbox, fresh.home)
+            let b = try status(sandbox, healthy.home)
+            #expect(a["summary"] as? String == "\(own):2001")
+            #expect(a["digest"] as? String == b["digest"] as? String)
+            try sandbox.ok(["add", "Big", "after-heal", "--home", sender.home])
+        }
+    }
+
+    /// Case 5, divergence never reported: a device whose state digest differs at equal summaries used to be
+    /// "in sync" with exit 0. Now `sync` exits 1 naming the divergence, `peers` says "diverged", `doctor`
+    /// fails, and the other side's agent logs it.
+    @Test func aDivergenceIsReportedEverywhere() throws {
+        try withSandbox { sandbox in
+            let a = try device(sandbox, "a")
+            let b = try device(sandbox, "b")
+            try pair(sandbox, a, b)
+            try sandbox.ok(["batch", "--home", a.home], stdin: "list add Groceries\nadd Groceries milk\nadd Groceries eggs\n")
+            do {
+                let agent = try RunningAgent(sandbox: sandbox, home: b.home)
+                defer { agent.stop() }
+                try sandbox.ok(["sync", "--peer", agent.address, "--home", a.home])
+            }
+            // B's materialized state is changed behind its engine's back.
+            try sqlite(b.home + "/plait.db", "UPDATE items SET text = 'tampered' WHERE text = 'milk'")
+            let agent = try RunningAgent(sandbox: sandbox, home: b.home)
+            defer { agent.stop() }
+            let sync = try sandbox.run(["sync", "--peer", agent.address, "--home", a.home])
+            #expect(sync.status == 1, "\(sync)")
+            #expect(sync.stderr.contains("diverged"), "\(sync)")
+            #expect(eventually { agent.log.contains("diverged") }, "\(agent.log)")
+            let peers = try sandbox.ok(["peers", "--json", "--home", a.home]).json()
+            let row = (peers["peers"] as? [[String: Any]])?.first
+            #expect(row?["state"] as? String == "diverged", "\(peers)")
+            #expect(row?["in_sync"] as? Bool == false)
+            #expect(try doctorFailures(sandbox, a.home).contains { $0.contains("diverged") })
+        }
+    }
+}

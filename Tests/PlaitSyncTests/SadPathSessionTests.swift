@@ -1,0 +1,241 @@
+import Foundation
+import PlaitCore
+import PlaitStore
+import PlaitSync
+import PlaitTestSupport
+import PlaitWire
+import Testing
+
+/// Issue 8's protocol-level cases (DESIGN §10), each against real stores: a peer scripted message by message
+/// plays the hostile or broken side.
+@Suite struct SadPathSessionTests {
+    /// Plays a peer through a whole one-shot session: its Hello, a Want for nothing, `batches`, Done(`done`),
+    /// then the device's Done, state report and Close. Returns what the device sent.
+    func play(_ peer: RawPeer, hello: Message, batches: [[Change]], done: Summary) throws -> [Message] {
+        try peer.send(hello)
+        let greeting = try peer.receive { if case .want = $0 { true } else { false } }
+        guard case let .hello(device)? = greeting.first else {
+            Issue.record("the device did not open with Hello: \(greeting)")
+            return greeting
+        }
+        try peer.send(.want(Want(have: device.summary, baselineOffset: nil)))
+        for batch in batches { try peer.send(.changes(batch)) }
+        try peer.send(.done(done))
+        let rest = try peer.receive { if case .close = $0 { true } else { false } }
+        try peer.send(.close(reason: "done"))
+        return greeting + rest
+    }
+
+    /// A chain of `count` list creations on `timeline`, Lamport times from `lamport` on.
+    func chain(_ timeline: TimelineID, count: Int, lamport: UInt64, rng: inout SplitMix64) -> [Change] {
+        var out: [Change] = []
+        for seq in 1...UInt64(count) {
+            let payload = ListsChange.listCreate(id: ObjectID.random(using: &rng), title: "t\(seq)", color: nil, at: .top)
+            out.append(
+                Change(
+                    timeline: timeline, seq: seq, lamport: lamport + seq, previousHash: out.last?.hash ?? Change.zeroHash,
+                    kind: payload.kind, version: 1, wallTime: fixedNow, payload: payload.payload))
+        }
+        return out
+    }
+
+    func heads(_ changes: [Change]) -> [TimelineID: HeadHash] {
+        var out: [TimelineID: HeadHash] = [:]
+        for change in changes where (out[change.timeline]?.seq ?? 0) < change.seq {
+            out[change.timeline] = HeadHash(seq: change.seq, hash: change.hash)
+        }
+        return out
+    }
+
+    /// Issue 8 case 1, "Lamport poison": one change with Lamport time 2^63-1 (or just over 2^62) used to be
+    /// accepted and relayed, after which every authoring command trapped. Now it is refused with a reason that
+    /// names the peer's fault, only its timeline stops, the session's other timeline is taken, and editing works.
+    @Test(arguments: [UInt64(Int64.max), Lamport.max + 1])
+    func aLamportPoisonStopsOnlyItsTimeline(poison: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0001)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 4, rng: &rng)
+            let good = chain(TimelineID(rng.next()), count: 3, lamport: 10, rng: &rng)
+            var poisoned = chain(TimelineID(rng.next()), count: 2, lamport: 20, rng: &rng)
+            poisoned[1].lamport = poison
+            let all = good + poisoned
+            let summary = Summary(Dictionary(uniqueKeysWithValues: heads(all).map { ($0.key, $0.value.seq) }))
+            let (result, sent) = try rawPeerSession(device) { peer in
+                _ = try play(
+                    peer, hello: rawHello(summary: summary, heads: heads(all)), batches: [poisoned + good],
+                    done: summary)
+            }
+            let outcome = try result.get()
+            #expect(outcome.refusedTimelines.count == 1)
+            let refusal = try #require(outcome.refusedTimelines.first)
+            #expect(refusal.timeline == poisoned[0].timeline)
+            #expect(refusal.refusal == .lamportOutOfRange(seq: 2, lamport: poison))
+            #expect(refusal.description.contains("above the limit of 2^62"))
+            #expect(try device.summary[good[0].timeline] == 3, "the other timeline of the session was taken")
+            #expect(try device.summary[poisoned[0].timeline] == 1, "the poisoned timeline stops before the poison")
+            #expect(!sent.contains { if case .close(let reason) = $0 { reason != "done" } else { false } })
+            // Editing goes on, with small Lamport times.
+            try randomEdits(device.replica, count: 3, rng: &rng)
+            #expect(try device.store.heads().map(\.lamport).max()! < 100)
+        }
+    }
+
+    /// Issue 8 case 2: a change arriving under a number already held used to be skipped without comparing
+    /// hashes. A different one is now a fork: found by hash, reported, recorded, nothing of it stored.
+    @Test func aForkAtAHeldNumberIsFoundByHash() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0002)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            let timeline = TimelineID(rng.next())
+            let held = chain(timeline, count: 3, lamport: 10, rng: &rng)
+            _ = try device.replica.integrate(held)
+            var other = chain(timeline, count: 2, lamport: 10, rng: &rng)
+            other[0] = held[0]
+            other[1].previousHash = held[0].hash
+            #expect(other[1].hash != held[1].hash)
+            let before = try device.store.changes(of: timeline, from: 1, limit: 10)
+            // Its Hello shows seq 1 with the same hash as here: only the arriving change at 2 tells them apart.
+            let hello = rawHello(summary: Summary([timeline: 1]), heads: [timeline: HeadHash(seq: 1, hash: held[0].hash)])
+            let (result, _) = try rawPeerSession(device) { peer in
+                _ = try play(peer, hello: hello, batches: [other], done: Summary([timeline: 1]))
+            }
+            let outcome = try result.get()
+            #expect(outcome.forkedTimelines.map(\.timeline) == [timeline])
+            #expect(try device.store.forks().map(\.timeline) == [timeline])
+            #expect(try device.store.changes(of: timeline, from: 1, limit: 10) == before)
+        }
+    }
+
+    /// Issue 8 case 6: a Hello whose device_id is not the certificate's Device ID closes the connection.
+    @Test func aHelloMustNameTheCertifiedDevice() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0003)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            var options = SessionOptions()
+            options.certifiedPeerID = "CERTIFIED-PEER"
+            let (error, seen) = try sessionAgainstRawPeer(device, options: options) { peer in
+                try peer.send(rawHello(deviceID: "SOMEONE-ELSE"))
+            }
+            guard case .identityMismatch(claimed: "SOMEONE-ELSE", certified: "CERTIFIED-PEER") = error else {
+                Issue.record("expected an identity mismatch, got \(error)")
+                return
+            }
+            guard case let .close(reason)? = seen.last else {
+                Issue.record("the peer was not told: \(seen)")
+                return
+            }
+            #expect(reason.contains("SOMEONE-ELSE"))
+        }
+    }
+
+    /// Issue 8 case 6: a Hello that merely claims this device's own timeline beyond its head used to make it
+    /// abandon its timeline each time (3 claims, 3 timelines). Now the claim is reported and never acted on.
+    @Test func bareClaimsOnTheOwnTimelineAreNeverActedOn() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0004)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 3, rng: &rng)
+            let own = try device.timeline
+            let head = try device.summary[own]
+            for attempt in 1...3 {
+                let hello = rawHello(
+                    summary: Summary([own: head + UInt64(attempt)]),
+                    heads: [own: HeadHash(seq: head + UInt64(attempt), hash: rng.bytes(32))])
+                let (result, _) = try rawPeerSession(device) { peer in
+                    _ = try play(peer, hello: hello, batches: [], done: Summary())
+                }
+                let claim = try #require(try result.get().staleClaim)
+                #expect(claim.timeline == own && claim.localHead == head && claim.peerHead == head + UInt64(attempt))
+                #expect(claim.description.contains("plait rejoin"))
+            }
+            #expect(try device.timeline == own, "no timeline was switched on a bare claim")
+            #expect(try device.summary.timelines.count == 1, "no new timeline was started")
+            #expect(try device.store.ownTimelineSuspicion() == nil)
+            try randomEdits(device.replica, count: 1, rng: &rng)
+            #expect(try device.summary[own] == head + 1, "authoring goes on on the same timeline")
+        }
+    }
+
+    /// Issue 8 case 5: two devices at the same summary with different state digests used to be reported as in
+    /// sync. Now both sides find the divergence, at the Hello and in the closing state reports; after the
+    /// damaged side rebuilds its state, the two are verified equal.
+    @Test func aDivergenceIsReportedOnBothSides() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0005)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(a.replica, count: 20, rng: &rng)
+            try randomEdits(b.replica, count: 20, rng: &rng)
+            _ = try runSession(a, b).results()
+            // B's materialized state is changed behind the engine's back (a damaged derived row).
+            try sqlite(b.path, "UPDATE lists SET title = 'tampered' WHERE id = (SELECT id FROM lists LIMIT 1)")
+            let tampered = try Device("b", opening: b.path)
+            #expect(try tampered.summary == a.summary)
+            #expect(hex(tampered.digest) != hex(a.digest))
+
+            let (ra, rb) = try runSession(a, tampered).results()
+            for result in [ra, rb] {
+                let divergence = try #require(result.divergence)
+                #expect(divergence.description.contains("diverged"))
+                #expect(!result.verifiedEqual)
+            }
+            try tampered.replica.rebuild()
+            let (again, _) = try runSession(a, tampered).results()
+            #expect(again.divergence == nil && again.verifiedEqual)
+        }
+    }
+
+    /// Issue 8 case 3: one rotted change row on the sender used to stop everything (0 of 2,001 changes sent,
+    /// "forked at change 1001", the sender saying it sent them all). Now the sender stops only that timeline at
+    /// the last good change, sets the damaged rows aside, and gets good copies back from a healthy peer.
+    @Test func aRottedRowStopsOnlyItsTimelineAndHeals() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0006)
+            let sender = try Device("s", in: directory, timeline: TimelineID(rng.next()))
+            let healthy = try Device("h", in: directory, timeline: TimelineID(rng.next()))
+            let fresh = try Device("f", in: directory, timeline: TimelineID(rng.next()))
+            let third = try Device("t", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(sender.replica, count: 60, rng: &rng)
+            try randomEdits(third.replica, count: 10, rng: &rng)
+            _ = try runSession(sender, third).results()
+            _ = try runSession(sender, healthy).results()
+            let own = try sender.timeline
+            // Bit rot in the payload of change 20 of the sender's own timeline.
+            let column = Int64(bitPattern: own.rawValue ^ 0x8000_0000_0000_0000)
+            try sqlite(sender.path, "UPDATE changes SET payload = payload || X'00' WHERE tl = \(column) AND seq = 20")
+            let rotted = try Device("s", opening: sender.path)
+
+            let (toFresh, atFresh) = try runSession(rotted, fresh).results()
+            #expect(toFresh.damagedChanges == [ChangeRef(timeline: own, seq: 20)])
+            #expect(atFresh.refusedTimelines.isEmpty && atFresh.forkedTimelines.isEmpty)
+            #expect(try fresh.summary[own] == 19, "the fresh peer got the timeline up to the last good change")
+            #expect(try fresh.summary[try third.timeline] == 10, "and every other timeline")
+            #expect(try rotted.summary[own] == 19)
+            let quarantined = try rotted.store.quarantined()
+            #expect(quarantined.map(\.timeline) == [own] && quarantined.first?.seqs == 20...60)
+            #expect(try rotted.store.ownTimelineSuspicion() != nil, "no authoring on a timeline with a hole")
+
+            // A healthy peer gives the good copies back: the quarantine empties and authoring resumes.
+            _ = try runSession(rotted, healthy).results()
+            #expect(try rotted.summary[own] == 60)
+            #expect(try rotted.store.quarantined().isEmpty)
+            #expect(try rotted.store.ownTimelineSuspicion() == nil)
+            _ = try runSession(rotted, fresh).results()
+            #expect(try fresh.summary == healthy.summary)
+            #expect(hex(fresh.digest) == hex(healthy.digest) && hex(rotted.digest) == hex(healthy.digest))
+            try randomEdits(rotted.replica, count: 1, rng: &rng)
+            #expect(try rotted.summary[own] == 61)
+        }
+    }
+}
+
+/// Runs one SQL statement on a store file with the sqlite3 shell, as a user (or bit rot) would.
+func sqlite(_ path: String, _ sql: String) throws {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+    process.arguments = [path, sql]
+    try process.run()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0, "sqlite3 \(sql)")
+}

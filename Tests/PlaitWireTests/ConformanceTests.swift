@@ -1,0 +1,107 @@
+import Foundation
+import PlaitCore
+import PlaitWire
+import Testing
+
+/// The frames of the conformance vectors (PROTOCOL.md §5, §13, §16): each decodes, validates and re-encodes to
+/// exactly the bytes of the vector file, so a change to the wire encoding fails here.
+@Suite("Conformance vectors: frames")
+struct WireConformanceTests {
+    static func vectors() throws -> [String: Any] {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Vectors/conformance.json")
+        return try #require(JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+    }
+
+    @Test func everyFrameDecodesAndEncodesToItsBytes() throws {
+        let frames = try Self.vectors()["frames"] as! [[String: Any]]
+        #expect(Set(frames.map { $0["type"] as! Int }) == Set(MessageType.allCases.map { Int($0.rawValue) }))
+        for entry in frames {
+            let name = entry["name"] as! String
+            let bytes = try bytes(entry["bytes"])
+            var decoder = FrameDecoder()
+            decoder.append(bytes)
+            let frame = try #require(try decoder.next(), "frame \(name)")
+            #expect(decoder.isAtFrameBoundary, "frame \(name) has trailing bytes")
+            #expect(Int(frame.type.rawValue) == entry["type"] as! Int, "frame \(name)")
+            let message = try Message.decode(frame)
+            #expect(message.encode() == bytes, "frame \(name) re-encodes differently")
+        }
+    }
+
+    @Test func helloCarriesTheVectorFields() throws {
+        let vectors = try Self.vectors()
+        let entry = (vectors["frames"] as! [[String: Any]]).first { $0["name"] as! String == "Hello" }!
+        let fields = entry["fields"] as! [String: Any]
+        var decoder = FrameDecoder()
+        decoder.append(try bytes(entry["bytes"]))
+        guard case let .hello(hello) = try Message.decode(try #require(try decoder.next())) else {
+            Issue.record("the Hello vector is not a Hello")
+            return
+        }
+        #expect(hello.protocolVersion == 1)
+        #expect(hello.domainName == fields["domain_name"] as! String)
+        #expect(hello.deviceID == (vectors["device_id"] as! [String: Any])["text"] as! String)
+        #expect(hello.summary.description == (vectors["summary"] as! [String: Any])["text"] as! String)
+        #expect(hello.stateDigest.hexString == (vectors["state"] as! [String: Any])["digest"] as! String)
+        #expect(hello.baselineDigest?.hexString == (vectors["baseline"] as! [String: Any])["digest"] as! String)
+        #expect(hello.unknownCount == UInt64(fields["unknown_count"] as! Int))
+        #expect(hello.maxFrameSize == Frame.defaultMaxSize)
+    }
+
+    /// Notify's state report (PROTOCOL.md §14.4): the vector's digests, read back from the frame.
+    @Test func notifyCarriesTheStateReport() throws {
+        let vectors = try Self.vectors()
+        let frames = vectors["frames"] as! [[String: Any]]
+        let entry = frames.first { $0["name"] as! String == "Notify (with its state report)" }!
+        var decoder = FrameDecoder()
+        decoder.append(try bytes(entry["bytes"]))
+        guard case let .notify(summary, report) = try Message.decode(try #require(try decoder.next())) else {
+            Issue.record("the Notify vector is not a Notify")
+            return
+        }
+        #expect(summary.description == (vectors["summary"] as! [String: Any])["text"] as! String)
+        #expect(report?.stateDigest.hexString == (vectors["state"] as! [String: Any])["digest"] as! String)
+        #expect(report?.baselineDigest?.hexString == (vectors["baseline"] as! [String: Any])["digest"] as! String)
+        #expect(report?.unknownCount == 1)
+    }
+
+    /// A change that travels in any encoding but the canonical one is refused (PROTOCOL.md §8): A1 without its
+    /// zero wall time (as a generated proto3 encoder would write it), with an unknown field, with a padded
+    /// varint, with two fields swapped. The canonical A1 in the same frame is accepted.
+    @Test func changesInAnotherEncodingAreRefused() throws {
+        let vectors = try Self.vectors()
+        let a1 = try bytes((vectors["changes"] as! [[String: Any]])[0]["canonical"])
+        #expect(throws: Never.self) { try Message.decode(Frame(type: .changes, payload: changesPayload(a1))) }
+        for entry in (vectors["refused"] as! [String: Any])["changes_refused"] as! [[String: Any]] {
+            let payload = changesPayload(try bytes(entry["hex"]))
+            #expect(throws: WireError.self, "\(entry["why"]!)") {
+                try Message.decode(Frame(type: .changes, payload: payload))
+            }
+        }
+    }
+}
+
+/// A `Changes` payload holding one change: field 1, length-delimited.
+private func changesPayload(_ change: [UInt8]) -> [UInt8] {
+    var payload: [UInt8] = [0x0A]
+    var length = change.count
+    while length >= 0x80 {
+        payload.append(UInt8(length & 0x7F) | 0x80)
+        length >>= 7
+    }
+    payload.append(UInt8(length))
+    return payload + change
+}
+
+private func bytes(_ value: Any?) throws -> [UInt8] {
+    let text = try #require(value as? String)
+    var out: [UInt8] = []
+    var index = text.startIndex
+    while index < text.endIndex {
+        let next = text.index(index, offsetBy: 2)
+        out.append(try #require(UInt8(text[index..<next], radix: 16)))
+        index = next
+    }
+    return out
+}

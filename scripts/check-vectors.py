@@ -1,0 +1,733 @@
+#!/usr/bin/env python3
+"""Checks Tests/Vectors/conformance.json against PROTOCOL.md, independently of the Swift code.
+
+Everything here is written from PROTOCOL.md alone (standard library only): it re-encodes every change,
+payload, state, snapshot, baseline and frame from the fields in the vector file, recomputes hashes, the
+hash chains, the replayed state, the Device ID with its check characters, the pairing code and the
+discovery tag, and compares them with the bytes the vector file holds. Exit status 0 when all agree;
+otherwise each mismatch is printed and the status is 1.
+
+Usage: scripts/check-vectors.py [path/to/conformance.json]
+"""
+
+import hashlib
+import json
+import os
+import sys
+
+FAILURES = []
+CHECKS = [0]
+
+
+def check(condition, what):
+    CHECKS[0] += 1
+    if not condition:
+        FAILURES.append(what)
+
+
+def h(data):
+    return hashlib.sha256(data).digest()
+
+
+# ---- §6: protobuf writing ---------------------------------------------------------------------------
+
+def varint(value):
+    value &= (1 << 64) - 1  # a negative int64 is written as its two's-complement pattern
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def tag(field, wire_type):
+    return varint(field << 3 | wire_type)
+
+
+def f_varint(field, value):
+    return tag(field, 0) + varint(value)
+
+
+def f_bool(field, value):
+    return f_varint(field, 1 if value else 0)
+
+
+def f_fixed64(field, value):
+    return tag(field, 1) + (value & ((1 << 64) - 1)).to_bytes(8, "little")
+
+
+def f_bytes(field, value):
+    return tag(field, 2) + varint(len(value)) + value
+
+
+def f_string(field, text):
+    return f_bytes(field, text.encode("utf-8"))
+
+
+# proto3 (messages, §6): zero values are not written unless the field is `optional` and set.
+def p3_varint(field, value):
+    return f_varint(field, value) if value else b""
+
+
+def p3_bytes(field, value):
+    return f_bytes(field, value) if value else b""
+
+
+def p3_string(field, text):
+    return p3_bytes(field, text.encode("utf-8"))
+
+
+def p3_fixed64(field, value):
+    return f_fixed64(field, value) if value else b""
+
+
+def unhex(text):
+    return bytes.fromhex(text)
+
+
+def tl(text):
+    return int(text, 16)
+
+
+# ---- §7: identifiers and summaries ------------------------------------------------------------------
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def timeline_text(value):
+    return "".join(CROCKFORD[(value >> (5 * (12 - i))) & 31] for i in range(13))
+
+
+def summary_text(entries):
+    ordered = sorted(entries, key=lambda e: tl(e["timeline"]))
+    return ",".join(f"{timeline_text(tl(e['timeline']))}:{e['seq']}" for e in ordered)
+
+
+def summary_field(field, entries):
+    out = b""
+    for e in sorted(entries, key=lambda e: tl(e["timeline"])):
+        out += f_bytes(field, p3_fixed64(1, tl(e["timeline"])) + p3_varint(2, e["seq"]))
+    return out
+
+
+# ---- §9: payloads (canonical writer rules) ----------------------------------------------------------
+
+def position(field, at):
+    if "top" in at:
+        inner = f_bool(1, True)
+    elif "bottom" in at:
+        inner = f_bool(2, True)
+    else:
+        inner = f_bytes(3, unhex(at["after"]))
+    return f_bytes(field, inner)
+
+
+def payload(kind, p):
+    if kind == "list.create":
+        out = f_bytes(1, unhex(p["id"])) + f_string(2, p["title"])
+        if "color" in p:
+            out += f_string(3, p["color"])
+        return out + position(4, p["at"])
+    if kind == "list.rename":
+        return f_bytes(1, unhex(p["id"])) + f_string(2, p["title"])
+    if kind == "list.recolor":
+        out = f_bytes(1, unhex(p["id"]))
+        return out + (f_string(2, p["color"]) if "color" in p else b"")
+    if kind == "list.move":
+        return f_bytes(1, unhex(p["id"])) + position(2, p["at"])
+    if kind == "list.delete":
+        out = f_bytes(1, unhex(p["id"]))
+        for e in sorted(p["observed"], key=lambda e: tl(e["timeline"])):
+            out += f_bytes(2, f_fixed64(1, tl(e["timeline"])) + f_varint(2, e["seq"]))
+        return out
+    if kind == "item.create":
+        return (f_bytes(1, unhex(p["id"])) + f_bytes(2, unhex(p["list"])) + f_string(3, p["text"])
+                + position(4, p["at"]))
+    if kind == "item.edit":
+        return f_bytes(1, unhex(p["id"])) + f_string(2, p["text"])
+    if kind in ("item.complete", "item.reopen", "item.delete"):
+        return f_bytes(1, unhex(p["id"]))
+    if kind == "item.move":
+        out = f_bytes(1, unhex(p["id"]))
+        if "list" in p:
+            out += f_bytes(2, unhex(p["list"]))
+        return out + position(3, p["at"])
+    raise ValueError(kind)
+
+
+# ---- §8: changes ------------------------------------------------------------------------------------
+
+def canonical_change(c, payload_bytes):
+    return (
+        f_fixed64(1, tl(c["timeline"]))
+        + f_varint(2, c["seq"])
+        + f_varint(3, c["lamport"])
+        + f_bytes(4, unhex(c["previous_hash"]))
+        + f_string(5, c["kind"])
+        + f_varint(6, c["version"])
+        + f_varint(7, c["wall_time"])
+        + f_bytes(8, payload_bytes)
+    )
+
+
+LAMPORT_MAX = 1 << 62
+KINDS_V1 = {
+    "list.create", "list.rename", "list.recolor", "list.move", "list.delete",
+    "item.create", "item.edit", "item.complete", "item.reopen", "item.move", "item.delete",
+}
+
+
+def check_changes(vectors):
+    heads = {}  # timeline -> (seq, lamport, hash)
+    by_name = {}
+    for c in vectors["changes"]:
+        name = c["name"]
+        if "payload_fields" in c:
+            p = payload(c["kind"], c["payload_fields"])
+            check(p.hex() == c["payload"], f"change {name}: payload encodes as {p.hex()}")
+        elif c["kind"] == "timeline.end":
+            check(c["payload"] == "", f"change {name}: timeline.end payload is not empty")
+        canonical = canonical_change(c, unhex(c["payload"]))
+        check(canonical.hex() == c["canonical"],
+              f"change {name}: canonical bytes\n  mine   {canonical.hex()}\n  vector {c['canonical']}")
+        digest = h(unhex(c["canonical"]))
+        check(digest.hex() == c["sha256"], f"change {name}: SHA-256 {digest.hex()}")
+        # The hash chain, Lamport and sequence rules of §8 and §15.
+        t = tl(c["timeline"])
+        seq, lamport, previous = heads.get(t, (0, 0, bytes(32)))
+        check(c["seq"] == seq + 1, f"change {name}: seq {c['seq']} does not follow {seq}")
+        check(unhex(c["previous_hash"]) == previous, f"change {name}: previous_hash breaks the chain")
+        check(lamport < c["lamport"] <= LAMPORT_MAX, f"change {name}: Lamport {c['lamport']} after {lamport}")
+        heads[t] = (c["seq"], c["lamport"], digest)
+        by_name[name] = c
+    # The worked example of PROTOCOL.md §8.1: A1 is 106 bytes and writes wall_time 0 as 38 00.
+    a1 = unhex(by_name["A1"]["canonical"])
+    check(len(a1) == 106 and b"\x38\x00\x42\x28" in a1, "change A1 is not the §8.1 worked example")
+    for p in vectors["payloads"]:
+        encoded = payload(p["kind"], p["fields"])
+        check(encoded.hex() == p["hex"], f"payload {p['kind']} {p['fields']}: encodes as {encoded.hex()}")
+    return by_name
+
+
+# ---- §10: replay ------------------------------------------------------------------------------------
+
+class State:
+    def __init__(self):
+        self.order = []  # list IDs, tombstones included
+        self.lists = {}  # id -> dict(title, color, deleted, pending[], completed[])
+        self.items = {}  # id -> dict(list, text, completed, deleted, placed)
+
+    def place_list(self, lid, at):
+        if "top" in at:
+            index = 0
+        elif "bottom" in at:
+            index = len(self.order)
+        else:
+            x = at["after"]
+            ok = x != lid and x in self.lists and not self.lists[x]["deleted"]
+            index = self.order.index(x) + 1 if ok else 0
+        self.order.insert(index, lid)
+
+    def section(self, iid):
+        item = self.items[iid]
+        return self.lists[item["list"]]["completed" if item["completed"] else "pending"]
+
+    def place_item(self, iid, at):
+        sec = self.section(iid)
+        if "top" in at:
+            index = 0
+        elif "bottom" in at:
+            index = len(sec)
+        else:
+            x = at["after"]
+            index = sec.index(x) + 1 if x != iid and x in sec else 0
+        sec.insert(index, iid)
+
+    def unlink_item(self, iid):
+        self.section(iid).remove(iid)
+
+    def ensure_live_list(self, lid):
+        if lid in self.lists:
+            self.lists[lid]["deleted"] = False
+        else:
+            self.lists[lid] = dict(title="Recovered", color=None, deleted=False, pending=[], completed=[])
+            self.order.append(lid)
+
+    def apply(self, c, p):
+        kind = c["kind"]
+        ref = (tl(c["timeline"]), c["seq"])
+        live_list = lambda lid: lid in self.lists and not self.lists[lid]["deleted"]
+        live_item = lambda iid: iid in self.items and not self.items[iid]["deleted"]
+        if kind == "list.create":
+            if p["id"] not in self.lists:
+                self.lists[p["id"]] = dict(title=p["title"], color=p.get("color"), deleted=False,
+                                           pending=[], completed=[])
+                self.place_list(p["id"], p["at"])
+        elif kind == "list.rename":
+            if live_list(p["id"]):
+                self.lists[p["id"]]["title"] = p["title"]
+        elif kind == "list.recolor":
+            if live_list(p["id"]):
+                self.lists[p["id"]]["color"] = p.get("color")
+        elif kind == "list.move":
+            if live_list(p["id"]) and p["at"].get("after") != p["id"]:
+                self.order.remove(p["id"])
+                self.place_list(p["id"], p["at"])
+        elif kind == "list.delete":
+            if live_list(p["id"]):
+                observed = {tl(e["timeline"]): e["seq"] for e in p["observed"]}
+                survivors = 0
+                lst = self.lists[p["id"]]
+                for iid in lst["pending"] + lst["completed"]:
+                    t, s = self.items[iid]["placed"]
+                    if observed.get(t, 0) >= s:
+                        self.unlink_item(iid)
+                        self.items[iid]["deleted"] = True
+                    else:
+                        survivors += 1
+                if survivors == 0:
+                    lst["deleted"] = True
+        elif kind == "item.create":
+            if p["id"] not in self.items:
+                self.ensure_live_list(p["list"])
+                self.items[p["id"]] = dict(list=p["list"], text=p["text"], completed=False, deleted=False, placed=ref)
+                self.place_item(p["id"], p["at"])
+        elif kind == "item.edit":
+            if live_item(p["id"]):
+                self.items[p["id"]]["text"] = p["text"]
+        elif kind == "item.complete":
+            if live_item(p["id"]) and not self.items[p["id"]]["completed"]:
+                self.unlink_item(p["id"])
+                self.items[p["id"]]["completed"] = True
+                self.place_item(p["id"], {"top": True})
+        elif kind == "item.reopen":
+            if live_item(p["id"]) and self.items[p["id"]]["completed"]:
+                self.unlink_item(p["id"])
+                self.items[p["id"]]["completed"] = False
+                self.place_item(p["id"], {"bottom": True})
+        elif kind == "item.move":
+            item = self.items.get(p["id"])
+            if item and not item["deleted"]:
+                target = p.get("list", item["list"])
+                if target in self.lists and p["at"].get("after") != p["id"]:
+                    self.unlink_item(p["id"])
+                    if target != item["list"]:
+                        self.ensure_live_list(target)
+                        item["list"] = target
+                        item["placed"] = ref
+                    self.place_item(p["id"], p["at"])
+        elif kind == "item.delete":
+            if live_item(p["id"]):
+                self.unlink_item(p["id"])
+                self.items[p["id"]]["deleted"] = True
+
+    def canonical(self):
+        def item(iid):
+            i = self.items[iid]
+            return (
+                f_bytes(1, unhex(iid)) + f_bytes(2, unhex(i["list"])) + f_string(3, i["text"])
+                + f_bool(4, i["completed"]) + f_bool(5, i["deleted"])
+                + f_fixed64(6, i["placed"][0]) + f_varint(7, i["placed"][1])
+            )
+
+        out = f_varint(1, 1)
+        for lid in self.order:
+            lst = self.lists[lid]
+            inner = f_bytes(1, unhex(lid)) + f_string(2, lst["title"])
+            if lst["color"] is not None:
+                inner += f_string(3, lst["color"])
+            inner += f_bool(4, lst["deleted"])
+            inner += b"".join(f_bytes(6, item(i)) for i in lst["pending"])
+            inner += b"".join(f_bytes(7, item(i)) for i in lst["completed"])
+            out += f_bytes(2, inner)
+        for iid in sorted(i for i in self.items if self.items[i]["deleted"]):
+            out += f_bytes(3, item(iid))
+        return out
+
+
+def replay(changes):
+    state = State()
+    skipped = 0
+    for c in sorted(changes, key=lambda c: (c["lamport"], tl(c["timeline"]), c["seq"])):
+        if c["kind"] == "timeline.end":
+            continue
+        if c["kind"] not in KINDS_V1 or c["version"] != 1:
+            skipped += 1
+            continue
+        state.apply(c, c["payload_fields"])
+    return state, skipped
+
+
+def canonical_item_fields(i):
+    return (
+        f_bytes(1, unhex(i["id"])) + f_bytes(2, unhex(i["list"])) + f_string(3, i["text"])
+        + f_bool(4, i["completed"]) + f_bool(5, i["deleted"])
+        + f_fixed64(6, tl(i["placed_timeline"])) + f_varint(7, i["placed_seq"])
+    )
+
+
+def check_state(vectors, by_name):
+    s = vectors["state"]
+    # §11 from the described state.
+    out = f_varint(1, 1)
+    for lst in s["lists"]:
+        inner = f_bytes(1, unhex(lst["id"])) + f_string(2, lst["title"])
+        if "color" in lst:
+            inner += f_string(3, lst["color"])
+        inner += f_bool(4, lst["deleted"])
+        inner += b"".join(f_bytes(6, canonical_item_fields(i)) for i in lst["pending"])
+        inner += b"".join(f_bytes(7, canonical_item_fields(i)) for i in lst["completed"])
+        out += f_bytes(2, inner)
+    for i in sorted(s["deleted_items"], key=lambda i: unhex(i["id"])):
+        out += f_bytes(3, canonical_item_fields(i))
+    check(out.hex() == s["canonical"], f"state: canonical encoding\n  mine   {out.hex()}\n  vector {s['canonical']}")
+    check(h(unhex(s["canonical"])).hex() == s["digest"], "state: digest")
+    # §10: replaying the changes gives that state.
+    state, skipped = replay([by_name[n] for n in s["replay_of"]])
+    check(state.canonical().hex() == s["canonical"], f"state: replay gives\n  mine   {state.canonical().hex()}")
+    check(skipped == s["uninterpretable"], f"state: {skipped} uninterpretable changes")
+    check(State().canonical() == bytes([0x08, 0x01]), "state: the empty state does not encode as 08 01")
+
+
+# ---- §12: baselines ---------------------------------------------------------------------------------
+
+def order_key(field, k):
+    return f_bytes(field, f_varint(1, k["lamport"]) + f_fixed64(2, tl(k["timeline"])) + f_varint(3, k["seq"]))
+
+
+def check_baseline(vectors, by_name):
+    b = vectors["baseline"]
+    snap = b["snapshot_fields"]
+    out = f_varint(1, snap["format"])
+    for v in sorted(snap["lists"], key=lambda v: unhex(v["id"])):
+        inner = f_bytes(1, unhex(v["id"])) + f_string(2, v["title"])
+        if "color" in v:
+            inner += f_string(3, v["color"])
+        inner += f_bool(4, v["deleted"]) + order_key(5, v["stamp"]) + f_varint(6, v["rank"]) + f_varint(7, v["weight"])
+        out += f_bytes(2, inner)
+    for v in sorted(snap["items"], key=lambda v: unhex(v["id"])):
+        inner = (
+            f_bytes(1, unhex(v["id"])) + f_bytes(2, unhex(v["list"])) + f_string(3, v["text"])
+            + f_bool(4, v["completed"]) + f_bool(5, v["deleted"])
+            + f_fixed64(6, tl(v["placed_timeline"])) + f_varint(7, v["placed_seq"])
+            + order_key(8, v["stamp"]) + f_varint(9, v["rank"]) + f_varint(10, v["weight"])
+        )
+        out += f_bytes(3, inner)
+    check(out.hex() == b["snapshot"], f"baseline: snapshot\n  mine   {out.hex()}\n  vector {b['snapshot']}")
+    folded = [by_name[n] for n in b["folds"]]
+    weight = len(folded)
+    check(all(v["weight"] == weight for v in snap["lists"] + snap["items"]), "baseline: weight is not the fold count")
+    enc = f_varint(1, b["format"])
+    for t in sorted(b["timelines"], key=lambda t: tl(t["timeline"])):
+        enc += f_bytes(2, f_fixed64(1, tl(t["timeline"])) + f_varint(2, t["seq"]) + f_bytes(3, unhex(t["head_hash"]))
+                       + f_varint(4, t["head_lamport"]) + f_bool(5, t["ended"]))
+        last = max((c for c in folded if c["timeline"] == t["timeline"]), key=lambda c: c["seq"])
+        check(last["seq"] == t["seq"] and last["sha256"] == t["head_hash"] and last["lamport"] == t["head_lamport"],
+              f"baseline: timeline {t['timeline']} head is not its last folded change")
+    enc += f_varint(3, b["max_lamport"]) + f_bytes(4, unhex(b["snapshot"]))
+    check(b["max_lamport"] == max(c["lamport"] for c in folded), "baseline: max_lamport")
+    check(enc.hex() == b["encoded"], f"baseline: encoding\n  mine   {enc.hex()}\n  vector {b['encoded']}")
+    check(h(unhex(b["encoded"])).hex() == b["digest"], "baseline: digest")
+    # The snapshot holds the state of the folded changes: restoring it (§12) and replaying the rest
+    # (§10) must give the state vector. Restore by (rank, ID) into the order and the sections.
+    state = State()
+    for v in sorted(snap["lists"], key=lambda v: (v["rank"], unhex(v["id"]))):
+        state.lists[v["id"]] = dict(title=v["title"], color=v.get("color"), deleted=v["deleted"],
+                                    pending=[], completed=[])
+        state.order.append(v["id"])
+    for v in sorted(snap["items"], key=lambda v: (v["rank"], unhex(v["id"]))):
+        state.items[v["id"]] = dict(list=v["list"], text=v["text"], completed=v["completed"], deleted=v["deleted"],
+                                    placed=(tl(v["placed_timeline"]), v["placed_seq"]))
+        if not v["deleted"]:
+            state.section(v["id"]).append(v["id"])
+    rest = [c for c in vectors["changes"] if c["name"] not in b["folds"]]
+    for c in sorted(rest, key=lambda c: (c["lamport"], tl(c["timeline"]), c["seq"])):
+        if c["kind"] in KINDS_V1 and c["version"] == 1:
+            state.apply(c, c["payload_fields"])
+    check(state.canonical().hex() == vectors["state"]["canonical"], "baseline: restore + replay is not the state")
+
+
+# ---- §2: Device ID ----------------------------------------------------------------------------------
+
+B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+
+def base32(data):
+    bits = int.from_bytes(data, "big")
+    count = (len(data) * 8 + 4) // 5
+    bits <<= count * 5 - len(data) * 8  # pad the last character with zero bits
+    return "".join(B32[(bits >> (5 * (count - 1 - i))) & 31] for i in range(count))
+
+
+def luhn_base32(chunk):
+    factor, total = 1, 0
+    for ch in chunk:
+        addend = factor * B32.index(ch)
+        factor = 1 if factor == 2 else 2
+        total += addend // 32 + addend % 32
+    return B32[(32 - total % 32) % 32]
+
+
+def device_id_text(digest):
+    data = base32(digest)
+    chars = ""
+    for i in range(4):
+        chunk = data[i * 13:(i + 1) * 13]
+        chars += chunk + luhn_base32(chunk)
+    return "-".join(chars[i:i + 7] for i in range(0, 56, 7))
+
+
+def check_device_id(vectors):
+    d = vectors["device_id"]
+    digest = h(unhex(d["certificate_der"]))
+    check(digest.hex() == d["sha256"], "device ID: SHA-256 of the certificate")
+    check(base32(digest) == d["base32"], "device ID: base32")
+    check(device_id_text(digest) == d["text"], f"device ID: text {device_id_text(digest)}")
+    # Syncthing's own vector (PROTOCOL.md §2).
+    syncthing = unhex("7f7c8723ecca5b4d22061c4981b34c34d865ec376be1eb74330873c9a6f9b205")
+    check(device_id_text(syncthing) == "P56IOI7-MZJNU2Y-IQGDREY-DM2MGTI-MGL3BXN-PQ6W5BM-TBBZ4TJ-XZWICQ2",
+          "device ID: Syncthing's vector")
+
+
+# ---- §5, §13, §16: frames ---------------------------------------------------------------------------
+
+def message_payload(name, f, by_name):
+    kind = name.split(" ")[0]
+    if kind == "Hello":
+        out = p3_varint(1, f["protocol_version"]) + p3_string(2, f["domain_name"]) + p3_varint(3, f["domain_version"])
+        out += p3_string(4, f["device_id"]) + p3_string(5, f["name"]) + summary_field(6, f["summary"])
+        for e in sorted(f["head_hashes"], key=lambda e: tl(e["timeline"])):
+            entry = p3_fixed64(1, tl(e["timeline"])) + p3_varint(2, e["seq"]) + p3_bytes(3, unhex(e["hash"]))
+            out += f_bytes(7, entry)
+        out += summary_field(8, f["baseline_summary"]) + p3_bytes(9, unhex(f["baseline_digest"]))
+        out += p3_bytes(10, unhex(f["state_digest"])) + p3_varint(11, f["unknown_count"])
+        return out + p3_varint(12, f["max_frame_size"])
+    if kind == "Want":
+        out = summary_field(1, f["have"])
+        return out + (f_varint(2, f["baseline_offset"]) if "baseline_offset" in f else b"")  # optional
+    if kind == "BaselineChunk":
+        return (p3_varint(1, f["total_size"]) + p3_varint(2, f["offset"]) + p3_bytes(3, unhex(f["data"]))
+                + p3_varint(4, 1 if f["last"] else 0) + summary_field(5, f["baseline_summary"]))
+    if kind == "Changes":
+        return b"".join(f_bytes(1, unhex(by_name[n]["canonical"])) for n in f["changes"])
+    if kind == "Done":
+        return summary_field(1, f["summary"])
+    if kind == "Notify":
+        out = summary_field(1, f["summary"])
+        if "state_digest" in f:  # the state report, §14.4
+            out += p3_bytes(2, unhex(f["state_digest"])) + p3_bytes(3, unhex(f.get("baseline_digest", "")))
+            out += p3_varint(4, f.get("unknown_count", 0))
+        return out
+    if kind in ("Ping", "Pong"):
+        return p3_varint(1, f["nonce"])
+    if kind == "Close":
+        return p3_string(1, f["reason"])
+    if kind == "PairCommit":
+        return p3_bytes(1, unhex(f["commitment"]))
+    if kind in ("PairNonce", "PairReveal"):
+        return p3_bytes(1, unhex(f["nonce"]))
+    if kind == "PairConfirm":
+        return p3_varint(1, 1 if f["accepted"] else 0)
+    raise ValueError(name)
+
+
+TYPES = {"Hello": 1, "Want": 2, "BaselineChunk": 3, "Changes": 4, "Done": 5, "Notify": 6, "Ping": 7, "Pong": 8,
+         "Close": 9, "PairCommit": 32, "PairNonce": 33, "PairReveal": 34, "PairConfirm": 35}
+
+
+def check_frames(vectors, by_name):
+    for fr in vectors["frames"]:
+        body = message_payload(fr["name"], fr["fields"], by_name)
+        t = TYPES[fr["name"].split(" ")[0]]
+        check(t == fr["type"], f"frame {fr['name']}: type {fr['type']}")
+        frame = (1 + len(body)).to_bytes(4, "big") + bytes([t]) + body
+        check(frame.hex() == fr["bytes"], f"frame {fr['name']}\n  mine   {frame.hex()}\n  vector {fr['bytes']}")
+    hello = next(fr for fr in vectors["frames"] if fr["name"] == "Hello")["fields"]
+    check(hello["device_id"] == vectors["device_id"]["text"], "Hello: device_id is not the certificate's ID")
+    check(hello["state_digest"] == vectors["state"]["digest"], "Hello: state_digest is not the state's")
+    check(hello["baseline_digest"] == vectors["baseline"]["digest"], "Hello: baseline_digest is not the baseline's")
+
+
+def check_pairing(vectors):
+    p = vectors["pairing"]
+    cert_r = unhex(vectors["device_id"]["certificate_der"])
+    cert_i = unhex(p["initiator_certificate_der"])
+    nr, ni = unhex(p["responder_nonce"]), unhex(p["initiator_nonce"])
+    commitment = h(b"plait-pair-commit" + cert_r + cert_i + nr)
+    check(commitment.hex() == p["commitment"], "pairing: commitment")
+    code = int.from_bytes(h(b"plait-pair-code" + cert_i + cert_r + ni + nr)[:8], "big") % 10**6
+    check(code == p["code"], f"pairing: code {code}")
+    check(f"{code:06d}"[:3] + " " + f"{code:06d}"[3:] == p["code_text"], "pairing: code text")
+
+
+def check_discovery(vectors):
+    d = vectors["discovery"]
+    tag = base32(h(d["device_id"].encode() + d["utc_day"].encode()))[:16]
+    check(tag == d["tag"], f"discovery: tag {tag}")
+    check(base32(h(d["summary_text"].encode()))[:8] == d["sum"], "discovery: sum")
+
+
+# ---- what must be refused (§2, §7, §8) ---------------------------------------------------------------
+
+def parse_summary(text):
+    """§7: the strict text form; None when refused."""
+    if text == "":
+        return {}
+    out, previous = {}, None
+    for entry in text.split(","):
+        parts = entry.split(":")
+        if len(parts) != 2 or len(parts[0]) != 13 or any(ch not in CROCKFORD for ch in parts[0]):
+            return None
+        if CROCKFORD.index(parts[0][0]) > 15:
+            return None
+        digits = parts[1]
+        if not digits or not digits.isascii() or not digits.isdigit() or (len(digits) > 1 and digits[0] == "0"):
+            return None
+        seq = int(digits)
+        timeline = 0
+        for ch in parts[0]:
+            timeline = timeline << 5 | CROCKFORD.index(ch)
+        if not 1 <= seq <= (1 << 63) - 1 or (previous is not None and timeline <= previous):
+            return None
+        out[timeline], previous = seq, timeline
+    return out
+
+
+def parse_device_id(text):
+    """§2: the digest, or None when refused."""
+    chars = [ch.upper() for ch in text if ch not in "- \t\r\n"]
+    if len(chars) != 56 or any(ch not in B32 for ch in chars):
+        return None
+    data = ""
+    for i in range(4):
+        chunk = "".join(chars[i * 14:i * 14 + 13])
+        if luhn_base32(chunk) != chars[i * 14 + 13]:
+            return None
+        data += chunk
+    bits = 0
+    for ch in data:
+        bits = bits << 5 | B32.index(ch)
+    if bits & 0xF:  # the four padding bits of the last character
+        return None
+    return (bits >> 4).to_bytes(32, "big")
+
+
+def decode_fields(data):
+    """Protobuf fields as (number, wire type, value) triples; raises ValueError on bad input."""
+    i, out = 0, []
+
+    def read_varint():
+        nonlocal i
+        value, shift = 0, 0
+        while True:
+            if i >= len(data) or shift >= 64:
+                raise ValueError("bad varint")
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    while i < len(data):
+        key = read_varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            out.append((number, wire, read_varint()))
+        elif wire == 1:
+            out.append((number, wire, int.from_bytes(data[i:i + 8], "little")))
+            i += 8
+        elif wire == 2:
+            length = read_varint()
+            out.append((number, wire, data[i:i + length]))
+            i += length
+        else:
+            raise ValueError("unsupported wire type")
+        if i > len(data):
+            raise ValueError("truncated")
+    return out
+
+
+def change_is_accepted(data):
+    """§8: decode, then re-encode canonically; the bytes must come back unchanged."""
+    try:
+        fields = {number: value for number, _, value in decode_fields(data)}
+    except ValueError:
+        return False
+    if not {1, 2, 3, 5} <= set(fields) or fields[2] < 1:
+        return False
+    c = dict(timeline=f"{fields[1]:016x}", seq=fields[2], lamport=fields[3],
+             previous_hash=bytes(fields.get(4, bytes(32))).hex(), kind=bytes(fields[5]).decode("utf-8"),
+             version=fields.get(6, 1), wall_time=fields.get(7, 0))
+    return canonical_change(c, bytes(fields.get(8, b""))) == data
+
+
+def check_refused(vectors):
+    r = vectors["refused"]
+    for text in r["summary_texts_accepted"]:
+        check(parse_summary(text) is not None, f"summary {text!r} should parse")
+    for text in r["summary_texts_refused"]:
+        check(parse_summary(text) is None, f"summary {text!r} should be refused")
+    digest = unhex(vectors["device_id"]["sha256"])
+    for text in r["device_id_texts_accepted"]:
+        check(parse_device_id(text) == digest, f"Device ID {text!r} should parse")
+    for text in r["device_id_texts_refused"]:
+        check(parse_device_id(text) is None, f"Device ID {text!r} should be refused")
+    for c in vectors["changes"]:
+        check(change_is_accepted(unhex(c["canonical"])), f"change {c['name']} should be accepted")
+    for entry in r["changes_refused"]:
+        check(not change_is_accepted(unhex(entry["hex"])), f"change should be refused: {entry['why']}")
+
+
+def check_document(vectors, root):
+    """The worked examples written out in PROTOCOL.md are the vectors' values."""
+    with open(os.path.join(root, "PROTOCOL.md"), encoding="utf-8") as f:
+        text = f.read()
+    block = text[text.index("### 8.1"):]
+    block = block[block.index("```") + 3:]
+    block = block[:block.index("```")]
+    written = bytearray()
+    for line in block.strip().splitlines():
+        for token in line.split():
+            if token == "00…00":
+                written += bytes(32)
+            elif len(token) == 2 and all(ch in "0123456789abcdef" for ch in token):
+                written.append(int(token, 16))
+            else:
+                break
+    a1 = next(c for c in vectors["changes"] if c["name"] == "A1")
+    check(written.hex() == a1["canonical"], f"PROTOCOL.md §8.1 writes out {written.hex()}, not A1")
+    for value in (vectors["device_id"]["sha256"], vectors["device_id"]["base32"], vectors["device_id"]["text"],
+                  vectors["summary"]["text"]):
+        check(value in text, f"PROTOCOL.md does not show the vector value {value}")
+    for t in vectors["timeline_ids"][:2]:
+        check(f"`{t['text']}`" in text, f"PROTOCOL.md does not show timeline {t['text']}")
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "Tests", "Vectors", "conformance.json")
+    with open(path, encoding="utf-8") as f:
+        vectors = json.load(f)
+    for t in vectors["timeline_ids"]:
+        check(timeline_text(tl(t["hex"])) == t["text"], f"timeline ID {t['hex']}: {timeline_text(tl(t['hex']))}")
+    by_name = check_changes(vectors)
+    check_state(vectors, by_name)
+    check_baseline(vectors, by_name)
+    s = vectors["summary"]
+    check(summary_text(s["entries"]) == s["text"], f"summary text {summary_text(s['entries'])}")
+    check_device_id(vectors)
+    check_frames(vectors, by_name)
+    check_pairing(vectors)
+    check_discovery(vectors)
+    check_document(vectors, root)
+    check_refused(vectors)
+    for failure in FAILURES:
+        print("MISMATCH:", failure)
+    print(f"{CHECKS[0] - len(FAILURES)} of {CHECKS[0]} checks agree with PROTOCOL.md")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
