@@ -64,14 +64,13 @@ extension Store {
     /// The paired devices, read through a read-only connection (`plait doctor` writes nothing).
     public static func peers(readOnlyAt path: String) throws -> [PeerRecord] {
         try precheck(path)
-        var readOnly = Configuration()
-        readOnly.readonly = true
+        let readOnly = configuration(synchronousFull: false, busyTimeout: defaultBusyTimeout, readonly: true)
         do {
             let queue = try DatabaseQueue(path: path, configuration: readOnly)
             defer { try? queue.close() }
             return try queue.read { db in try peers(db) }
         } catch let error as DatabaseError {
-            throw StoreError.sqlite(error.message ?? "\(error)")
+            throw StoreDiagnosis.diagnose(error, path: path)
         }
     }
 

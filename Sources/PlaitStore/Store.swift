@@ -9,57 +9,114 @@ import PlaitCore
 /// baseline, checkpoints and the materialized state. Writes go through `Replica`, one transaction each.
 public final class Store: @unchecked Sendable {
     public let path: String
-    let pool: DatabasePool
+    /// Read transactions go through read-only connections: a command that only reads writes nothing to the
+    /// store's files (opening a pool for writing switches the file to WAL mode and may create a table to
+    /// make a WAL file, which rewrites the schema cookie).
+    let readers: DatabasePool
+    private let synchronousFull: Bool
+    private let busyTimeout: Double
+    /// Opened on the first write; runs the migrations still pending then.
+    private var writer: DatabasePool?
+    private var migrationsPending: Bool
+    private let writerLock = NSLock()
 
-    private init(path: String, pool: DatabasePool) {
+    /// How long a writer waits for another writer (another process or thread) before `busy`.
+    public static let defaultBusyTimeout = 10.0
+
+    private init(path: String, readers: DatabasePool, writer: DatabasePool?, migrationsPending: Bool,
+        synchronousFull: Bool, busyTimeout: Double)
+    {
         self.path = path
-        self.pool = pool
+        self.readers = readers
+        self.writer = writer
+        self.migrationsPending = migrationsPending
+        self.synchronousFull = synchronousFull
+        self.busyTimeout = busyTimeout
     }
 
-    static func configuration(synchronousFull: Bool) -> Configuration {
+    static func configuration(synchronousFull: Bool, busyTimeout: Double, readonly: Bool = false) -> Configuration {
         var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
+        configuration.readonly = readonly
+        // Every connection waits for another process's lock (a writer, a closing connection's checkpoint,
+        // WAL recovery) instead of failing at once. `write` begins IMMEDIATE, so a writer never has to
+        // upgrade a read snapshot, a wait no busy handler can retry.
+        configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
             try db.execute(sql: synchronousFull ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
         }
         return configuration
     }
 
+    /// The pool that writes; GRDB's WAL set-up runs `synchronous = NORMAL` after `prepareDatabase`, so the
+    /// configured level is set again here.
+    static func openWriter(path: String, synchronousFull: Bool, busyTimeout: Double) throws -> DatabasePool {
+        let pool = try DatabasePool(
+            path: path, configuration: configuration(synchronousFull: synchronousFull, busyTimeout: busyTimeout))
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: synchronousFull ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+        }
+        return pool
+    }
+
     /// Creates a new store with its first timeline. Refuses an existing file.
-    public static func create(at path: String, timeline: TimelineID, synchronousFull: Bool = true) throws
-        -> Store
-    {
+    public static func create(
+        at path: String, timeline: TimelineID, synchronousFull: Bool = true, busyTimeout: Double = defaultBusyTimeout
+    ) throws -> Store {
         guard !FileManager.default.fileExists(atPath: path) else { throw StoreError.alreadyExists(path: path) }
         do {
-            let pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
+            let pool = try openWriter(path: path, synchronousFull: synchronousFull, busyTimeout: busyTimeout)
             try Schema.migrator.migrate(pool)
             try pool.write { db in
                 try Meta.set(db, .ownTimeline, Int64(bitPattern: timeline.rawValue))
                 try Meta.set(db, .generation, 1)
                 try Meta.set(db, .formatNote, "plait store; see plait.proto and Sources/PlaitStore/Schema.swift")
             }
-            return Store(path: path, pool: pool)
+            let readers = try DatabasePool(
+                path: path,
+                configuration: configuration(
+                    synchronousFull: synchronousFull, busyTimeout: busyTimeout, readonly: true))
+            return Store(
+                path: path, readers: readers, writer: pool, migrationsPending: false, synchronousFull: synchronousFull,
+                busyTimeout: busyTimeout)
         } catch {
-            throw StoreError.sqlite("\(error)")
+            throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
         }
     }
 
     /// Opens an existing store; refuses a missing file, a damaged one, and one written by a newer plait.
-    /// Nothing is written before those checks pass.
-    public static func open(at path: String, synchronousFull: Bool = true) throws -> Store {
-        try precheck(path)
-        let pool: DatabasePool
+    /// Opening writes nothing: the store is opened for writing (and migrated) on the first write.
+    public static func open(
+        at path: String, synchronousFull: Bool = true, busyTimeout: Double = defaultBusyTimeout
+    ) throws -> Store {
+        let pending = try precheck(path, busyTimeout: busyTimeout)
         do {
-            pool = try DatabasePool(path: path, configuration: configuration(synchronousFull: synchronousFull))
-            try Schema.migrator.migrate(pool)
+            let readers = try DatabasePool(
+                path: StoreDiagnosis.readLocation(path),
+                configuration: configuration(
+                    synchronousFull: synchronousFull, busyTimeout: busyTimeout, readonly: true))
+            return Store(
+                path: path, readers: readers, writer: nil, migrationsPending: pending, synchronousFull: synchronousFull,
+                busyTimeout: busyTimeout)
         } catch {
-            throw StoreError.corrupt(path: path, detail: "\(error)")
+            throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
         }
-        return Store(path: path, pool: pool)
     }
 
-    /// What `plait doctor` reports about a store, read through a read-only connection: opening the store
-    /// normally runs the migrator in a write transaction, whose checkpoint rewrites pages of the file.
+    /// The writing pool, opened (and the store migrated) on first use.
+    func writingPool() throws -> DatabasePool {
+        try writerLock.withLock {
+            if let writer { return writer }
+            let pool = try Self.openWriter(path: path, synchronousFull: synchronousFull, busyTimeout: busyTimeout)
+            if migrationsPending {
+                try Schema.migrator.migrate(pool)
+                migrationsPending = false
+            }
+            writer = pool
+            return pool
+        }
+    }
+
+    /// What `plait doctor` reports about a store, read through a read-only connection that writes nothing.
     public struct Inspection: Sendable {
         /// SQLite's `PRAGMA integrity_check` lines: exactly `["ok"]` for a sound file.
         public var integrity: [String]
@@ -69,11 +126,11 @@ public final class Store: @unchecked Sendable {
 
     /// Checks the store at `path` without writing to it: header, schema, `integrity_check`, and a count.
     public static func inspect(at path: String) throws -> Inspection {
-        try precheck(path)
+        _ = try precheck(path, busyTimeout: defaultBusyTimeout)
         do {
-            var readOnly = Configuration()
-            readOnly.readonly = true
-            let queue = try DatabaseQueue(path: path, configuration: readOnly)
+            let queue = try DatabaseQueue(
+                path: path,
+                configuration: configuration(synchronousFull: false, busyTimeout: defaultBusyTimeout, readonly: true))
             defer { try? queue.close() }
             return try queue.read { db in
                 let integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
@@ -82,19 +139,16 @@ public final class Store: @unchecked Sendable {
                     integrity: integrity, changes: try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0,
                     summary: try summary(db))
             }
-        } catch let error as StoreError {
-            throw error
-        } catch let error as DatabaseError {
-            throw StoreError.corrupt(path: path, detail: error.message ?? "\(error)")
         } catch {
-            throw StoreError.corrupt(path: path, detail: "\(error)")
+            throw StoreDiagnosis.diagnose(error, path: path)
         }
     }
 
     /// Refuses a missing file, one that is not SQLite or not a plait store, and one written by a newer plait,
-    /// looking only through a read-only connection.
-    static func precheck(_ path: String) throws {
-        guard FileManager.default.fileExists(atPath: path) else { throw StoreError.missing(path: path) }
+    /// looking only through a read-only connection. Returns whether known migrations are still to run.
+    @discardableResult
+    static func precheck(_ path: String, busyTimeout: Double = defaultBusyTimeout) throws -> Bool {
+        try StoreDiagnosis.checkReachable(path)
         // Look before opening in WAL mode (which writes): the header must be SQLite's.
         if let handle = FileHandle(forReadingAtPath: path) {
             let header = handle.readData(ofLength: 16)
@@ -107,28 +161,28 @@ public final class Store: @unchecked Sendable {
         // writes, which must not happen to a foreign or newer file.
         let migrator = Schema.migrator
         do {
-            var readOnly = Configuration()
-            readOnly.readonly = true
-            let queue = try DatabaseQueue(path: path, configuration: readOnly)
-            let (hasMigrations, superseded, applied) = try queue.read { db in
+            let readOnly = configuration(synchronousFull: false, busyTimeout: busyTimeout, readonly: true)
+            let queue = try DatabaseQueue(path: StoreDiagnosis.readLocation(path), configuration: readOnly)
+            defer { try? queue.close() }
+            let (hasMigrations, superseded, applied, all) = try queue.read { db in
                 let hasMigrations = try db.tableExists("grdb_migrations")
-                guard hasMigrations else { return (false, false, Set<String>()) }
-                return (true, try migrator.hasBeenSuperseded(db), try migrator.appliedIdentifiers(db))
+                guard hasMigrations else { return (false, false, Set<String>(), [String]()) }
+                return (
+                    true, try migrator.hasBeenSuperseded(db), try migrator.appliedIdentifiers(db),
+                    try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
+                )
             }
-            try queue.close()
             guard hasMigrations, applied.contains("v1-changes-state") else {
-                throw StoreError.corrupt(path: path, detail: "it has no plait tables")
+                throw StoreError.notAPlaitStore(path: path, detail: "it has no plait tables")
             }
             if superseded {
-                let unknown = try DatabaseQueue(path: path, configuration: readOnly).read { db in
-                    try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
-                }
-                throw StoreError.newerSchema(path: path, unknown: Set(unknown).subtracting(migrator.migrations).sorted())
+                throw StoreError.newerSchema(path: path, unknown: Set(all).subtracting(migrator.migrations).sorted())
             }
+            return !Set(migrator.migrations).isSubset(of: applied)
         } catch let error as StoreError {
             throw error
         } catch {
-            throw StoreError.corrupt(path: path, detail: "\(error)")
+            throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
         }
     }
 
@@ -136,9 +190,9 @@ public final class Store: @unchecked Sendable {
     /// throws pass through; SQLite's become `StoreError.sqlite`.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
         do {
-            return try pool.read(body)
+            return try readers.read(body)
         } catch let error as DatabaseError {
-            throw StoreError.sqlite(error.message ?? "\(error)")
+            throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
         } catch let error as CoreError {
             throw StoreError.rejected(error)
         }
@@ -147,9 +201,16 @@ public final class Store: @unchecked Sendable {
     /// Runs `body` in one write transaction: it commits whole or not at all.
     func write<T>(_ body: (Database) throws -> T) throws -> T {
         do {
-            return try pool.write(body)
+            return try writingPool().writeWithoutTransaction { db in
+                var result: T?
+                try db.inTransaction(.immediate) {
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
         } catch let error as DatabaseError {
-            throw StoreError.sqlite(error.message ?? "\(error)")
+            throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
         } catch let error as CoreError {
             throw StoreError.rejected(error)
         }
@@ -301,9 +362,9 @@ public final class Store: @unchecked Sendable {
     /// Folds the WAL back into the main file (for measuring, and before copying a home).
     public func checkpointWAL() throws {
         do {
-            _ = try pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+            _ = try writingPool().writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         } catch {
-            throw StoreError.sqlite("\(error)")
+            throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
         }
     }
 }

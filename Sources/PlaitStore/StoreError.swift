@@ -1,15 +1,31 @@
 import PlaitCore
 
-/// What the store can refuse; each case reads as one sentence saying what to do.
+/// What the store can refuse; each case reads as one sentence saying what happened, to which path, and
+/// what to do. Only `corrupt` suggests a backup: it is thrown only when the file is not SQLite or SQLite
+/// itself finds it damaged (`integrity_check`).
 public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// There is no store file at the path.
     case missing(path: String)
+    /// The directory that should hold the store does not exist.
+    case missingDirectory(path: String)
     /// A store already exists where one was to be created.
     case alreadyExists(path: String)
-    /// The file is not a SQLite database or is damaged.
+    /// The file is not a SQLite database, or SQLite's integrity check finds it damaged.
     case corrupt(path: String, detail: String)
+    /// The file is a sound SQLite database but not a plait store (another program's file).
+    case notAPlaitStore(path: String, detail: String)
     /// The store was written by a newer plait (unknown migrations).
     case newerSchema(path: String, unknown: [String])
+    /// Another process held the store's write lock longer than the busy timeout.
+    case busy(path: String, seconds: Double)
+    /// The file system holding `path` is full.
+    case noSpace(path: String)
+    /// This user may not read or write `path` (the store, its `-wal` or `-shm` file, or the directory).
+    case permissionDenied(path: String, access: String)
+    /// The file system holding `path` is mounted read-only.
+    case readOnlyFileSystem(path: String)
+    /// An I/O error SQLite reported for `path`, with the system's reason.
+    case io(path: String, detail: String)
     /// SQLite reported an error.
     case sqlite(String)
     /// The engine refused the data (a gap, a fork, a payload that does not decode…).
@@ -29,14 +45,32 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
         switch self {
         case let .missing(path):
             return "no plait store at \(path): run `plait init` first (or pass --home)."
+        case let .missingDirectory(path):
+            return "the directory \(path) does not exist: run `plait init` first, or pass the right --home."
         case let .alreadyExists(path):
             return "a plait store already exists at \(path); nothing was changed."
         case let .corrupt(path, detail):
-            return "the store \(path) is damaged or not a plait store (\(detail)); it was left as it is. "
-                + "Run `plait doctor`, or restore it from a backup."
+            return "the store \(path) is damaged (\(detail)); it was left as it is. Restore it from a backup, or "
+                + "move it aside and `plait init` again and sync from your other devices."
+        case let .notAPlaitStore(path, detail):
+            return "\(path) is a SQLite database but not a plait store (\(detail)); it was left as it is. "
+                + "Check --home or $PLAIT_HOME."
         case let .newerSchema(path, unknown):
             return "the store \(path) was written by a newer plait (schema \(unknown.joined(separator: ", "))); "
                 + "upgrade plait to use it. Nothing was changed."
+        case let .busy(path, seconds):
+            return "the store \(path) is busy (another plait process is writing) and stayed locked for "
+                + "\(Int(seconds.rounded())) s; nothing was changed. Try again."
+        case let .noSpace(path):
+            return "no space left on the device holding \(path); nothing was changed. Free some space and try again."
+        case let .permissionDenied(path, access):
+            return "permission denied: this user cannot \(access) \(path); nothing was changed. Run plait as the "
+                + "home's owner, or fix the file's owner and mode."
+        case let .readOnlyFileSystem(path):
+            return "\(path) is on a read-only file system; nothing was changed. Remount it read-write to change "
+                + "the lists (reading them works)."
+        case let .io(path, detail):
+            return "cannot access \(path): \(detail); nothing was changed. Check the disk and the file system."
         case let .sqlite(message):
             return "the store failed: \(message)."
         case let .rejected(error):

@@ -70,6 +70,8 @@ public final class Agent: @unchecked Sendable {
     private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
     private var trusted: Set<String> = []
     private var listener: TLSListener?
+    /// Held from `start` to `stop`: one agent per home.
+    private var homeLock: AgentLock?
     private var discovery: Discovery?
     /// The tag in the published TXT record (it changes with the UTC date).
     private var publishedTag: String?
@@ -90,10 +92,13 @@ public final class Agent: @unchecked Sendable {
         self.logger = logger
     }
 
-    private var myID: String { home.identity.deviceID.description }
+    /// Read after `start` loaded the identity (it is cached in the home from then on).
+    private var myID: String { (try? home.identity)?.deviceID.description ?? "?" }
 
     public func start() throws {
+        homeLock = try AgentLock.acquire(home: home.path)
         TLS.setUp()
+        _ = try home.identity  // networking needs the certificate: say so before listening or dialling
         let initial = try home.trustedDeviceIDs()
         lock.withLock { trusted = initial }
         if let listen = settings.listen {
@@ -132,6 +137,7 @@ public final class Agent: @unchecked Sendable {
         discovery?.close()
         threads.wait()
         discoveryTask?.cancel()
+        homeLock?.release()
         logger.info("agent stopped")
     }
 
@@ -282,7 +288,7 @@ public final class Agent: @unchecked Sendable {
     private func refused(_ error: any Error, from entry: Handshaking) -> HandshakeAdmission.Drop? {
         let (address, host) = (entry.address, entry.host)
         switch error {
-        case let TLSError.peerNotTrusted(id) where id == home.identity.deviceID:
+        case let TLSError.peerNotTrusted(id) where id == (try? home.identity)?.deviceID:
             logger.debug("a connection from this very device (`plait doctor` checking the port); closed")
             return nil
         case let TLSError.peerNotTrusted(id):

@@ -84,7 +84,7 @@ extension Home {
             for await event in events { inbox.post(.discovery(event)) }
         }
 
-        let ownTag = DiscoveryTag.tag(deviceID: identity.deviceID.description, date: Date())
+        let ownTag = DiscoveryTag.tag(deviceID: try pairingIdentity().deviceID.description, date: Date())
         let summary = (try? store.summary()) ?? Summary()
         let instance = PairingRendezvous.instanceName(deviceName: deviceName)
         let announcement = Announcement(

@@ -3,13 +3,20 @@ import PlaitCore
 import PlaitStore
 import PlaitTLS
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A device home: identity (key and certificate), the store, and the config in force.
 public final class Home: @unchecked Sendable {
     public static let storeFileName = "plait.db"
 
     public let path: String
     public let config: Config
-    public let identity: Identity
     public let store: Store
     public let replica: Replica
 
@@ -29,10 +36,35 @@ public final class Home: @unchecked Sendable {
         return url.standardizedFileURL.path
     }
 
-    private init(path: String, config: Config, identity: Identity, store: Store) throws {
+    private let identityLock = NSLock()
+    private var loadedIdentity: Result<Identity, PlaitError>?
+
+    /// The key and certificate, loaded on first use: only networking needs them, so a missing or damaged
+    /// certificate stops `sync`, `agent` and `pair` with its own message, never reading the lists.
+    public var identity: Identity {
+        get throws {
+            try identityLock.withLock {
+                if loadedIdentity == nil {
+                    loadedIdentity = Result { try Identity.load(directory: path) }.mapError(Self.wrap)
+                }
+                return try loadedIdentity!.get()
+            }
+        }
+    }
+
+    /// `identity` for the pairing code, whose functions throw only `PairingError`.
+    func pairingIdentity() throws(PairingError) -> Identity {
+        do {
+            return try identity
+        } catch {
+            throw .identity(Self.wrap(error))
+        }
+    }
+
+    private init(path: String, config: Config, identity: Identity?, store: Store) throws {
         self.path = path
         self.config = config
-        self.identity = identity
+        loadedIdentity = identity.map { .success($0) }
         self.store = store
         do {
             replica = try Replica(store: store)
@@ -99,24 +131,21 @@ public final class Home: @unchecked Sendable {
         return .file(path: "", problem: "\(error)")
     }
 
-    /// Opens an existing home.
+    /// Opens an existing home. The identity is loaded when networking first needs it.
     public static func open(at path: String, config: Config) throws -> Home {
         let storePath = path + "/" + storeFileName
-        guard FileManager.default.fileExists(atPath: storePath) else { throw PlaitError.noHome(path: path) }
-        let identity: Identity
-        do {
-            identity = try Identity.load(directory: path)
-        } catch {
-            throw wrap(error)
-        }
+        // A directory that is there but unreadable is not a missing home: the store says what it is.
+        var status = stat()
+        if stat(path, &status) != 0, errno == ENOENT || errno == ENOTDIR { throw PlaitError.noHome(path: path) }
+        if stat(storePath, &status) != 0, errno == ENOENT { throw PlaitError.noHome(path: path) }
         let store: Store
         do {
             store = try Store.open(at: storePath, synchronousFull: config.synchronousFull)
         } catch {
             throw Self.wrap(error)
         }
-        return try Home(path: path, config: config, identity: identity, store: store)
+        return try Home(path: path, config: config, identity: nil, store: store)
     }
 
-    public var deviceName: String { (try? store.deviceName()) ?? identity.commonName }
+    public var deviceName: String { (try? store.deviceName()) ?? (try? identity)?.commonName ?? "" }
 }

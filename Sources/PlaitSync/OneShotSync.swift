@@ -41,7 +41,7 @@ extension Home {
     public func trustedDeviceIDs() throws -> Set<String> { Set(try store.peers().map(\.deviceID)) }
 
     public var sessionIdentity: SessionIdentity {
-        SessionIdentity(deviceID: identity.deviceID.description, name: deviceName)
+        get throws { SessionIdentity(deviceID: try identity.deviceID.description, name: deviceName) }
     }
 
     /// Connects to `address` over TLS (sync protocol), requires the peer to be paired, and runs one session

@@ -29,6 +29,8 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
     case tls(TLSError)
     /// Both said yes, but the peer could not be stored.
     case store(StoreError)
+    /// This device's key or certificate cannot be loaded, so it cannot connect to anyone.
+    case identity(PlaitError)
     /// `plait pair` without an address needs avahi-daemon, and it cannot be reached; `warning` says why.
     case discoveryUnavailable(warning: String)
     /// Discovery could not be started or could not publish this device.
@@ -74,6 +76,8 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
             return error.description
         case .store(let error):
             return "both devices confirmed, but storing the other device failed: \(error.description)"
+        case .identity(let error):
+            return "cannot pair without this device's certificate: \(error.description)"
         case .discoveryUnavailable(let warning):
             return "cannot look for devices in pairing mode: \(unavailabilityReason(warning)). Start avahi-daemon "
                 + "(`systemctl start avahi-daemon`), or pair without it: `plait pair --listen HOST:PORT` on one "

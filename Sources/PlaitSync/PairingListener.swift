@@ -30,7 +30,7 @@ public final class PairingListener: @unchecked Sendable {
     public init(home: Home, address: PeerAddress) throws(PairingError) {
         self.home = home
         do {
-            let context = try TLSContext(identity: home.identity, role: .server(acceptsPairing: true))
+            let context = try TLSContext(identity: home.pairingIdentity(), role: .server(acceptsPairing: true))
             listener = try TLSListener(host: address.host, port: address.port, context: context, backlog: 8)
         } catch let error as TLSError {
             throw .tls(error)
@@ -68,7 +68,7 @@ public final class PairingListener: @unchecked Sendable {
             connection.close()
             throw .notPairing(negotiated: connection.negotiatedALPN)
         }
-        return try Pairing(connection: connection, identity: home.identity)
+        return try Pairing(connection: connection, identity: home.pairingIdentity())
     }
 
     /// Waits until a device connects with the pairing protocol, runs one attempt with it and, if both
@@ -101,7 +101,7 @@ public final class PairingListener: @unchecked Sendable {
                 connection.close()
                 continue
             }
-            let pairing = try Pairing(connection: connection, identity: home.identity)
+            let pairing = try Pairing(connection: connection, identity: home.pairingIdentity())
             onConnected?(pairing.peer)
             let confirmed = try pairing.run(until: deadline, timeout: timeout, confirm: confirm)
             return try home.storePaired(confirmed, name: name, address: nil)
@@ -133,7 +133,7 @@ extension Home {
         let deadline = ContinuousClock.now + timeout
         let connection: TLSConnection
         do {
-            let context = try TLSContext(identity: identity, role: .client(offering: .pairing))
+            let context = try TLSContext(identity: pairingIdentity(), role: .client(offering: .pairing))
             // The trust predicate is not consulted on a pairing connection (any certificate is admitted
             // there); it would refuse everyone if the server selected anything else.
             connection = try TLSConnection.connect(
@@ -144,7 +144,7 @@ extension Home {
         } catch {
             throw .tls(.socket(operation: "connect to \(address)", reason: "\(error)"))
         }
-        let pairing = try Pairing(connection: connection, identity: identity)
+        let pairing = try Pairing(connection: connection, identity: pairingIdentity())
         if let expecting, !expecting.isExpected(pairing.peer) {
             connection.close()
             throw .unexpectedPeer(name: expecting.name, connected: pairing.peer)

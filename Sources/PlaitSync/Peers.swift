@@ -46,7 +46,7 @@ extension Home {
     /// given. A device already paired keeps its name unless `name` is given.
     public func trust(_ text: String, address: String?, name: String?) throws -> PairedDevice {
         let id = try Self.parseDeviceID(text)
-        guard id != identity.deviceID else {
+        guard id != (try identity).deviceID else {
             throw PlaitError.usage("that is this device's own ID; run `plait pair --trust` with the other device's ID.")
         }
         var parsed = try address.map { try PeerAddress(parsing: $0) }

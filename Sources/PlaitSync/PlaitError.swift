@@ -8,6 +8,8 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
     case config(path: String, problem: String)
     /// There is no device home where one was expected.
     case noHome(path: String)
+    /// Another `plait agent` holds the home's agent lock (`pid` as written in the lock file, if readable).
+    case agentRunning(pid: Int32?, home: String)
     /// `plait init` found an existing home.
     case homeExists(path: String)
     /// A file in the home could not be created or read.
@@ -30,6 +32,10 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
         switch self {
         case let .config(path, problem): return "config \(path): \(problem). See config/plait.toml for every key."
         case let .noHome(path): return "no plait device at \(path): run `plait init` first, or pass --home."
+        case let .agentRunning(pid, home):
+            let holder = pid.map { "another plait agent (PID \($0))" } ?? "another plait agent"
+            return "\(holder) is already running on \(home); only one agent may serve a home. Stop that one first"
+                + (pid.map { " (kill \($0))" } ?? "") + ", or pass another --home."
         case let .homeExists(path):
             return "\(path) already holds a plait device; nothing was changed. Use another --home to create a new one."
         case let .file(path, problem): return "\(path): \(problem)."

@@ -52,16 +52,18 @@ extension Plait {
             let logger = Logger(label: "plait.agent")
             home.replica.onDerivedStateRepair { repair in logger.warning("\(repair)") }
             let agent = PlaitSync.Agent(home: home, settings: settings, logger: logger)
-            try agent.start()
+            // Handlers first: a SIGTERM right after "listening on" (a test, a service manager) must stop the
+            // agent, not fall between SIG_IGN and the dispatch source.
             let finished = DispatchSemaphore(value: 0)
             var sources: [DispatchSourceSignal] = []
             for number in [SIGTERM, SIGINT] {
-                signal(number, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
                 source.setEventHandler { finished.signal() }
                 source.resume()
+                signal(number, SIG_IGN)
                 sources.append(source)
             }
+            try agent.start()
             finished.wait()
             agent.stop()
             _ = sources

@@ -245,7 +245,7 @@ extension Plait {
             let devices: [[String: Any]] = run.devices.enumerated().map { index, device in
                 let reading = outcome.readings[index]
                 return [
-                    "name": device.name, "device": device.home.identity.deviceID.description,
+                    "name": device.name, "device": (try? device.home.identity)?.deviceID.description ?? NSNull(),
                     "address": device.address, "pid": device.agent.map { Int($0.pid) } ?? NSNull(),
                     "agent_exit": device.agentExit.map { Int($0) } ?? NSNull(),
                     "home": device.home.path, "summary": reading.summary.description,

@@ -33,14 +33,14 @@ extension Plait {
             let timeline = try home.store.ownTimeline()
             if json {
                 printJSON([
-                    "home": home.path, "name": name, "device": home.identity.deviceID.description,
+                    "home": home.path, "name": name, "device": try home.identity.deviceID.description,
                     "timeline": timeline.description,
                 ])
             } else {
                 print("Created device '\(name.terminalSafe)' in \(home.path)")
                 print("timeline \(timeline)")
                 print("Device ID (give it to the devices you pair with):")
-                print(home.identity.deviceID.description)
+                print(try home.identity.deviceID.description)
             }
         }
     }
@@ -57,10 +57,10 @@ extension Plait {
         func run() throws {
             let home = try global.openHome()
             if json {
-                printJSON(["device": home.identity.deviceID.description, "name": home.deviceName])
+                printJSON(["device": try home.identity.deviceID.description, "name": home.deviceName])
             } else {
                 print(home.deviceName.terminalSafe)
-                print(home.identity.deviceID.description)
+                print(try home.identity.deviceID.description)
             }
         }
     }
@@ -86,16 +86,23 @@ extension Plait {
             let state = home.replica.state
             let liveLists = state.liveListIDs.count
             let liveItems = state.items.values.filter { !$0.deleted }.count
+            // A damaged certificate stops networking, not the status of the lists: say so in its place.
+            let device = Result { try home.identity.deviceID.description }
             if json {
+                var problem: Any = NSNull()
+                if case .failure(let error) = device { problem = "\(error)" }
                 printJSON([
-                    "device": home.identity.deviceID.description, "name": home.deviceName,
+                    "device": (try? device.get()) ?? NSNull(), "device_problem": problem, "name": home.deviceName,
                     "timeline": timeline.description, "summary": summary.description, "digest": digest,
                     "changes": changes, "baseline": baseline.map { $0.summary.description } ?? NSNull(),
                     "unknown": unknown, "lists": liveLists, "items": liveItems, "home": home.path,
                 ] as [String: Any])
                 return
             }
-            print("device    \(home.identity.deviceID) (\(home.deviceName.terminalSafe))")
+            switch device {
+            case .success(let id): print("device    \(id) (\(home.deviceName.terminalSafe))")
+            case .failure(let error): print("device    unavailable: \("\(error)".terminalSafe) (\(home.deviceName.terminalSafe))")
+            }
             print("home      \(home.path)")
             print("timeline  \(timeline)")
             print("summary   \(summary.isEmpty ? "(empty)" : summary.description)")

@@ -109,7 +109,7 @@ extension Plait {
 
         private func pairByDiscovery(_ home: Home) throws {
             let terminal = PairingTerminal()
-            terminal.say("this device: \(home.identity.deviceID) (\(home.deviceName))")
+            terminal.say("this device: \(try home.identity.deviceID) (\(home.deviceName))")
             let user = DiscoveryPairingUser(
                 started: { instance, port in
                     terminal.say(
@@ -145,7 +145,7 @@ extension Plait {
                 print(
                     "paired with \(paired.deviceID) (\"\(paired.name.terminalSafe)\")"
                         + (paired.address.map { " at \($0)" } ?? ""))
-                print("Now, on that device: plait pair --trust \(home.identity.deviceID)")
+                print("Now, on that device: plait pair --trust \(try home.identity.deviceID)")
             }
         }
 
@@ -156,7 +156,7 @@ extension Plait {
             let host = ["0.0.0.0", "::"].contains(listener.address.host) ? "THIS-HOST" : listener.address.host
             var hint = listener.address
             hint.host = host
-            terminal.say("this device: \(home.identity.deviceID) (\(home.deviceName))")
+            terminal.say("this device: \(try home.identity.deviceID) (\(home.deviceName))")
             terminal.say("listening for pairing on \(listener.address) for \(timeout) s")
             terminal.say("on the other device run: plait pair --connect \(hint)")
             do {
@@ -176,7 +176,7 @@ extension Plait {
         private func pairConnecting(_ home: Home, to target: PeerAddress) throws {
             let terminal = PairingTerminal()
             let remembered = try address.map { try PeerAddress(parsing: $0) }
-            terminal.say("this device: \(home.identity.deviceID) (\(home.deviceName))")
+            terminal.say("this device: \(try home.identity.deviceID) (\(home.deviceName))")
             terminal.say("connecting to \(target) to pair")
             do {
                 let paired = try home.pair(

@@ -259,7 +259,7 @@ import Testing
 
             for command in [["status"], ["show"], ["list", "add", "x"], ["compact"], ["id"]] {
                 let run = try sandbox.fails(command)
-                #expect(run.stderr.contains("damaged or not a plait store"), "\(run)")
+                #expect(run.stderr.contains("is damaged (not a SQLite database)"), "\(run)")
                 #expect(run.stderr.split(separator: "\n").count == 1, "one sentence, no stack trace: \(run)")
                 #expect(fingerprint(ofFile: store) == before)
             }

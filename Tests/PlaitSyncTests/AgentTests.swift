@@ -77,7 +77,8 @@ private struct RecordingHandler: LogHandler {
                 ("unknown type", [0, 0, 0, 3, 200, 1, 2], false, "unknown type 200"),
                 ("truncated", [0, 0, 1, 0, 1, 8, 1], true, "in the middle of a frame"),
             ]
-            let trustServer: @Sendable (DeviceID) -> Bool = { $0 == server.identity.deviceID }
+            let serverID = try server.identity.deviceID
+            let trustServer: @Sendable (DeviceID) -> Bool = { $0 == serverID }
             for (label, bytes, endsWrite, logged) in cases {
                 let context = try TLSContext(identity: rogue.identity, role: .client(offering: .sync))
                 let connection = try TLSConnection.connect(
@@ -97,7 +98,7 @@ private struct RecordingHandler: LogHandler {
                     }
                     #expect(reason.contains(logged), "\(label): \(reason)")
                 }
-                let line = recorder.line(containing: ["session with", rogue.identity.deviceID.description, logged])
+                let line = recorder.line(containing: ["session with", try rogue.identity.deviceID.description, logged])
                 #expect(line != nil, "\(label): nothing logged about it:\n\(recorder.all.joined(separator: "\n"))")
 
                 // The well-behaved peer is served all along.
@@ -126,7 +127,7 @@ private struct RecordingHandler: LogHandler {
             var strangers: [String] = []
             for index in 0..<3 {
                 let stranger = try Home.create(at: directory.file("stranger\(index)"), name: "s\(index)", config: Config())
-                strangers.append(stranger.identity.deviceID.description)
+                strangers.append(try stranger.identity.deviceID.description)
                 let context = try TLSContext(identity: stranger.identity, role: .client(offering: .sync))
                 let connection = try TLSConnection.connect(
                     host: "127.0.0.1", port: port, context: context, trust: { _ in true }, timeout: .seconds(5))

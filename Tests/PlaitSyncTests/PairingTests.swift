@@ -19,7 +19,7 @@ final class TemporaryHome {
         home = try Home.create(at: path, name: name, config: Config())
     }
 
-    var id: DeviceID { home.identity.deviceID }
+    var id: DeviceID { try! home.identity.deviceID }  // created with the home just above
 
     func trusted() throws -> [String] { try home.store.peers().map(\.deviceID) }
 

@@ -1,0 +1,261 @@
+import Foundation
+import PlaitCore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// DESIGN §10 "Concurrency" and "True diagnoses" with the real binary on real files: writers wait for each
+/// other, one agent per home, and each failure says what it is (full disk, read-only mount, permission,
+/// damaged certificate) instead of "damaged, restore from a backup".
+@Suite(.serialized) struct StoreSadPathTests {
+    /// Runs `plait ARGUMENTS`, optionally as the user nobody (tests run as root, whom modes do not stop).
+    static func run(_ sandbox: Sandbox, _ arguments: [String], asNobody: Bool = false) throws
+        -> (status: Int32, stderr: String)
+    {
+        try run(environment: sandbox.baseEnvironment, root: sandbox.root, arguments, asNobody: asNobody)
+    }
+
+    static func run(environment: [String: String], root: String, _ arguments: [String], asNobody: Bool = false)
+        throws -> (status: Int32, stderr: String)
+    {
+        let process = Process()
+        let plait = try PlaitExecutable.path.get()
+        if asNobody {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", plait] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: plait)
+            process.arguments = arguments
+        }
+        process.environment = environment
+        let errorPath = root + "/io/run-\(UUID().uuidString).err"
+        FileManager.default.createFile(atPath: errorPath, contents: nil)
+        let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
+        defer { try? errors.close() }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        let text = String(decoding: FileManager.default.contents(atPath: errorPath) ?? Data(), as: UTF8.self)
+        return (process.terminationStatus, text)
+    }
+
+    /// Case 7: 4 processes × 200 `plait add` on one home, with and without an agent serving it. Before the
+    /// fix, 2–84 of 800 failed with "database is locked" reported as damage (the read-only precheck had no
+    /// busy handler).
+    @Test(arguments: [false, true])
+    func concurrentWritersAllSucceed(withAgent: Bool) throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "L"])
+            let agent = withAgent ? try RunningAgent(sandbox: sandbox, home: sandbox.home) : nil
+            defer { if let agent { #expect(agent.stop() == 0, "the agent exits cleanly: \(agent.log)") } }
+            let writers = 4
+            let adds = 200
+            let failures = Failures()
+            let (environment, root) = (sandbox.baseEnvironment, sandbox.root)
+            DispatchQueue.concurrentPerform(iterations: writers) { writer in
+                for index in 0..<adds {
+                    do {
+                        let result = try Self.run(
+                            environment: environment, root: root, ["add", "L", "w\(writer)-\(index)"])
+                        if result.status != 0 { failures.add("w\(writer)-\(index): \(result.stderr)") }
+                    } catch {
+                        failures.add("w\(writer)-\(index): \(error)")
+                    }
+                }
+            }
+            let failed = failures.all
+            #expect(failed.isEmpty, "\(failed.count) of \(writers * adds) adds failed; first: \(failed.prefix(3))")
+            let texts = Set(try sandbox.shown().flatMap(\.pendingTexts))
+            let expected = Set((0..<writers).flatMap { writer in (0..<adds).map { "w\(writer)-\($0)" } })
+            #expect(texts == expected, "missing: \(expected.subtracting(texts).sorted().prefix(10))")
+        }
+    }
+
+    /// Read-only commands leave the store's main file and WAL byte for byte (before: the migrator's open
+    /// rewrote the schema cookie on every command).
+    @Test func readOnlyCommandsWriteNothing() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "L"])
+            try sandbox.ok(["add", "L", "milk"])
+            let store = sandbox.home + "/plait.db"
+            func snapshot() -> String {
+                var status = stat()
+                let mtime = stat(store, &status) == 0 ? "\(status.st_mtim.tv_sec).\(status.st_mtim.tv_nsec)" : "?"
+                // A missing WAL and an empty one hold the same (nothing); read-only connections may create one.
+                let wal = (try? FileManager.default.attributesOfItem(atPath: store + "-wal")[.size] as? Int) ?? 0
+                return "db \(fingerprint(ofFile: store)) mtime \(mtime) wal \(wal ?? 0) bytes"
+            }
+            let before = snapshot()
+            for command in [["show"], ["show", "--json"], ["lists"], ["status"], ["status", "--json"], ["log"],
+                ["peers"], ["id"]]
+            {
+                try sandbox.ok(command)
+                #expect(snapshot() == before, "`plait \(command.joined(separator: " "))` wrote to the store")
+            }
+        }
+    }
+
+    /// A damaged certificate stops networking with a message naming it, not reading the lists.
+    @Test func damagedCertificateStopsOnlyNetworking() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "Groceries"])
+            try sandbox.ok(["add", "Groceries", "milk"])
+            let certificate = sandbox.home + "/cert.pem"
+            try Data("-----BEGIN CERTIFICATE-----\nnot base64 at all\n".utf8)
+                .write(to: URL(fileURLWithPath: certificate))
+            #expect(try sandbox.shown().map(\.pendingTexts) == [["milk"]])
+            try sandbox.ok(["lists"])
+            let status = try sandbox.ok(["status"])
+            #expect(status.stdout.contains("cert.pem"), "status says why there is no Device ID: \(status)")
+            let sync = try sandbox.fails(["sync", "--peer", "127.0.0.1:9"])
+            #expect(sync.stdout.contains(certificate) || sync.stderr.contains(certificate), "\(sync)")
+            let agent = try sandbox.fails(["agent", "--listen", "127.0.0.1:0", "--no-discovery"])
+            #expect(agent.stderr.contains(certificate), "\(agent)")
+        }
+    }
+
+    /// Case 9: a second agent on one home exits at once naming the first's PID; the lock dies with the
+    /// first agent even when it is killed with SIGKILL.
+    @Test func secondAgentOnOneHomeIsRefused() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let first = try RunningAgent(sandbox: sandbox, home: sandbox.home)
+            defer { first.stop() }
+            let started = Date()
+            let second = try sandbox.fails(["agent", "--listen", "127.0.0.1:0", "--no-discovery"])
+            #expect(Date().timeIntervalSince(started) < 10, "the second agent exits at once")
+            let pid = first.process.processIdentifier
+            #expect(second.stderr.contains("another plait agent (PID \(pid)) is already running on \(sandbox.home)"),
+                "\(second)")
+            #expect(first.process.isRunning, "the first agent keeps running")
+            kill(pid, SIGKILL)
+            #expect(first.stop() == SIGKILL, "\(first.log)")
+            let third = try RunningAgent(sandbox: sandbox, home: sandbox.home)
+            #expect(third.port != 0)
+            #expect(third.stop() == 0, "\(third.log)")
+            #expect(try String(contentsOfFile: sandbox.home + "/agent.lock", encoding: .utf8)
+                == "\(third.process.processIdentifier)\n")
+        }
+    }
+
+    /// The home's directory, readable only by root, seen by nobody: permission denied naming the directory
+    /// (before: "no plait device").
+    @Test(.enabled(if: getuid() == 0, "needs root to run plait as nobody"))
+    func unreadableHomeIsPermissionDenied() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "L"])
+            chmod(sandbox.root, 0o755)
+            chmod(sandbox.home, 0o700)
+            let result = try Self.run(sandbox, ["show"], asNobody: true)
+            #expect(result.status != 0)
+            #expect(result.stderr.contains("permission denied") && result.stderr.contains(sandbox.home), "\(result)")
+            #expect(!result.stderr.contains("no plait device") && !result.stderr.contains("backup"), "\(result)")
+        }
+    }
+
+    /// A `-shm` left mode 0400 by another user (root): permission denied naming that file (before: damaged).
+    @Test(.enabled(if: getuid() == 0, "needs root to chown files and run plait as nobody"))
+    func sharedMemoryFileOfAnotherUserIsPermissionDenied() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "L"])
+            try sandbox.ok(["show"])
+            chmod(sandbox.root, 0o755)
+            let nobody = getpwnam("nobody")!.pointee
+            for file in try FileManager.default.contentsOfDirectory(atPath: sandbox.home) + ["."] {
+                chown(sandbox.home + "/" + file, nobody.pw_uid, nobody.pw_gid)
+            }
+            let shm = sandbox.home + "/plait.db-shm"
+            #expect(FileManager.default.fileExists(atPath: shm), "readers keep a -shm file")
+            chown(shm, 0, 0)
+            chmod(shm, 0o400)
+            let before = fingerprint(ofFile: sandbox.home + "/plait.db")
+            for command in [["add", "L", "x"], ["show"]] {
+                let result = try Self.run(sandbox, command, asNobody: true)
+                #expect(result.status != 0)
+                #expect(result.stderr.contains("permission denied") && result.stderr.contains(shm), "\(result)")
+                #expect(!result.stderr.contains("damaged") && !result.stderr.contains("backup"), "\(result)")
+            }
+            #expect(fingerprint(ofFile: sandbox.home + "/plait.db") == before)
+        }
+    }
+
+    /// A home on a read-only mount: reading works, writing says "read-only file system" and the path.
+    @Test(.enabled(if: getuid() == 0, "needs root to mount"))
+    func readOnlyMountIsReportedAsSuch() throws {
+        try withSandbox { sandbox in
+            let mountPoint = sandbox.root + "/ro"
+            try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+            let home = mountPoint + "/home"
+            try sandbox.ok(["init", "--name", "ro", "--home", home])
+            try sandbox.ok(["list", "add", "L", "--home", home])
+            try sandbox.ok(["add", "L", "milk", "--home", home])
+            try mount(["--bind", mountPoint, mountPoint])
+            defer { _ = try? mount(["-u", mountPoint]) }
+            try mount(["-o", "remount,bind,ro", mountPoint])
+            let shown = try sandbox.ok(["show", "--json", "--home", home]).stdout
+            #expect(shown.contains("milk"))
+            let add = try sandbox.fails(["add", "L", "eggs", "--home", home])
+            #expect(add.stderr.contains("read-only file system") && add.stderr.contains(home), "\(add)")
+            #expect(!add.stderr.contains("damaged") && !add.stderr.contains("backup"), "\(add)")
+            #expect(try sandbox.ok(["show", "--json", "--home", home]).stdout == shown)
+        }
+    }
+
+    /// A full disk: `add` says "no space left" and the path, and the store is unchanged.
+    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
+    func fullDiskIsReportedAsSuch() throws {
+        try withSandbox { sandbox in
+            let mountPoint = sandbox.root + "/small"
+            try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+            try mount(["-t", "tmpfs", "-o", "size=2m", "tmpfs", mountPoint])
+            defer { _ = try? mount(["-u", mountPoint]) }
+            let home = mountPoint + "/home"
+            try sandbox.ok(["init", "--name", "full", "--home", home])
+            try sandbox.ok(["list", "add", "L", "--home", home])
+            try sandbox.ok(["add", "L", "milk", "--home", home])
+            // Fill what is left of the file system.
+            let filler = FileHandle(forWritingAtPath: { () -> String in
+                FileManager.default.createFile(atPath: mountPoint + "/filler", contents: nil)
+                return mountPoint + "/filler"
+            }())!
+            let block = Data(count: 64 << 10)
+            while (try? filler.write(contentsOf: block)) != nil {}
+            try? filler.close()
+            let before = try sandbox.ok(["status", "--json", "--home", home]).json()
+            let add = try sandbox.fails(["add", "L", String(repeating: "x", count: 4000), "--home", home])
+            #expect(add.stderr.contains("no space left") && add.stderr.contains(home), "\(add)")
+            #expect(!add.stderr.contains("damaged") && !add.stderr.contains("backup"), "\(add)")
+            let after = try sandbox.ok(["status", "--json", "--home", home]).json()
+            #expect(after["summary"] as? String == before["summary"] as? String)
+            #expect(after["digest"] as? String == before["digest"] as? String)
+        }
+    }
+
+    func mount(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: arguments.first == "-u" ? "/bin/umount" : "/bin/mount")
+        process.arguments = arguments.first == "-u" ? Array(arguments.dropFirst()) : arguments
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw CLITestFailure("mount \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        }
+    }
+}
+
+/// Failure lines collected from several threads.
+final class Failures: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func add(_ line: String) { lock.withLock { lines.append(line) } }
+    var all: [String] { lock.withLock { lines } }
+}
