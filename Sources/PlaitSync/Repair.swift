@@ -3,28 +3,52 @@ import PlaitCore
 import PlaitStore
 
 /// `plait repair`: heals what this device can heal (DESIGN §10). Each step is one transaction and reports what it
-/// did; steps run in order and a later one may rely on an earlier one.
+/// did; steps run in order and a later one may rely on an earlier one:
 ///
-/// Today: rebuild every piece of derived state (materialized rows, replay position, checkpoints) from the source
-/// (baseline and stored changes). Next (the quarantine of rotted changes): re-pull quarantined changes from
-/// peers, as a step after `rebuildDerivedState`, reported in `Report` beside it.
+/// 1. set aside (quarantine) every stored change whose hash does not continue its timeline's chain, with the rest
+///    of its timeline;
+/// 2. rebuild every piece of derived state (materialized rows, replay position, checkpoints) from the source
+///    (baseline and stored changes);
+/// 3. if anything is set aside, sync with every paired device that has a known address, which pulls good copies
+///    of the set-aside changes from whoever holds them; what no reachable device holds stays set aside and is
+///    reported as unrecoverable for now.
 public enum Repair {
     /// What `run` did.
     public struct Report: Sendable {
         /// Damage met while the home was opened (and already healed in memory), reported by the replica.
         public var foundOnOpen: [DerivedStateRepair]
+        /// Stored changes found damaged now and set aside.
+        public var setAside: [DamagedChange]
         /// The rebuild of derived state.
         public var derived: Replica.DerivedStateRebuild
+        /// The syncs run to pull good copies of set-aside changes.
+        public var pulls: [PeerSyncOutcome]
+        /// What is still set aside afterwards: no reachable device held it.
+        public var stillSetAside: [QuarantinedRange]
     }
 
     /// Runs every repair step on `home`. `foundOnOpen` is what the replica reported while the home was opened.
-    public static func run(home: Home, foundOnOpen: [DerivedStateRepair] = []) throws -> Report {
+    public static func run(
+        home: Home, foundOnOpen: [DerivedStateRepair] = [], pullTimeout: Duration = .seconds(10)
+    ) throws -> Report {
         let derived: Replica.DerivedStateRebuild
+        let setAside: [DamagedChange]
         do {
+            setAside = try home.replica.quarantineDamaged()
             derived = try home.replica.rebuildDerivedState()
         } catch {
             throw Home.wrap(error)
         }
-        return Report(foundOnOpen: foundOnOpen, derived: derived)
+        var pulls: [PeerSyncOutcome] = []
+        if try !home.store.quarantined().isEmpty {
+            for peer in try home.store.peers() {
+                guard let text = peer.address, let address = try? PeerAddress(parsing: text) else { continue }
+                pulls.append(home.syncOnce(with: address, timeout: pullTimeout))
+                if try home.store.quarantined().isEmpty { break }
+            }
+        }
+        return Report(
+            foundOnOpen: foundOnOpen, setAside: setAside, derived: derived, pulls: pulls,
+            stillSetAside: try home.store.quarantined())
     }
 }

@@ -7,7 +7,7 @@ import PlaitSync
 extension Plait {
     struct Repair: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Rebuild this device's derived state (the materialized lists, checkpoints) from its changes.",
+            abstract: "Set damaged changes aside, rebuild derived state from the changes, re-pull what was set aside.",
             discussion: """
                 The changes (with their hash chains) and the baseline are the source; the materialized lists \
                 and items that commands read, the replay position and the checkpoints are derived from them. \
@@ -15,9 +15,14 @@ extension Plait {
                 wrote is lost, and a crash midway leaves the store as it was. Safe to run at any time, also \
                 while the agent runs (it reloads).
 
-                Damaged derived state is also rebuilt automatically when a command meets it (with a warning); \
-                run repair when `plait doctor` reports that the materialized state does not match a replay of \
-                the stored changes, or that a checkpoint is damaged. Exits 0 once the rebuild is committed.
+                Before that, every stored change whose hash does not continue its timeline's chain (bit rot, an \
+                edited row) is set aside (quarantined, never deleted) with the rest of its timeline; afterwards, if \
+                anything is set aside, repair syncs with every paired device that has a known address, which pulls \
+                good copies back. Damaged derived state is also rebuilt automatically when a command meets it (with \
+                a warning), and the agent sets damaged changes aside when it starts. Run repair when `plait doctor` \
+                reports damaged changes, that the materialized state does not match a replay of the stored \
+                changes, or that a checkpoint is damaged. Exits 0 once everything is healed; 1 if changes are still \
+                set aside because no reachable device holds them.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -54,7 +59,16 @@ extension Plait {
                     ] as [String: Any],
                     "checkpoints": ["dropped": derived.checkpointsDropped, "written": derived.checkpointsWritten],
                     "found_on_open": report.foundOnOpen.map(\.description),
+                    "set_aside": report.setAside.map(\.description),
+                    "pulls": report.pulls.map { pull -> [String: Any] in
+                        [
+                            "address": pull.address.description, "ok": pull.failure == nil,
+                            "pulled": pull.result?.pulled ?? 0, "error": pull.failure ?? NSNull(),
+                        ]
+                    },
+                    "still_set_aside": report.stillSetAside.map { "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)" },
                 ] as [String: Any])
+                if !report.stillSetAside.isEmpty { throw ExitCode(1) }
                 return
             }
             print("plait repair: \(home.path)")
@@ -63,6 +77,29 @@ extension Plait {
             print("  \(verdict)")
             for repair in report.foundOnOpen where !isTheRebuild(repair, derived) { print("  found: \(repair)") }
             print("  checkpoints: dropped \(derived.checkpointsDropped), wrote \(derived.checkpointsWritten)")
+            for damage in report.setAside {
+                print("  set aside \(damage): its hash does not continue the chain of its timeline")
+            }
+            for pull in report.pulls {
+                if let failure = pull.failure {
+                    print("  could not pull from \(pull.address): \(failure.terminalSafe)")
+                } else {
+                    print("  pulled \(pull.result?.pulled ?? 0) changes from \(pull.address)")
+                }
+            }
+            if report.stillSetAside.isEmpty {
+                if !report.setAside.isEmpty || !report.pulls.isEmpty { print("  nothing is set aside any more") }
+            } else {
+                for range in report.stillSetAside {
+                    let count = range.seqs.upperBound - range.seqs.lowerBound + 1
+                    FileHandle.standardError.write(
+                        Data(
+                            ("plait repair: \(count) changes (\(range.timeline):\(range.seqs.lowerBound)-"
+                                + "\(range.seqs.upperBound)) are still set aside: no reachable paired device holds "
+                                + "them. Start the agents of your other devices and run repair again.\n").utf8))
+                }
+                throw ExitCode(1)
+            }
         }
 
         /// The rebuild on opening reports the same damage the repair found; say it once.

@@ -212,6 +212,47 @@ import Testing
             #expect(row?["state"] as? String == "diverged", "\(peers)")
             #expect(row?["in_sync"] as? Bool == false)
             #expect(try doctorFailures(sandbox, a.home).contains { $0.contains("diverged") })
+            // `plait repair` on the damaged side rebuilds its state; the next sync verifies both equal.
+            agent.stop()
+            try sandbox.ok(["repair", "--home", b.home])
+            let healed = try RunningAgent(sandbox: sandbox, home: b.home)
+            defer { healed.stop() }
+            try sandbox.ok(["sync", "--peer", healed.address, "--home", a.home])
+            let after = try sandbox.ok(["peers", "--json", "--home", a.home]).json()
+            #expect((after["peers"] as? [[String: Any]])?.first?["state"] as? String == "in sync", "\(after)")
+        }
+    }
+
+    /// `plait repair` sets rotted changes aside and pulls good copies from the paired devices it can reach;
+    /// with none reachable, it says what is still set aside and exits 1 (never "nothing lost").
+    @Test func repairPullsGoodCopiesOfRottedChanges() throws {
+        try withSandbox { sandbox in
+            let sender = try device(sandbox, "sender")
+            let healthy = try device(sandbox, "healthy")
+            try pair(sandbox, sender, healthy)
+            var script = "list add Big\n"
+            for index in 1...200 { script += "add Big d\(index)\n" }
+            try sandbox.ok(["batch", "--home", sender.home], stdin: script)
+            let healthyAgent = try RunningAgent(sandbox: sandbox, home: healthy.home)
+            try sandbox.ok(["sync", "--peer", healthyAgent.address, "--home", sender.home])
+            let own = try TimelineID(parsing: try status(sandbox, sender.home)["timeline"] as? String ?? "")
+            try sqlite(
+                sender.home + "/plait.db",
+                "UPDATE changes SET payload = payload || X'00' WHERE tl = \(column(own)) AND seq = 150")
+            healthyAgent.stop()
+            let alone = try sandbox.run(["repair", "--home", sender.home])
+            #expect(alone.status == 1, "\(alone)")
+            #expect(alone.stdout.contains("set aside change \(own):150"), "\(alone)")
+            #expect(alone.stderr.contains("52 changes (\(own):150-201) are still set aside"), "\(alone)")
+            // The healthy device is back (at a new port: its address is given again).
+            let back = try RunningAgent(sandbox: sandbox, home: healthy.home)
+            defer { back.stop() }
+            try sandbox.ok(["pair", "--trust", healthy.id, "--address", back.address, "--home", sender.home])
+            let repaired = try sandbox.ok(["repair", "--home", sender.home])
+            #expect(repaired.stdout.contains("pulled 52 changes"), "\(repaired)")
+            #expect(repaired.stdout.contains("nothing is set aside any more"), "\(repaired)")
+            #expect(try status(sandbox, sender.home)["summary"] as? String == "\(own):201")
+            try sandbox.ok(["add", "Big", "after-repair", "--home", sender.home])
         }
     }
 }
