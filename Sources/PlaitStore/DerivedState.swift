@@ -147,18 +147,7 @@ public struct BaselineVerification: Sendable {
 extension Store {
     /// Loads the materialized state, replays the source beside it and compares the two, without writing.
     public static func verifyDerivedState(at path: String) throws -> DerivedStateVerification {
-        try precheck(path)
-        var readOnly = Configuration()
-        readOnly.readonly = true
-        do {
-            let queue = try DatabaseQueue(path: path, configuration: readOnly)
-            defer { try? queue.close() }
-            return try queue.read { db in try verifyDerivedState(db) }
-        } catch let error as StoreError {
-            throw error
-        } catch let error as DatabaseError {
-            throw StoreError.sqlite(error.message ?? "\(error)")
-        }
+        try readingOnly(at: path) { db in try verifyDerivedState(db) }
     }
 
     static func verifyDerivedState(_ db: Database) throws -> DerivedStateVerification {

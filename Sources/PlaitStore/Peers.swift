@@ -63,12 +63,18 @@ extension Store {
 
     /// The paired devices, read through a read-only connection (`plait doctor` writes nothing).
     public static func peers(readOnlyAt path: String) throws -> [PeerRecord] {
+        try readingOnly(at: path) { db in try peers(db) }
+    }
+
+    /// Runs `body` in a read transaction on a read-only connection to the store at `path` (`plait doctor`):
+    /// nothing is written, and a writer at work is waited for like anywhere else.
+    static func readingOnly<T>(at path: String, _ body: (Database) throws -> T) throws -> T {
         try precheck(path)
         let readOnly = configuration(synchronousFull: false, busyTimeout: defaultBusyTimeout, readonly: true)
         do {
             let queue = try DatabaseQueue(path: path, configuration: readOnly)
             defer { try? queue.close() }
-            return try queue.read { db in try peers(db) }
+            return try queue.read(body)
         } catch let error as DatabaseError {
             throw StoreDiagnosis.diagnose(error, path: path)
         }

@@ -189,16 +189,15 @@ extension Store {
     }
 
     /// Changes set aside as damaged, per timeline.
-    public func quarantined() throws -> [QuarantinedRange] {
-        try read { db in
-            try Row.fetchAll(
-                db, sql: "SELECT tl, min(seq), max(seq), min(reason) FROM quarantine GROUP BY tl ORDER BY tl"
-            ).map { row in
+    public func quarantined() throws -> [QuarantinedRange] { try read { db in try Self.quarantined(db) } }
+
+    static func quarantined(_ db: Database) throws -> [QuarantinedRange] {
+        try Row.fetchAll(db, sql: "SELECT tl, min(seq), max(seq), min(reason) FROM quarantine GROUP BY tl ORDER BY tl")
+            .map { row in
                 QuarantinedRange(
                     timeline: TimelineID(timelineFromColumn(row[0] as Int64)),
                     seqs: UInt64(clamping: row[1] as Int64)...UInt64(clamping: row[2] as Int64), reason: row[3])
             }
-        }
     }
 
     /// Why the own timeline may continue elsewhere (authoring on it is stopped), nil when it may not.
@@ -239,13 +238,13 @@ extension Store {
         }
     }
 
-    public func forks() throws -> [ForkRecord] {
-        try read { db in
-            try Row.fetchAll(db, sql: "SELECT peer, tl, seq, detail FROM forks ORDER BY peer, tl").map { row in
-                ForkRecord(
-                    peer: row[0], timeline: TimelineID(timelineFromColumn(row[1] as Int64)),
-                    seq: UInt64(clamping: row[2] as Int64), detail: row[3])
-            }
+    public func forks() throws -> [ForkRecord] { try read { db in try Self.forks(db) } }
+
+    static func forks(_ db: Database) throws -> [ForkRecord] {
+        try Row.fetchAll(db, sql: "SELECT peer, tl, seq, detail FROM forks ORDER BY peer, tl").map { row in
+            ForkRecord(
+                peer: row[0], timeline: TimelineID(timelineFromColumn(row[1] as Int64)),
+                seq: UInt64(clamping: row[2] as Int64), detail: row[3])
         }
     }
 
@@ -279,40 +278,17 @@ public struct HistoryReport: Sendable {
 extension Store {
     /// Reads the history report of the store at `path` through a read-only connection.
     public static func historyReport(readOnlyAt path: String) throws -> HistoryReport {
-        try precheck(path)
-        var readOnly = Configuration()
-        readOnly.readonly = true
-        do {
-            let queue = try DatabaseQueue(path: path, configuration: readOnly)
-            defer { try? queue.close() }
-            return try queue.read { db in
-                let quarantined = try Row.fetchAll(
-                    db, sql: "SELECT tl, min(seq), max(seq), min(reason) FROM quarantine GROUP BY tl ORDER BY tl"
-                ).map { row in
-                    QuarantinedRange(
-                        timeline: TimelineID(timelineFromColumn(row[0] as Int64)),
-                        seqs: UInt64(clamping: row[1] as Int64)...UInt64(clamping: row[2] as Int64), reason: row[3])
-                }
-                let forks = try Row.fetchAll(db, sql: "SELECT peer, tl, seq, detail FROM forks ORDER BY peer, tl").map {
-                    ForkRecord(
-                        peer: $0[0], timeline: TimelineID(timelineFromColumn($0[1] as Int64)),
-                        seq: UInt64(clamping: $0[2] as Int64), detail: $0[3])
-                }
-                var baselineProblem: String?
-                do {
-                    _ = try baseline(db)
-                } catch {
-                    baselineProblem = "\(error)"
-                }
-                return HistoryReport(
-                    damaged: try damagedChanges(db), quarantined: quarantined,
-                    ownTimelineSuspicion: try Meta.get(db, .ownTimelineSuspect), ownTimeline: try ownTimeline(db),
-                    forks: forks, peers: try peers(db), summary: try summary(db), baselineProblem: baselineProblem)
+        try readingOnly(at: path) { db in
+            var baselineProblem: String?
+            do {
+                _ = try baseline(db)
+            } catch {
+                baselineProblem = "\(error)"
             }
-        } catch let error as StoreError {
-            throw error
-        } catch let error as DatabaseError {
-            throw StoreError.sqlite(error.message ?? "\(error)")
+            return HistoryReport(
+                damaged: try damagedChanges(db), quarantined: try quarantined(db),
+                ownTimelineSuspicion: try Meta.get(db, .ownTimelineSuspect), ownTimeline: try ownTimeline(db),
+                forks: try forks(db), peers: try peers(db), summary: try summary(db), baselineProblem: baselineProblem)
         }
     }
 }

@@ -143,7 +143,7 @@ import Testing
             #expect(try sandbox.ok(["show", "--json"]).stdout == healthy)
 
             let help = try sandbox.ok(["repair", "--help"])
-            #expect(help.stdout.contains("Rebuild this device's derived state"))
+            #expect(help.stdout.contains("rebuild derived state from the changes"))
             #expect(help.stdout.contains("--json"))
         }
     }
@@ -198,7 +198,9 @@ import Testing
             var expected: [[String]: String] = [:]
             for command in commands { expected[command] = try sandbox.ok(command + ["--home", healthyHome]).stdout }
             let original = try Data(contentsOf: URL(fileURLWithPath: healthyHome + "/plait.db"))
-            #expect(!FileManager.default.fileExists(atPath: healthyHome + "/plait.db-wal"), "the WAL was folded back")
+            // Read-only commands may leave an empty WAL behind; what matters is that it holds nothing.
+            let wal = (try? FileManager.default.attributesOfItem(atPath: healthyHome + "/plait.db-wal")[.size]) as? Int
+            #expect((wal ?? 0) == 0, "the WAL was folded back")
             var rng = SplitMix64(seed: seed)
             var correct = 0
             var clearErrors = 0
