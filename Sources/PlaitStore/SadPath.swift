@@ -58,7 +58,8 @@ extension Replica {
             try db.execute(
                 sql: """
                     INSERT OR REPLACE INTO quarantine (tl, seq, lamport, kind, version, wall, prev, payload, reason, at)
-                    SELECT tl, seq, lamport, kind, version, wall, prev, payload, ?, ? FROM changes WHERE tl = ? AND seq >= ?
+                    SELECT tl, seq, lamport, kind, version, wall, prev, payload, ?, ? FROM changes
+                    WHERE tl = ? AND seq >= ?
                     """,
                 arguments: [reason, now, column, from])
             try db.execute(sql: "DELETE FROM changes WHERE tl = ? AND seq >= ?", arguments: [column, from])

@@ -115,8 +115,9 @@ public final class Agent: @unchecked Sendable {
         spawn("verify") {
             do {
                 for damage in try self.home.replica.quarantineDamaged() {
-                    self.logger.error(
-                        "stored \(damage) is damaged (its hash does not continue its chain): set aside, to be pulled again from a paired device")
+                    let what = "stored \(damage) is damaged (its hash does not continue its chain): set aside, to be "
+                        + "pulled again from a paired device"
+                    self.logger.error("\(what)")
                 }
             } catch {
                 self.logger.error("checking the stored hash chains failed: \(error)")

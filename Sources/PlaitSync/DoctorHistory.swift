@@ -57,8 +57,8 @@ extension Doctor {
             checks.append(
                 DoctorCheck(
                     name: "own timeline", status: .failed,
-                    detail: "this device's timeline \(report.ownTimeline) may continue on another device: \(suspicion); "
-                        + "nothing is authored on it",
+                    detail: "this device's timeline \(report.ownTimeline) may continue on another device: "
+                        + "\(suspicion); nothing is authored on it",
                     advice: "run `plait rejoin` to go on with a new timeline (if this home is a copy of another, run "
                         + "it here, and keep the two from sharing a Device ID by pairing the copy as a new device "
                         + "later)."))

@@ -22,10 +22,13 @@ public struct PeerSyncOutcome: Sendable {
                 + "cp or restored from a backup); plait reports it and cannot merge it yet. On the copy, run `plait "
                 + "rejoin`: it re-sends that device's lists on a new timeline"
         }
-        out += result.refusedTimelines.map { "changes of \($0.timeline) were refused: \($0.refusal); that timeline was not taken from this peer" }
+        out += result.refusedTimelines.map {
+            "changes of \($0.timeline) were refused: \($0.refusal); that timeline was not taken from this peer"
+        }
         out += result.damagedChanges.map { ref in
             "stored change \(ref) of this device is damaged (its hash does not continue its chain): it was set aside "
-                + "with the rest of its timeline, and is pulled again from any peer that holds it; `plait doctor` says more"
+                + "with the rest of its timeline, and is pulled again from any peer that holds it; `plait doctor` "
+                + "says more"
         }
         if let claim = result.staleClaim { out.append(claim.description) }
         if let divergence = result.divergence { out.append(divergence.description) }

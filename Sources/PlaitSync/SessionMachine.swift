@@ -79,7 +79,8 @@ public struct Divergence: Hashable, Sendable, CustomStringConvertible {
     public var peerDigest: [UInt8]
 
     public var description: String {
-        "the state has diverged: both devices hold the same changes (\(summary.isEmpty ? "none" : summary.description)) "
+        let held = summary.isEmpty ? "none" : summary.description
+        return "the state has diverged: both devices hold the same changes (\(held)) "
             + "and baseline, but this device's state digest is \(localDigest.hexString.prefix(16)) and the peer's "
             + "\(peerDigest.hexString.prefix(16)); run `plait repair` on each (it rebuilds the state from the changes)"
     }
@@ -329,7 +330,9 @@ struct SessionMachine {
                             reason: "its hash does not continue the chain of its timeline (found while sending)")
                     }
                 }
-                page.removeAll { change in damagedRefs.contains { $0.timeline == change.timeline && change.seq >= $0.seq } }
+                page.removeAll { change in
+                    damagedRefs.contains { $0.timeline == change.timeline && change.seq >= $0.seq }
+                }
                 stream = current
             }
             if baselineSummary != current.baselineSummary {
@@ -512,7 +515,8 @@ struct SessionMachine {
             try compare(
                 summary: hello.summary,
                 report: StateReport(
-                    stateDigest: hello.stateDigest, baselineDigest: hello.baselineDigest, unknownCount: hello.unknownCount))
+                    stateDigest: hello.stateDigest, baselineDigest: hello.baselineDigest,
+                    unknownCount: hello.unknownCount))
         }
         return messages
     }

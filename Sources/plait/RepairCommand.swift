@@ -66,7 +66,9 @@ extension Plait {
                             "pulled": pull.result?.pulled ?? 0, "error": pull.failure ?? NSNull(),
                         ]
                     },
-                    "still_set_aside": report.stillSetAside.map { "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)" },
+                    "still_set_aside": report.stillSetAside.map {
+                        "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)"
+                    },
                 ] as [String: Any])
                 if !report.stillSetAside.isEmpty { throw ExitCode(1) }
                 return

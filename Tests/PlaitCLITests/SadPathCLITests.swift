@@ -37,7 +37,9 @@ import Testing
         let run = try sandbox.run(["doctor", "--json", "--home", home, "--listen", "127.0.0.1:0"])
         let object = try run.json()
         let checks = object["checks"] as? [[String: Any]] ?? []
-        return checks.filter { $0["status"] as? String == "failed" }.map { "\($0["name"] ?? "?"): \($0["detail"] ?? "")" }
+        return checks.filter { $0["status"] as? String == "failed" }.map {
+            "\($0["name"] ?? "?"): \($0["detail"] ?? "")"
+        }
     }
 
     /// Case 1, Lamport poison: a paired peer relays a change with Lamport time 2^63-1 (hand-made in its store,
@@ -193,7 +195,8 @@ import Testing
             let a = try device(sandbox, "a")
             let b = try device(sandbox, "b")
             try pair(sandbox, a, b)
-            try sandbox.ok(["batch", "--home", a.home], stdin: "list add Groceries\nadd Groceries milk\nadd Groceries eggs\n")
+            try sandbox.ok(
+                ["batch", "--home", a.home], stdin: "list add Groceries\nadd Groceries milk\nadd Groceries eggs\n")
             do {
                 let agent = try RunningAgent(sandbox: sandbox, home: b.home)
                 defer { agent.stop() }

@@ -30,11 +30,13 @@ import Testing
     func chain(_ timeline: TimelineID, count: Int, lamport: UInt64, rng: inout SplitMix64) -> [Change] {
         var out: [Change] = []
         for seq in 1...UInt64(count) {
-            let payload = ListsChange.listCreate(id: ObjectID.random(using: &rng), title: "t\(seq)", color: nil, at: .top)
+            let payload = ListsChange.listCreate(
+                id: ObjectID.random(using: &rng), title: "t\(seq)", color: nil, at: .top)
             out.append(
                 Change(
-                    timeline: timeline, seq: seq, lamport: lamport + seq, previousHash: out.last?.hash ?? Change.zeroHash,
-                    kind: payload.kind, version: 1, wallTime: fixedNow, payload: payload.payload))
+                    timeline: timeline, seq: seq, lamport: lamport + seq,
+                    previousHash: out.last?.hash ?? Change.zeroHash, kind: payload.kind, version: 1,
+                    wallTime: fixedNow, payload: payload.payload))
         }
         return out
     }
@@ -96,7 +98,8 @@ import Testing
             #expect(other[1].hash != held[1].hash)
             let before = try device.store.changes(of: timeline, from: 1, limit: 10)
             // Its Hello shows seq 1 with the same hash as here: only the arriving change at 2 tells them apart.
-            let hello = rawHello(summary: Summary([timeline: 1]), heads: [timeline: HeadHash(seq: 1, hash: held[0].hash)])
+            let hello = rawHello(
+                summary: Summary([timeline: 1]), heads: [timeline: HeadHash(seq: 1, hash: held[0].hash)])
             let (result, _) = try rawPeerSession(device) { peer in
                 _ = try play(peer, hello: hello, batches: [other], done: Summary([timeline: 1]))
             }
