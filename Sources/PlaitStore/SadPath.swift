@@ -64,8 +64,9 @@ extension Replica {
                 arguments: [reason, now, column, from])
             try db.execute(sql: "DELETE FROM changes WHERE tl = ? AND seq >= ?", arguments: [column, from])
             // The new head: the change before, if stored (its hash recomputed), else the baseline's head of it.
-            let previous = try Store.changes(db, of: timeline, from: damage.ref.seq - 1, limit: 1)
-                .first { $0.seq == damage.ref.seq - 1 }
+            // Saturating: a damaged row may carry any number, 0 included.
+            let before = damage.ref.seq == 0 ? 0 : damage.ref.seq - 1
+            let previous = try Store.changes(db, of: timeline, from: before, limit: 1).first { $0.seq == before }
             if let previous {
                 let hash = SHA256.hash(previous.canonicalBytes)
                 try db.execute(
@@ -75,7 +76,7 @@ extension Replica {
                         previous.kind == Change.timelineEndKind ? 1 : 0, column,
                     ])
             } else if let baseline = try Store.baseline(db), baseline.summary[timeline] > 0,
-                baseline.summary[timeline] == damage.ref.seq - 1, let hash = baseline.heads[timeline]
+                baseline.summary[timeline] == before, let hash = baseline.heads[timeline]
             {
                 try db.execute(
                     sql: "UPDATE timelines SET head_seq = ?, head_lamport = ?, head_hash = ?, ended = ? WHERE tl = ?",
@@ -119,39 +120,55 @@ extension Store {
     /// `prev`, the last one's the head hash, and the first one's `prev` the hash the baseline (or nothing)
     /// leaves off at.
     static func damagedChanges(_ db: Database) throws -> [DamagedChange] {
-        var damaged: [DamagedChange] = []
-        let heads = try Self.heads(db)
+        let heads = Dictionary(uniqueKeysWithValues: try Self.heads(db).map { ($0.timeline, $0) })
         let baseline = try Self.baseline(db)
-        for head in heads {
-            let stored = try Self.changes(db, of: head.timeline, from: 0, limit: .max)
-            guard let first = stored.first else { continue }
-            var expectedPrevious: [UInt8]? = first.seq == 1 ? Change.zeroHash : nil
-            if first.seq > 1, let baseline, baseline.summary[head.timeline] == first.seq - 1 {
-                expectedPrevious = baseline.heads[head.timeline]
+        var damaged: [DamagedChange] = []
+        // One pass over the table in (timeline, seq) order, holding one timeline's position at a time.
+        var current: TimelineID?
+        var expectedPrevious: [UInt8]?
+        var previousSeq: UInt64 = 0
+        var isFirst = true
+        /// The first damaged change of the current timeline, and how many stored changes follow it.
+        var broken: (ref: ChangeRef, count: Int)?
+        func finish() {
+            guard let timeline = current else { return }
+            if broken == nil, let head = heads[timeline], previousSeq == head.seq, expectedPrevious != head.hash {
+                broken = (ChangeRef(timeline: timeline, seq: previousSeq), 0)
             }
-            var brokenAt: Int?
-            for (index, change) in stored.enumerated() {
-                if let expectedPrevious, change.previousHash != expectedPrevious {
-                    // The link into this change is broken: the change before it is the damaged one (its bytes no
-                    // longer hash to what this change names), unless this is the first stored change.
-                    brokenAt = index == 0 ? 0 : index - 1
-                    break
-                }
-                if index > 0 && change.seq != stored[index - 1].seq + 1 {
-                    brokenAt = index
-                    break
-                }
-                expectedPrevious = SHA256.hash(change.canonicalBytes)
-            }
-            if brokenAt == nil, let last = stored.last, last.seq == head.seq, expectedPrevious != head.hash {
-                brokenAt = stored.count - 1
-            }
-            if let brokenAt {
-                damaged.append(
-                    DamagedChange(
-                        ref: stored[brokenAt].ref, following: stored.count - brokenAt))
+            if let broken {
+                damaged.append(DamagedChange(ref: broken.ref, following: broken.count + 1))
             }
         }
+        let statement = try db.makeStatement(sql: "SELECT \(ChangeRows.columns) FROM changes ORDER BY tl, seq")
+        try ChangeRows.scan(statement, withChain: true) { change in
+            if change.timeline != current {
+                finish()
+                current = change.timeline
+                broken = nil
+                isFirst = true
+                previousSeq = change.seq == 0 ? 0 : change.seq - 1
+                expectedPrevious = change.seq == 1 ? Change.zeroHash : nil
+                if change.seq > 1, let baseline, baseline.summary[change.timeline] == previousSeq {
+                    expectedPrevious = baseline.heads[change.timeline]
+                }
+            }
+            if var found = broken {
+                found.count += 1
+                broken = found
+                return
+            }
+            if change.seq != previousSeq + 1 {
+                broken = (change.ref, 0)
+            } else if let expected = expectedPrevious, change.previousHash != expected {
+                // The link into this change is broken: the change before it no longer hashes to what this one
+                // names; for the first stored change of its timeline, its own link is the damaged part.
+                broken = isFirst ? (change.ref, 0) : (ChangeRef(timeline: change.timeline, seq: previousSeq), 1)
+            }
+            isFirst = false
+            previousSeq = change.seq
+            expectedPrevious = SHA256.hash(change.canonicalBytes)
+        }
+        finish()
         return damaged
     }
 

@@ -319,7 +319,7 @@ struct SessionMachine {
                 // A stored change that does not hash to what its chain says: send its timeline up to the change
                 // before it, set it and the rest aside, and go on with every other timeline (DESIGN §10).
                 for ref in damagedRefs {
-                    current.cap[ref.timeline] = min(current.cap[ref.timeline], ref.seq - 1)
+                    current.cap[ref.timeline] = min(current.cap[ref.timeline], ref.seq == 0 ? 0 : ref.seq - 1)
                     damaged.append(ref)
                     options.onFinding?(
                         "stored change \(ref) is damaged (its hash does not continue its chain): sent its timeline up "

@@ -233,6 +233,39 @@ import Testing
     }
 }
 
+extension SadPathSessionTests {
+    /// The agent's start-up check (and doctor's, and repair's): one pass over the changes finds, per timeline,
+    /// the first change whose hash does not continue the chain, a damaged head included; setting them aside
+    /// ends each timeline at the last good change and leaves the others alone.
+    @Test func damagedChangesAreFoundPerTimelineAndSetAside() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0007)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 30, rng: &rng)
+            let other = chain(TimelineID(rng.next()), count: 10, lamport: 5, rng: &rng)
+            let intact = chain(TimelineID(rng.next()), count: 4, lamport: 7, rng: &rng)
+            _ = try device.replica.integrate(other + intact)
+            #expect(try device.replica.damagedChanges().isEmpty)
+            let own = try device.timeline
+            let column = { (timeline: TimelineID) in Int64(bitPattern: timeline.rawValue ^ 0x8000_0000_0000_0000) }
+            try sqlite(device.path, "UPDATE changes SET payload = payload || X'01' WHERE tl = \(column(own)) AND seq = 10")
+            try sqlite(device.path, "UPDATE changes SET wall = wall + 1 WHERE tl = \(column(other[0].timeline)) AND seq = 10")
+            let found = try device.replica.damagedChanges().sorted { $0.ref < $1.ref }
+            let expected = [
+                DamagedChange(ref: ChangeRef(timeline: own, seq: 10), following: 21),
+                DamagedChange(ref: ChangeRef(timeline: other[0].timeline, seq: 10), following: 1),
+            ].sorted { $0.ref < $1.ref }
+            #expect(found == expected)
+            let reopened = try Device("d", opening: device.path)
+            #expect(try reopened.replica.quarantineDamaged().count == 2)
+            #expect(try reopened.summary[own] == 9 && reopened.summary[other[0].timeline] == 9)
+            #expect(try reopened.summary[intact[0].timeline] == 4)
+            #expect(try reopened.replica.damagedChanges().isEmpty)
+            #expect(try reopened.store.quarantined().count == 2)
+        }
+    }
+}
+
 /// Runs one SQL statement on a store file with the sqlite3 shell, as a user (or bit rot) would.
 func sqlite(_ path: String, _ sql: String) throws {
     let process = Process()
