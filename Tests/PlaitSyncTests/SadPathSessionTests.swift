@@ -248,8 +248,11 @@ extension SadPathSessionTests {
             #expect(try device.replica.damagedChanges().isEmpty)
             let own = try device.timeline
             let column = { (timeline: TimelineID) in Int64(bitPattern: timeline.rawValue ^ 0x8000_0000_0000_0000) }
-            try sqlite(device.path, "UPDATE changes SET payload = payload || X'01' WHERE tl = \(column(own)) AND seq = 10")
-            try sqlite(device.path, "UPDATE changes SET wall = wall + 1 WHERE tl = \(column(other[0].timeline)) AND seq = 10")
+            try sqlite(
+                device.path, "UPDATE changes SET payload = payload || X'01' WHERE tl = \(column(own)) AND seq = 10")
+            try sqlite(
+                device.path,
+                "UPDATE changes SET wall = wall + 1 WHERE tl = \(column(other[0].timeline)) AND seq = 10")
             let found = try device.replica.damagedChanges().sorted { $0.ref < $1.ref }
             let expected = [
                 DamagedChange(ref: ChangeRef(timeline: own, seq: 10), following: 21),
