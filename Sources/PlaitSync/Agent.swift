@@ -427,7 +427,10 @@ public final class Agent: @unchecked Sendable {
         logger.info("connected to \(peer)\(address.map { " at \($0)" } ?? "")")
         do {
             let result = try session.run()
-            logger.info("session with \(result.peerLabel) ended: pulled \(result.pulled), sent \(result.sent)")
+            // The certificate's Device ID names the peer when the session ended before its Hello.
+            let label = peerLabel(
+                name: result.peerName, deviceID: result.peerDeviceID.isEmpty ? peer : result.peerDeviceID)
+            logger.info("session with \(label) ended: pulled \(result.pulled), sent \(result.sent)")
             if dialedByMe, result.peerCloseReason == "stopped" { backOff(peer) }
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())

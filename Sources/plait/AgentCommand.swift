@@ -53,14 +53,15 @@ extension Plait {
             home.replica.onDerivedStateRepair { repair in logger.warning("\(repair)") }
             let agent = PlaitSync.Agent(home: home, settings: settings, logger: logger)
             // Handlers first: a SIGTERM right after "listening on" (a test, a service manager) must stop the
-            // agent, not fall between SIG_IGN and the dispatch source.
+            // agent. SIG_IGN goes before the source is resumed: libdispatch catches the signal with a handler of
+            // its own on Linux, which a later SIG_IGN would replace (the agent then ignored SIGTERM for good).
             let finished = DispatchSemaphore(value: 0)
             var sources: [DispatchSourceSignal] = []
             for number in [SIGTERM, SIGINT] {
+                signal(number, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
                 source.setEventHandler { finished.signal() }
                 source.resume()
-                signal(number, SIG_IGN)
                 sources.append(source)
             }
             try agent.start()
