@@ -148,9 +148,10 @@ final class BackgroundRun {
         }
     }
 
-    /// A home restored from an old copy of itself notices it is stale, authors on a new timeline, and
-    /// nothing is lost on either side.
-    @Test func aRestoredHomeMovesToANewTimeline() throws {
+    /// A home restored from an old copy of itself pulls back what it had lost, reports that a peer holds its
+    /// own timeline beyond its head (exit 1), refuses to author on that timeline until `plait rejoin`, and then
+    /// goes on with a new one; nothing is lost on either side (DESIGN §10: detect and report, never guess).
+    @Test func aRestoredHomeIsReportedAndGoesOnAfterRejoin() throws {
         try withSandbox { sandbox in
             let d = try sync.devices(sandbox, ["laptop", "server"])
             try sync.pair(sandbox, d[0], d[1])
@@ -168,8 +169,14 @@ final class BackgroundRun {
             try FileManager.default.removeItem(atPath: d[0].home)
             try FileManager.default.copyItem(atPath: backup, toPath: d[0].home)
 
-            let run = try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home])
-            #expect(run.stdout.contains("stale"), "\(run)")
+            let run = try sandbox.run(["sync", "--peer", agent.address, "--home", d[0].home])
+            #expect(run.status == 1 && run.stderr.contains("restored from a backup"), "\(run)")
+            #expect(run.stderr.contains("plait rejoin"), "\(run)")
+            let refused = try sandbox.run(["add", "Notes", "after-restore", "--home", d[0].home])
+            #expect(refused.status != 0 && refused.stderr.contains("plait rejoin"), "\(refused)")
+            let sameTimeline = try sandbox.ok(["status", "--json", "--home", d[0].home]).json()["timeline"] as? String
+            #expect(sameTimeline == oldTimeline, "no timeline is switched without the user")
+            try sandbox.ok(["rejoin", "--home", d[0].home])
             let newTimeline = try sandbox.ok(["status", "--json", "--home", d[0].home]).json()["timeline"] as? String
             #expect(newTimeline != oldTimeline)
             try sandbox.ok(["add", "Notes", "after-restore", "--home", d[0].home])
