@@ -408,6 +408,8 @@ struct SessionMachine {
         guard let peer, forks.isEmpty, refused.isEmpty, damaged.isEmpty, report.unknownCount == 0,
             peer.domainVersion == ListsDomain.version
         else { return }
+        // Most reports come while the two are not at the same summary: that costs a summary read, not a digest.
+        guard try local({ try replica.store.summary() }) == summary else { return }
         let mine = try local { try replica.status() }
         guard mine.summary == summary, mine.baselineDigest == report.baselineDigest, mine.uninterpretable == 0 else {
             return
