@@ -115,6 +115,21 @@ public struct SHA256: Sendable {
 }
 
 extension Array where Element == UInt8 {
+    /// Decodes hexadecimal text (either case, two digits a byte); nil for anything else.
+    public init?(hexString text: String) {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        self = bytes
+    }
+
     /// Lowercase hexadecimal.
     public var hexString: String {
         let digits = Array("0123456789abcdef".utf8)

@@ -51,12 +51,5 @@ struct DeviceIDConformanceTests {
 
 private func bytes(_ value: Any?) throws -> [UInt8] {
     let text = try #require(value as? String)
-    var out: [UInt8] = []
-    var index = text.startIndex
-    while index < text.endIndex {
-        let next = text.index(index, offsetBy: 2)
-        out.append(try #require(UInt8(text[index..<next], radix: 16)))
-        index = next
-    }
-    return out
+    return try #require([UInt8](hexString: text))
 }
