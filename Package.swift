@@ -19,11 +19,11 @@ let package = Package(
     targets: [
         // The replay engine: ids, summaries, changes, the lists domain, baselines. No I/O.
         .target(name: "PlaitCore", exclude: ["plait.proto"]),
-        // The SQLite store.
+        // The SQLite store. COpenSSL: the SHA-256 it injects into Core (OpenSSL's, ~10× the pure-Swift one).
         .target(
             name: "PlaitStore",
             dependencies: [
-                "PlaitCore",
+                "PlaitCore", "COpenSSL",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),

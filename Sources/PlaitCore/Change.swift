@@ -98,3 +98,125 @@ public struct Change: Hashable, Sendable {
             version: UInt32(version), wallTime: Int64(bitPattern: wall), payload: payload)
     }
 }
+
+/// A change with the exact bytes it travels and is hashed in (DESIGN §12): decoded once from what arrived,
+/// the bytes kept and never re-encoded; or encoded once from a change authored or read here.
+public struct EncodedChange: Hashable, Sendable {
+    public let change: Change
+    /// The canonical bytes: what the hash covers and what is forwarded.
+    public let bytes: ArraySlice<UInt8>
+
+    /// Encodes `change` once.
+    public init(_ change: Change) {
+        self.change = change
+        bytes = change.canonicalBytes[...]
+    }
+
+    /// Decodes bytes that must be in canonical form: fields 1 to 8, each once, in order, with their wire types,
+    /// varints in their shortest form, nothing after. Any other encoding of the same change would hash
+    /// differently, so it is refused rather than rewritten; checking the form while decoding spares encoding
+    /// the change again to compare.
+    public init(decoding bytes: ArraySlice<UInt8>) throws(CoreError) {
+        change = try Change(strictCanonical: bytes)
+        self.bytes = bytes
+    }
+}
+
+extension Change {
+    /// The strict decoder behind `EncodedChange(decoding:)`.
+    init(strictCanonical bytes: ArraySlice<UInt8>) throws(CoreError) {
+        var reader = CanonicalReader(bytes: bytes)
+        var timeline: UInt64?
+        var seq: UInt64?
+        do throws(CanonicalReader.Problem) {
+            let timelineValue = try reader.fixed64(1)
+            timeline = timelineValue
+            seq = try reader.varint(2)
+            let lamport = try reader.varint(3)
+            let previous = try reader.bytes(4)
+            let kind = try reader.bytes(5)
+            let version = try reader.varint(6)
+            let wall = try reader.varint(7)
+            let payload = try reader.bytes(8)
+            guard reader.index == bytes.endIndex else { throw .init("bytes after the payload (field 8)") }
+            guard let seq, seq >= 1, previous.count == 32, version <= UInt64(UInt32.max) else {
+                throw .init("it has an invalid number, hash or version")
+            }
+            guard let kindText = String(validating: kind, as: UTF8.self) else {
+                throw .init("its kind is not UTF-8")
+            }
+            self.init(
+                timeline: TimelineID(timelineValue), seq: seq, lamport: lamport, previousHash: Array(previous),
+                kind: kindText, version: UInt32(version), wallTime: Int64(bitPattern: wall), payload: Array(payload))
+        } catch {
+            // What of `timeline:seq` could be read names the change.
+            let ref = timeline.map { "\(TimelineID($0)):" + (seq.map(String.init) ?? "?") }
+            throw .badChange(ref: ref, reason: error.reason)
+        }
+    }
+}
+
+/// Reads the canonical encoding of a change field by field, refusing anything but the one canonical form.
+private struct CanonicalReader {
+    struct Problem: Error {
+        var reason: String
+        init(_ reason: String) { self.reason = reason }
+    }
+
+    let bytes: ArraySlice<UInt8>
+    var index: Int
+
+    init(bytes: ArraySlice<UInt8>) {
+        self.bytes = bytes
+        index = bytes.startIndex
+    }
+
+    private mutating func tag(_ number: UInt8, _ wireType: UInt8) throws(Problem) {
+        guard index < bytes.endIndex else { throw Problem("it ends before field \(number)") }
+        guard bytes[index] == number << 3 | wireType else {
+            throw Problem("field \(number) is missing, out of order or not in canonical form")
+        }
+        index += 1
+    }
+
+    private mutating func rawVarint(_ number: UInt8) throws(Problem) -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard index < bytes.endIndex else { throw Problem("field \(number) is truncated") }
+            let byte = bytes[index]
+            index += 1
+            guard shift < 64, shift < 63 || byte <= 1 else { throw Problem("field \(number) overflows 64 bits") }
+            result |= UInt64(byte & 0x7f) << shift
+            if byte & 0x80 == 0 {
+                // The shortest form never ends in a zero byte after the first.
+                guard byte != 0 || shift == 0 else { throw Problem("field \(number) is not in canonical form") }
+                return result
+            }
+            shift += 7
+        }
+    }
+
+    mutating func varint(_ number: UInt8) throws(Problem) -> UInt64 {
+        try tag(number, 0)
+        return try rawVarint(number)
+    }
+
+    mutating func fixed64(_ number: UInt8) throws(Problem) -> UInt64 {
+        try tag(number, 1)
+        guard bytes.endIndex - index >= 8 else { throw Problem("field \(number) is truncated") }
+        var value: UInt64 = 0
+        for offset in 0..<8 { value |= UInt64(bytes[index + offset]) << UInt64(offset * 8) }
+        index += 8
+        return value
+    }
+
+    mutating func bytes(_ number: UInt8) throws(Problem) -> ArraySlice<UInt8> {
+        try tag(number, 2)
+        let length = try rawVarint(number)
+        guard length <= UInt64(bytes.endIndex - index) else { throw Problem("field \(number) runs past the end") }
+        let slice = bytes[index..<index + Int(length)]
+        index += Int(length)
+        return slice
+    }
+}

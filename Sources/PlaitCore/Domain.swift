@@ -13,6 +13,8 @@ public enum ApplyOutcome: Sendable, Equatable {
 /// A domain is deterministic: the same state and change give the same result on every device.
 public protocol Domain: Sendable {
     associatedtype State: Sendable
+    /// A change's payload decoded: an arriving change is decoded once, at intake, and applied as this.
+    associatedtype Operation: Sendable
 
     /// Sent in Hello so peers know they speak the same data model.
     static var name: String { get }
@@ -22,6 +24,13 @@ public protocol Domain: Sendable {
     func emptyState() -> State
     func canInterpret(kind: String, version: UInt32) -> Bool
     func apply(_ change: Change, to state: inout State) -> ApplyOutcome
+    /// Decodes the payload of a change of a kind and version this domain interprets; nil for any other
+    /// (kept and skipped); throws when an interpreted kind's payload does not decode.
+    func decode(_ change: Change) throws(CoreError) -> Operation?
+    /// Applies a change whose payload `decode` already decoded (`operation` nil: not interpreted here).
+    func apply(_ operation: Operation?, of change: Change, to state: inout State) -> ApplyOutcome
+    /// About how many bytes a copy of `state` takes: bounds the in-memory checkpoints of replay.
+    func approximateSize(of state: State) -> Int
 
     /// The canonical encoding whose SHA-256 is the state digest.
     func canonicalEncoding(of state: State) -> [UInt8]

@@ -103,17 +103,20 @@ public struct RefusedTimeline: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "timeline \(timeline): \(refusal)" }
 }
 
-/// The one check of arriving changes (DESIGN §10): continuity, hash chain, forks at held numbers, Lamport
-/// bounds, size and payload, per timeline. It decides; the store only stores what it accepts.
-public struct Intake: Sendable {
-    /// An accepted change with its hash, computed once.
+/// The one check of arriving changes (DESIGN §10, §12): continuity, hash chain, forks at held numbers, Lamport
+/// bounds, size and payload, per timeline. Each change arrives decoded once with its received bytes
+/// (`EncodedChange`); its hash is computed once, with the injected SHA-256, over those bytes; its payload is
+/// decoded once, and the engine applies that decoded form. It decides; the store only stores what it accepts.
+public struct Intake<D: Domain>: Sendable {
+    /// An accepted change with its hash and its decoded payload.
     public struct Accepted: Sendable {
-        public var change: Change
+        public var decoded: DecodedChange<D.Operation>
         public var hash: [UInt8]
+        public var change: Change { decoded.change }
     }
 
     public struct Result: Sendable {
-        /// Changes to store, in the order they came.
+        /// Changes to store, in timeline order (the engine sorts them into replay order).
         public var accepted: [Accepted] = []
         /// Changes already held with the same hash (re-pulled).
         public var duplicates = 0
@@ -123,25 +126,29 @@ public struct Intake: Sendable {
         public var heads: [TimelineID: HeldHead] = [:]
     }
 
+    public var domain: D
     public var maxChangeBytes: Int
-    /// Whether the payload of a change decodes (nil) or why not, for kinds and versions this build knows.
-    public var payloadProblem: @Sendable (Change) -> String?
+    /// The SHA-256 the hashes are computed with (OpenSSL's, injected by the store; Core's own in unit tests).
+    public var sha256: SHA256.Function
 
-    public init(maxChangeBytes: Int, payloadProblem: @escaping @Sendable (Change) -> String?) {
+    public init(domain: D, maxChangeBytes: Int, sha256: @escaping SHA256.Function = SHA256.current) {
+        self.domain = domain
         self.maxChangeBytes = maxChangeBytes
-        self.payloadProblem = payloadProblem
+        self.sha256 = sha256
     }
 
     /// Checks `batch`. `head` gives the receiver's head of a timeline (nil: none held); `heldHash` the hash of
     /// a change the receiver holds (nil when it cannot tell, e.g. folded into a baseline); `skip` timelines
     /// are dropped silently (refused earlier in the session, or forked with this sender).
     public func check(
-        _ batch: [Change], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
+        _ batch: [EncodedChange], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
         heldHash: (ChangeRef) throws -> [UInt8]?
     ) rethrows -> Result {
         var result = Result()
+        result.accepted.reserveCapacity(batch.count)
         var refused = skip
-        for change in batch.sorted(by: { $0.ref < $1.ref }) {
+        for encoded in batch.sorted(by: { $0.change.ref < $1.change.ref }) {
+            let change = encoded.change
             if refused.contains(change.timeline) { continue }
             let current: HeldHead
             if let known = result.heads[change.timeline] {
@@ -149,36 +156,42 @@ public struct Intake: Sendable {
             } else {
                 current = try head(change.timeline) ?? .empty
             }
-            let bytes = change.canonicalBytes
-            let hash = SHA256.hash(bytes)
-            if let refusal = try judge(change, size: bytes.count, hash: hash, against: current, heldHash: heldHash) {
-                if case .duplicate = refusal {
-                    result.duplicates += 1
-                    continue
-                }
-                if case let .refuse(reason) = refusal {
-                    refused.insert(change.timeline)
-                    result.refused.append(RefusedTimeline(timeline: change.timeline, refusal: reason))
-                }
-                continue
+            let hash = encoded.bytes.withUnsafeBytes { sha256($0) }
+            switch try judge(change, size: encoded.bytes.count, hash: hash, against: current, heldHash: heldHash) {
+            case .duplicate:
+                result.duplicates += 1
+            case let .refuse(reason):
+                refused.insert(change.timeline)
+                result.refused.append(RefusedTimeline(timeline: change.timeline, refusal: reason))
+            case let .accept(operation):
+                result.heads[change.timeline] = HeldHead(
+                    seq: change.seq, lamport: change.lamport, hash: hash,
+                    ended: change.kind == Change.timelineEndKind)
+                result.accepted.append(Accepted(decoded: DecodedChange(change: change, operation: operation), hash: hash))
             }
-            result.heads[change.timeline] = HeldHead(
-                seq: change.seq, lamport: change.lamport, hash: hash,
-                ended: change.kind == Change.timelineEndKind)
-            result.accepted.append(Accepted(change: change, hash: hash))
         }
         return result
+    }
+
+    /// `check` for changes that are not yet encoded (tests, and callers holding `Change` values): each is
+    /// encoded once here.
+    public func check(
+        _ batch: [Change], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
+        heldHash: (ChangeRef) throws -> [UInt8]?
+    ) rethrows -> Result {
+        try check(batch.map(EncodedChange.init), skip: skip, head: head, heldHash: heldHash)
     }
 
     private enum Verdict {
         case duplicate
         case refuse(Refusal)
+        case accept(D.Operation?)
     }
 
     private func judge(
         _ change: Change, size: Int, hash: [UInt8], against head: HeldHead,
         heldHash: (ChangeRef) throws -> [UInt8]?
-    ) rethrows -> Verdict? {
+    ) rethrows -> Verdict {
         if change.seq <= head.seq {
             let held = change.seq == head.seq ? head.hash : try heldHash(change.ref)
             if let held, held != hash { return .refuse(.fork(seq: change.seq, held: held, arriving: hash)) }
@@ -196,7 +209,12 @@ public struct Intake: Sendable {
         guard size <= maxChangeBytes else {
             return .refuse(.tooLarge(seq: change.seq, size: size, limit: maxChangeBytes))
         }
-        if let problem = payloadProblem(change) { return .refuse(.badPayload(seq: change.seq, reason: problem)) }
-        return nil
+        do throws(CoreError) {
+            return .accept(try domain.decode(change))
+        } catch {
+            // The bare reason: the refusal names the peer's change; a decoding error's own wording is about
+            // stored bytes ("a stored snapshot… run `plait doctor`"), which would blame this store.
+            return .refuse(.badPayload(seq: change.seq, reason: "\(change.kind): \(error.reason)"))
+        }
     }
 }

@@ -1,5 +1,38 @@
-/// SHA-256 (FIPS 180-4) in pure Swift, so the engine hashes changes and states without any I/O library.
+import Synchronization
+
+/// SHA-256 (FIPS 180-4). Core keeps no dependency, so it carries a pure-Swift implementation (the reference,
+/// about 10× slower than OpenSSL's); a faster one is injected with `install` (PlaitStore installs OpenSSL's
+/// before it opens a store) and every hash of Core then goes through it.
 public struct SHA256: Sendable {
+    /// A one-shot SHA-256 over contiguous bytes.
+    public typealias Function = @Sendable (UnsafeRawBufferPointer) -> [UInt8]
+
+    /// Written once, under `installState`: 0 nothing installed, 1 being installed, 2 installed.
+    nonisolated(unsafe) private static var installed: Function?
+    private static let installState = Atomic<Int>(0)
+
+    /// Makes `function` the SHA-256 of `hash` (and so of every change hash, chain check and state digest).
+    /// The first installation wins and later ones are ignored: a process has one fast SHA-256. It must compute
+    /// SHA-256 exactly: tests compare it with `reference` on random inputs.
+    public static func install(_ function: @escaping Function) {
+        guard installState.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged else { return }
+        installed = function
+        installState.store(2, ordering: .releasing)
+    }
+
+    /// The installed implementation, or the reference when none is (yet).
+    public static var current: Function {
+        if installState.load(ordering: .acquiring) == 2, let installed { return installed }
+        return { bytes in reference(bytes) }
+    }
+
+    /// The pure-Swift implementation, whatever is installed.
+    public static func reference(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(Array(bytes))
+        return hasher.finalize()
+    }
+
     private var h: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (
         0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19
     )
@@ -19,11 +52,13 @@ public struct SHA256: Sendable {
 
     public init() { buffer.reserveCapacity(64) }
 
-    /// Hashes `bytes` in one call.
+    /// Hashes `bytes` in one call, with the installed implementation.
     public static func hash<S: Sequence>(_ bytes: S) -> [UInt8] where S.Element == UInt8 {
-        var hasher = SHA256()
-        hasher.update(bytes)
-        return hasher.finalize()
+        let function = current
+        if let result = bytes.withContiguousStorageIfAvailable({ function(UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
+        return Array(bytes).withUnsafeBytes { function($0) }
     }
 
     public mutating func update<S: Sequence>(_ bytes: S) where S.Element == UInt8 { update(Array(bytes)) }

@@ -324,20 +324,9 @@ public final class Replica: @unchecked Sendable {
         public var ownTimelineContinued: TimelineID?
     }
 
-    /// The one check of arriving changes, with this store's size cap and domain.
-    var intake: Intake {
-        let domain = self.domain
-        return Intake(maxChangeBytes: maxChangeBytes) { change in
-            guard domain.canInterpret(kind: change.kind, version: change.version) else { return nil }
-            do throws(CoreError) {
-                _ = try ListsChange(kind: change.kind, payload: change.payload)
-                return nil
-            } catch {
-                // The bare reason: the refusal names the peer's change; a decoding error's own wording is
-                // about stored bytes ("a stored snapshot… run `plait doctor`"), which would blame this store.
-                return "\(change.kind): \(error.reason)"
-            }
-        }
+    /// The one check of arriving changes, with this store's size cap and domain, hashing with OpenSSL.
+    var intake: Intake<ListsDomain> {
+        Intake(domain: domain, maxChangeBytes: maxChangeBytes, sha256: FastSHA256.function)
     }
 
     /// Integrates changes pulled from a peer in one transaction: each timeline must continue without a gap,
@@ -346,10 +335,15 @@ public final class Replica: @unchecked Sendable {
     /// timeline that fails is refused from that change on and reported, and the rest is taken (DESIGN §10).
     /// `skip` timelines are dropped silently (refused earlier in the session, or forked with this peer).
     public func integrate(_ batch: [Change], skip: Set<TimelineID> = []) throws -> IntegrateResult {
+        try integrate(encoded: batch.map(EncodedChange.init), skip: skip)
+    }
+
+    /// `integrate` for changes as they arrived: decoded once, with the bytes they travelled in.
+    public func integrate(encoded batch: [EncodedChange], skip: Set<TimelineID> = []) throws -> IntegrateResult {
         let check = intake
         // Checked first in a read: a batch already held entirely (a re-pull), or refused entirely, writes
         // nothing, so other processes need not reload.
-        func run(_ db: Database) throws -> (Intake.Result, [TimelineID: UInt64]) {
+        func run(_ db: Database) throws -> (Intake<ListsDomain>.Result, [TimelineID: UInt64]) {
             var used: [TimelineID: UInt64] = [:]
             let verdict = try check.check(
                 batch, skip: skip,
@@ -391,7 +385,7 @@ public final class Replica: @unchecked Sendable {
             // Keep the old state only when replay will roll back: holding a copy makes the next mutation
             // copy the whole state.
             let before: ListsState? = earliest <= engine.position ? engine.state : nil
-            result.stats = try engine.integrate(fresh, source: StoredChanges(db: db)) { key in
+            result.stats = try engine.integrate(verdict.accepted.map(\.decoded), source: StoredChanges(db: db)) { key in
                 try self.restartPoint(db, before: key)
             }
             result.added = fresh.count

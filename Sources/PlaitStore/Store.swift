@@ -26,6 +26,8 @@ public final class Store: @unchecked Sendable {
     private init(path: String, readers: DatabasePool, writer: DatabasePool?, migrationsPending: Bool,
         synchronousFull: Bool, busyTimeout: Double)
     {
+        // Every hash this process computes from here on (chains, digests) goes through OpenSSL's SHA-256.
+        FastSHA256.install()
         self.path = path
         self.readers = readers
         self.writer = writer

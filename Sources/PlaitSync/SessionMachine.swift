@@ -367,7 +367,7 @@ struct SessionMachine {
             current.cursor = last.orderKey
             stream = current
             sent += page.count
-            return .changes(page)
+            return .changes(page.map(EncodedChange.init))
         }
         if options.mode == .oneShot && isSynced && !reportSent {
             // Both directions are done: tell the peer this state, so each side can check the two agree.
@@ -598,10 +598,10 @@ struct SessionMachine {
         }
     }
 
-    private mutating func integrate(_ batch: [Change]) throws(SessionError) {
+    private mutating func integrate(_ batch: [EncodedChange]) throws(SessionError) {
         guard pull == .asking else { throw .protocolViolation("it sent changes nobody asked for") }
         // Changes of a forked or refused timeline are dropped; refusals stop one timeline, not the session.
-        let result = try local { try replica.integrate(batch, skip: skipped) }
+        let result = try local { try replica.integrate(encoded: batch, skip: skipped) }
         pulled += result.added
         duplicates += result.duplicates
         var newForks = false

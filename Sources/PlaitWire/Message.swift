@@ -14,8 +14,8 @@ public enum Message: Hashable, Sendable {
     case want(Want)
     /// One piece of a baseline.
     case baselineChunk(BaselineChunk)
-    /// A batch of changes in replay order.
-    case changes([Change])
+    /// A batch of changes in replay order, each with the exact bytes it travels in.
+    case changes([EncodedChange])
     /// Ends the stream that answered a Want.
     case done(Summary)
     /// The sender's summary changed; with a report, also what its state is at that summary.
@@ -186,6 +186,9 @@ public enum WireLimits {
 // MARK: - Encoding
 
 extension Message {
+    /// A `changes` message of changes held as values: each is encoded once, here.
+    public static func changes(_ changes: [Change]) -> Message { .changes(changes.map(EncodedChange.init)) }
+
     /// The whole frame: length prefix, type byte, protobuf payload.
     public func encode() -> [UInt8] { encodeFrame(type: type, payload: payload()) }
 
@@ -233,7 +236,10 @@ extension Message {
                     $0.baselineSummary = chunk.baselineSummary.wireEntries
                 })
         case let .changes(changes):
-            return serialize(Plait_Wire_V1_Changes.with { $0.changes = changes.map { Data($0.canonicalBytes) } })
+            // Written by hand: field 1, each change's bytes as they are (no copy through `Data`).
+            var writer = ProtoWriter()
+            for change in changes { writer.data(1, Array(change.bytes)) }
+            return writer.bytes
         case let .done(summary):
             return serialize(Plait_Wire_V1_Done.with { $0.summary = summary.wireEntries })
         case let .notify(summary, report):
@@ -304,10 +310,7 @@ extension Message {
             let proto = try parse(Plait_Wire_V1_BaselineChunk.self, payload)
             return .baselineChunk(try BaselineChunk(validating: proto))
         case .changes:
-            let proto = try parse(Plait_Wire_V1_Changes.self, payload)
-            return .changes(try proto.changes.enumerated().map { (index, bytes) throws(Invalid) in
-                try decodeChange(bytes, position: index + 1)
-            })
+            return .changes(try decodeChanges(payload))
         case .done:
             let proto = try parse(Plait_Wire_V1_Done.self, payload)
             return .done(try Summary(wireEntries: proto.summary, field: "summary"))
@@ -384,23 +387,40 @@ private func checkText(_ text: String, field: String, maxBytes: Int, allowEmpty:
     }
 }
 
-private func decodeChange(_ bytes: Data, position: Int) throws(Invalid) -> Change {
-    let canonical = [UInt8](bytes)
-    let change: Change
+/// The `Changes` message read by hand: each change is decoded once, in place, from a slice of the frame, and
+/// keeps that slice as its bytes (DESIGN §12). Unknown fields are skipped, as for every message.
+private func decodeChanges(_ payload: [UInt8]) throws(Invalid) -> [EncodedChange] {
+    var reader = ProtoReader(payload)
+    var changes: [EncodedChange] = []
+    while true {
+        let next: (field: UInt32, value: ProtoReader.Value)?
+        do {
+            next = try reader.next()
+        } catch {
+            throw Invalid("not a valid protobuf plait.wire.v1.Changes (\(error.reason))")
+        }
+        guard let (field, value) = next else { return changes }
+        guard field == 1 else { continue }
+        guard case let .bytes(slice) = value else {
+            throw Invalid("not a valid protobuf plait.wire.v1.Changes (field 1 is not bytes)")
+        }
+        changes.append(try decodeChange(slice, position: changes.count + 1))
+    }
+}
+
+private func decodeChange(_ bytes: ArraySlice<UInt8>, position: Int) throws(Invalid) -> EncodedChange {
+    // The bytes that travel must be the bytes that are hashed and forwarded: a change in another encoding
+    // (unknown fields, fields out of order, padded varints) is refused, never silently rewritten.
+    let encoded: EncodedChange
     do {
-        change = try Change(canonical: canonical[...])
+        encoded = try EncodedChange(decoding: bytes)
     } catch {
-        throw Invalid("change \(position) of the batch does not decode (\(error.reason))")
+        throw Invalid("change \(position) of the batch does not decode or is not in canonical form (\(error.reason))")
     }
-    // The bytes that travel must be the bytes that are hashed and forwarded; a change in another encoding
-    // (unknown fields, fields out of order, padded varints) would be silently rewritten here.
-    guard change.canonicalBytes == canonical else {
-        throw Invalid("change \(position) of the batch (\(change.ref)) is not in canonical form")
+    guard encoded.change.seq <= WireLimits.maxSeq else {
+        throw Invalid("change \(position) of the batch has sequence number \(encoded.change.seq), over 2^63-1")
     }
-    guard change.seq <= WireLimits.maxSeq else {
-        throw Invalid("change \(position) of the batch has sequence number \(change.seq), over 2^63-1")
-    }
-    return change
+    return encoded
 }
 
 extension Hello {

@@ -250,7 +250,7 @@ import Testing
                 // Cut by bytes: short of the count, and close to the budget (which over-estimates each change by
                 // at most a hundred bytes).
                 if batch.count < 2_000 && size > (1 << 20) - 100 * batch.count { byBytes += 1 }
-                streamed += batch
+                streamed += batch.map(\.change)
             }
             #expect(streamed.count == 8_100)
             #expect(zip(streamed, streamed.dropFirst()).allSatisfy { $0.orderKey < $1.orderKey }, "replay order")

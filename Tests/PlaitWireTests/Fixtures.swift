@@ -54,7 +54,7 @@ enum Fixtures {
         .baselineChunk(
             BaselineChunk(totalSize: 10, offset: 3, data: Array(4...10), last: true, baselineSummary: summary)),
         .baselineChunk(BaselineChunk(totalSize: 10, offset: 10, data: [], last: true, baselineSummary: .empty)),
-        .changes([]),
+        .changes([EncodedChange]()),
         .changes([firstChange, secondChange, unknownChange]),
         .done(summary),
         .done(.empty),
