@@ -24,18 +24,62 @@ public enum DerivedStateRepair: Sendable, Equatable, CustomStringConvertible {
 /// The derived half of a store: the materialized rows and the replay position they were saved at are a cache
 /// of replay(baseline, stored changes). Loading checks them; replaying the source rebuilds them.
 enum DerivedState {
-    /// The materialized state and its position, checked. Throws `StoreError.damagedDerivedState` (or SQLite's
-    /// error for a page it cannot read) when they cannot be trusted.
-    static func load(_ db: Database) throws -> (state: ListsState, position: OrderKey) {
+    /// The materialized state brought up to the stored changes.
+    struct Loaded {
+        var state: ListsState
+        var position: OrderKey
+        /// Stored changes beyond the "applied up to" marker, replayed onto the rows (none after a clean save).
+        var replayedForward: Int
+    }
+
+    /// The materialized state and its position, checked, then brought up to the stored changes: the rows hold
+    /// the state of the changes in the "applied up to" summary; changes committed beyond it (a pulled batch
+    /// whose state was to be saved shortly after, and a crash came first) are applied on top, rolling back to
+    /// `restart` (a stored checkpoint, the baseline) if one sorts before the rows' position. Throws
+    /// `StoreError.damagedDerivedState` (or SQLite's error for a page it cannot read) when they cannot be
+    /// trusted.
+    static func load(_ db: Database, domain: ListsDomain, restart: ReplayFallback<ListsState>) throws -> Loaded {
         let state = try MaterializedRows.load(db)
         let position = try Replica.position(db)
-        // Every write moves the changes and the state together and leaves the position at the newest stored
-        // change it applied, so a position elsewhere means the state is not the one of these changes.
-        if let newest = try StoredChanges.newestKey(db), newest != position {
-            throw StoreError.damagedDerivedState(
-                "it was saved at change \(position), but the newest stored change is \(newest)")
+        let unapplied = try unappliedChanges(db)
+        var engine = ReplayEngine(domain: domain, state: state, position: position)
+        engine.checkpointInterval = .max
+        if !unapplied.isEmpty {
+            let stats = try engine.integrate(unapplied, source: StoredChanges(db: db), fallback: restart)
+            if stats.rolledBack {
+                // The rows no longer match the marks a rollback leaves: mark exactly the records that differ.
+                let differences = ListsState.differences(from: state, to: engine.state)
+                engine.modifyState { $0.markChanged(lists: differences.lists, items: differences.items) }
+            }
         }
-        return (state, position)
+        // Every save leaves the position at the newest change it applied, and every change beyond the marker
+        // was just applied: a position elsewhere means the rows are not the state of these changes.
+        if let newest = try StoredChanges.newestKey(db), newest != engine.position {
+            throw StoreError.damagedDerivedState(
+                "it was saved at change \(position)"
+                    + (unapplied.isEmpty ? "" : " and \(unapplied.count) later changes were replayed onto it")
+                    + ", but the newest stored change is \(newest)")
+        }
+        return Loaded(state: engine.state, position: engine.position, replayedForward: unapplied.count)
+    }
+
+    /// Stored changes beyond the "applied up to" marker, per timeline by number (the index's order).
+    static func unappliedChanges(_ db: Database) throws -> [Change] {
+        guard let text: String = try Meta.get(db, .appliedSummary) else { return [] }
+        let applied: Summary
+        do {
+            applied = try Summary(parsing: text)
+        } catch {
+            throw StoreError.damagedDerivedState("its applied-up-to marker does not parse (\(error.reason))")
+        }
+        var out: [Change] = []
+        let statement = try db.cachedStatement(
+            sql: "SELECT \(ChangeRows.columns) FROM changes WHERE tl = ? AND seq > ? ORDER BY seq")
+        for head in try Store.heads(db) where head.seq > applied[head.timeline] {
+            statement.arguments = [timelineColumn(head.timeline.rawValue), Int64(applied[head.timeline])]
+            try ChangeRows.scan(statement, withChain: false) { out.append($0) }
+        }
+        return out
     }
 
     /// What went wrong with derived data, for the warning (without the advice a `StoreError` carries).
@@ -154,7 +198,10 @@ extension Store {
         let domain = ListsDomain()
         var result = DerivedStateVerification(changes: 0, checkpoints: 0, checkpointProblems: [])
         do {
-            result.materializedDigest = domain.digest(of: try DerivedState.load(db).state)
+            let loaded = try DerivedState.load(db, domain: domain) { key in
+                try Replica.restartPoint(db, before: key, domain: domain, report: { _ in })
+            }
+            result.materializedDigest = domain.digest(of: loaded.state)
         } catch {
             result.materializedProblem = DerivedState.problem(error)
         }

@@ -24,6 +24,16 @@ public final class Replica: @unchecked Sendable {
     /// The state was rebuilt in memory from the source because the rows were damaged; the next write
     /// transaction rewrites every row (a read-only command writes nothing).
     private var rebuiltUnsaved = false
+    /// The in-memory state is ahead of the materialized rows: pulled batches were committed (their change rows,
+    /// heads and summary, durably) and their state is to be saved shortly after (DESIGN §12).
+    public private(set) var derivedUnsaved = false
+    /// Pulled changes applied since the rows were last saved.
+    private var unsavedChanges = 0
+    /// A pulled batch of at least this many changes defers saving the state (a catch-up's batches, where saving
+    /// the rows was half the cost); smaller ones (live edits from a peer) save it in their own transaction.
+    public var deferDerivedFrom = 64
+    /// Deferred changes after which the state is saved anyway: bounds what a crash leaves to replay forward.
+    public var deferDerivedLimit = 200_000
     /// Damaged derived data healed, not yet handed to `onDerivedStateRepair`'s handler.
     private var pendingRepairs: [DerivedStateRepair] = []
     private var repairHandler: (@Sendable (DerivedStateRepair) -> Void)?
@@ -69,14 +79,17 @@ public final class Replica: @unchecked Sendable {
     /// and reports it once. Only an unreadable source is an error.
     private func reload(_ db: Database) throws {
         do {
-            let loaded = try DerivedState.load(db)
+            let loaded = try DerivedState.load(db, domain: domain) { key in try self.restartPoint(db, before: key) }
             engine = ReplayEngine(domain: domain, state: loaded.state, position: loaded.position)
             rebuiltUnsaved = false
+            // Changes committed beyond the rows were replayed onto them: the next write saves them.
+            derivedUnsaved = loaded.replayedForward > 0
         } catch {
             let problem = DerivedState.problem(error)
             let replay = try DerivedState.replay(db, domain: domain)
             engine = replay.engine
             rebuiltUnsaved = true
+            derivedUnsaved = true
             report(.rebuilt(problem: problem, changes: replay.changes, fromBaseline: replay.fromBaseline))
         }
         generation = try Meta.get(db, .generation) ?? 0
@@ -122,31 +135,56 @@ public final class Replica: @unchecked Sendable {
     }
 
     /// One write transaction. On any error nothing is written and the in-memory state is reloaded.
+    ///
+    /// The body may ask (through `deferDerived`) to commit only the source: the change rows, heads and summary,
+    /// durably; the materialized rows then stay at the "applied up to" marker and are saved by a later
+    /// transaction (`saveDerivedState`, or any write), and after a crash the state is replayed forward from it.
     func transaction<T>(_ body: (Database) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
+        deferDerived = false
         do {
-            return try store.write { db in
+            let saved = try store.write { db -> (T, Bool) in
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
                 if current != generation { try reload(db) }
                 let result = try body(db)
-                if rebuiltUnsaved {
-                    // The rows were damaged and the state was rebuilt from the source: rewrite them all.
-                    try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
-                    rebuiltUnsaved = false
-                } else {
-                    try engine.modifyState { state in try MaterializedRows.save(&state, db) }
-                }
-                try Meta.set(db, .position, Self.encode(engine.position))
+                let deferring = deferDerived && !rebuiltUnsaved
+                if !deferring { try saveDerived(db) }
                 try Meta.set(db, .generation, current + 1)
                 generation = current + 1
-                return result
+                return (result, deferring)
             }
+            if saved.1 { derivedUnsaved = true } else { unsavedChanges = 0 }
+            return saved.0
         } catch {
             generation = -1
             try? store.read { db in try reload(db) }
             throw error
         }
+    }
+
+    /// Set by a transaction's body: commit the source now and save the state later.
+    private var deferDerived = false
+
+    /// Writes the materialized rows (what changed since the last save), the position and the marker.
+    private func saveDerived(_ db: Database) throws {
+        if rebuiltUnsaved {
+            // The rows were damaged and the state was rebuilt from the source: rewrite them all.
+            try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
+            rebuiltUnsaved = false
+        } else {
+            try engine.modifyState { state in try MaterializedRows.save(&state, db) }
+        }
+        try Meta.set(db, .position, Self.encode(engine.position))
+        try Meta.set(db, .appliedSummary, try Store.summary(db).description)
+        derivedUnsaved = false
+    }
+
+    /// Saves the state of pulled batches whose saving was deferred (at the end of a pull, when an agent stops).
+    /// Does nothing when the rows are up to date.
+    public func saveDerivedState() throws {
+        guard lock.withLock({ derivedUnsaved }) else { return }
+        try transaction { _ in }
     }
 
     // MARK: Local edits
@@ -379,6 +417,10 @@ public final class Replica: @unchecked Sendable {
                 if db.changesCount > 0 { healed.insert(accepted.change.timeline) }
             }
             let earliest = fresh.map(\.orderKey).min()!
+            if earliest <= engine.position && derivedUnsaved {
+                // A late batch rolls back and rewrites only the records it changed: save what is pending first.
+                try saveDerived(db)
+            }
             try db.execute(
                 sql: "DELETE FROM checkpoints WHERE (lamport, tl, seq) >= (?, ?, ?)",
                 arguments: [Int64(earliest.lamport), timelineColumn(earliest.timeline.rawValue), Int64(earliest.seq)])
@@ -412,6 +454,12 @@ public final class Replica: @unchecked Sendable {
             // back again at its next batch: a stored checkpoint (a snapshot of the whole state) per batch was most
             // of the cost of two devices catching up on each other. Rolled-back batches store one less often.
             try persistCheckpointIfDue(db, added: fresh.count, every: result.stats.rolledBack ? 5 : 1)
+            // A large batch in replay order commits its source now and its state shortly after (DESIGN §12).
+            unsavedChanges += fresh.count
+            // (A store without the marker yet, new or written before it, saves once to set it.)
+            let marked = (try Meta.get(db, .appliedSummary) as String?) != nil
+            deferDerived = !result.stats.rolledBack && (fresh.count >= deferDerivedFrom || derivedUnsaved)
+                && unsavedChanges < deferDerivedLimit && marked
             return result
         }
     }
@@ -459,11 +507,18 @@ public final class Replica: @unchecked Sendable {
         try Meta.set(db, .ownTimelineSuspectCause, nil)
     }
 
+    /// Where replay restarts when no in-memory checkpoint is early enough (see the static form).
+    func restartPoint(_ db: Database, before key: OrderKey) throws -> (key: OrderKey, state: ListsState) {
+        try Self.restartPoint(db, before: key, domain: domain) { report($0) }
+    }
+
     /// Where replay restarts when no in-memory checkpoint is early enough: the newest stored checkpoint
     /// before `key`, else the baseline, else the empty state.
     /// A checkpoint that does not decode is derived data: it is dropped (when `db` may write) and reported, and
     /// the one before it is tried.
-    func restartPoint(_ db: Database, before key: OrderKey) throws -> (key: OrderKey, state: ListsState) {
+    static func restartPoint(
+        _ db: Database, before key: OrderKey, domain: ListsDomain, report: (DerivedStateRepair) -> Void
+    ) throws -> (key: OrderKey, state: ListsState) {
         var bound = key
         while let row = try Row.fetchOne(
             db,
@@ -570,7 +625,9 @@ public final class Replica: @unchecked Sendable {
             var stored: [UInt8]?
             var problem: String?
             do {
-                stored = domain.digest(of: try DerivedState.load(db).state)
+                stored = domain.digest(of: try DerivedState.load(db, domain: domain) { key in
+                    try self.restartPoint(db, before: key)
+                }.state)
             } catch {
                 problem = DerivedState.problem(error)
             }

@@ -392,6 +392,10 @@ enum Meta {
         case generation
         /// The order key of the last change the materialized state includes.
         case position
+        /// The "applied up to" marker (DESIGN §12): the summary of the changes the materialized rows include.
+        /// Changes committed beyond it (a batch saved lazily, then a crash) are replayed forward on load.
+        /// Absent in stores written before it: their rows include every stored change.
+        case appliedSummary = "applied_summary"
         case listHead = "list_head"
         case listTail = "list_tail"
         case formatNote = "format_note"

@@ -89,7 +89,15 @@ public final class Session: @unchecked Sendable {
             try drive()
         } catch {
             if error.tellsPeer { flushBestEffort(closing: error.closeReason) }
+            // Batches taken before the failure are committed; save their state now rather than leave it to the
+            // next load to replay (a failure here changes nothing: the next write saves it).
+            try? replica.saveDerivedState()
             throw error
+        }
+        do {
+            try replica.saveDerivedState()
+        } catch {
+            throw .store(error as? StoreError ?? .sqlite("\(error)"))
         }
         let summary: Summary
         do {

@@ -631,6 +631,8 @@ struct SessionMachine {
         let missing = mine.missing(from: expected)
         guard missing.isEmpty else { throw .incompleteStream(missing: missing) }
         pull = .answered
+        // The pull is complete: save the state its batches committed lazily (DESIGN §12).
+        try local { try replica.saveDerivedState() }
         if wantAgain {
             wantAgain = false
             return [try want()]

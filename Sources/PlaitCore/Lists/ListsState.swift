@@ -91,6 +91,13 @@ public struct ListsState: Sendable {
         self.listTail = listTail
     }
 
+    /// Marks records as changed (to be saved), as if a change had touched them.
+    public mutating func markChanged(lists: Set<ObjectID>, items: Set<ObjectID>) {
+        guard trackChanges else { return }
+        changedLists.formUnion(lists)
+        changedItems.formUnion(items)
+    }
+
     @inline(__always) mutating func touchList(_ id: ObjectID) { if trackChanges { changedLists.insert(id) } }
     @inline(__always) mutating func touchItem(_ id: ObjectID) { if trackChanges { changedItems.insert(id) } }
 
