@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import PlaitStore
 import Testing
 
@@ -111,6 +112,73 @@ final class BackgroundRun {
             #expect(pulled == total - held, "the rest, and only the rest: \(run)")
             #expect(try changeCount(sandbox, d[1].home) == total)
             #expect(try sync.status(sandbox, d[0].home) == sync.status(sandbox, d[1].home))
+        }
+    }
+
+    /// The receiver dies (SIGKILL) between a batch's change commit and the save of its state (DESIGN §12: the
+    /// materialized rows are saved when the pull ends): the store is at a batch boundary with its rows behind
+    /// the "applied up to" marker; the next command replays forward from it, `doctor` finds nothing wrong, and
+    /// the next sync finishes with nothing lost or duplicated.
+    @Test func aReceiverKilledBetweenTheChangeCommitAndTheStateSaveLosesNothing() throws {
+        try withSandbox { sandbox in
+            let d = try sync.devices(sandbox, ["source", "receiver"])
+            try sync.pair(sandbox, d[0], d[1])
+            let config = sandbox.root + "/small-batches.toml"
+            try "[sync]\nbatch_changes = 200\n".write(toFile: config, atomically: true, encoding: .utf8)
+            let agent = try RunningAgent(sandbox: sandbox, home: d[0].home, extra: ["--config", config])
+            defer { agent.stop() }
+            // A first small sync, so the receiver's store carries its marker.
+            try sandbox.ok(["batch", "--home", d[0].home], stdin: "list add First\nadd First one\n")
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", d[1].home])
+            // Two changes, then the list Big and its 6,000 items: 30 batches of 200.
+            let total = 2 + 1 + 6_000
+            let write = try BackgroundRun(
+                sandbox: sandbox, ["batch", "--home", d[0].home],
+                stdinFile: try batchFile(sandbox, list: "Big", count: 6_000))
+            let written = write.wait()
+            #expect(written.status == 0, "\(written)")
+
+            let database = try DatabaseQueue(
+                path: d[1].home + "/plait.db", configuration: { var c = Configuration(); c.readonly = true; return c }())
+            func marker() throws -> (applied: String, changes: Int) {
+                try database.read { db in
+                    (try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'applied_summary'") ?? "",
+                        try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0)
+                }
+            }
+            let before = try marker()
+            let pull = try BackgroundRun(sandbox: sandbox, ["sync", "--peer", agent.address, "--home", d[1].home])
+            // Kill the receiver once batches are committed and their state is not yet saved.
+            var inWindow = false
+            let deadline = Date().addingTimeInterval(120)
+            while !inWindow && Date() < deadline {
+                let now = try marker()
+                inWindow = now.changes > before.changes && now.applied == before.applied
+                if !inWindow { usleep(500) }
+            }
+            kill(pull.process.processIdentifier, SIGKILL)
+            let killed = pull.wait()
+            #expect(inWindow, "no batch was committed before the pull ended")
+            #expect(killed.status != 0, "\(killed)")
+            let after = try marker()
+            #expect(after.applied == before.applied, "the kill landed before the state was saved: \(after)")
+            let held = after.changes
+            #expect(held > before.changes && held < total, "\(held) of \(total)")
+            #expect((held - before.changes) % 200 == 0, "\(held) changes: not a batch boundary")
+
+            // Every command sees the whole state; doctor finds the store and its derived state sound.
+            let doctor = try sandbox.run(["doctor", "--home", d[1].home])
+            #expect(doctor.succeeded, "\(doctor)")
+            #expect(try changeCount(sandbox, d[1].home) == held)
+            let shown = try sandbox.ok(["show", "Big", "--json", "--home", d[1].home]).stdout
+            #expect(shown.components(separatedBy: "\"text\"").count - 1 == held - before.changes - 1)
+
+            let completion = try sandbox.run(["sync", "--peer", agent.address, "--home", d[1].home, "--json"], timeout: 120)
+            #expect(completion.succeeded, "\(completion)")
+            #expect(try changeCount(sandbox, d[1].home) == total)
+            #expect(try sync.status(sandbox, d[0].home) == sync.status(sandbox, d[1].home))
+            let saved = try marker()
+            #expect(saved.applied == (try sync.status(sandbox, d[1].home).summary), "the pull's end saved the state")
         }
     }
 
