@@ -18,7 +18,11 @@ let package = Package(
     ],
     targets: [
         // The replay engine: ids, summaries, changes, the lists domain, baselines. No I/O.
-        .target(name: "PlaitCore", exclude: ["plait.proto"]),
+        // Cross-module optimization: the engine's generics (ReplayEngine, Intake over ListsDomain) are specialized
+        // where the store calls them, instead of running through runtime generic metadata on every change.
+        .target(
+            name: "PlaitCore", exclude: ["plait.proto"],
+            swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]),
         // The SQLite store. COpenSSL: the SHA-256 it injects into Core (OpenSSL's, ~10× the pure-Swift one).
         .target(
             name: "PlaitStore",

@@ -140,6 +140,9 @@ public struct Intake<D: Domain>: Sendable {
     /// Checks `batch`. `head` gives the receiver's head of a timeline (nil: none held); `heldHash` the hash of
     /// a change the receiver holds (nil when it cannot tell, e.g. folded into a baseline); `skip` timelines
     /// are dropped silently (refused earlier in the session, or forked with this sender).
+    // Specialized here for the one domain: a caller in another module otherwise runs the generic body, which
+    // looks up type metadata on every change.
+    @_specialize(exported: true, where D == ListsDomain)
     public func check(
         _ batch: [EncodedChange], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
         heldHash: (ChangeRef) throws -> [UInt8]?

@@ -77,6 +77,7 @@ public struct ReplayEngine<D: Domain>: Sendable {
     /// Applies one change that sorts after `position`. `checkpointing: false` suits a device's own edits:
     /// nothing can arrive before them, so a checkpoint (a state copy) would only cost.
     @discardableResult
+    @_specialize(exported: true, where D == ListsDomain)
     public mutating func applyNext(_ change: Change, checkpointing: Bool = true) -> ApplyOutcome {
         precondition(change.orderKey > position, "applyNext takes changes in replay order")
         return advance(change, outcome: domain.apply(change, to: &state), checkpointing: checkpointing)
@@ -84,6 +85,7 @@ public struct ReplayEngine<D: Domain>: Sendable {
 
     /// `applyNext` for a change whose payload is already decoded.
     @discardableResult
+    @_specialize(exported: true, where D == ListsDomain)
     public mutating func applyNext(_ decoded: DecodedChange<D.Operation>, checkpointing: Bool = true) -> ApplyOutcome {
         precondition(decoded.change.orderKey > position, "applyNext takes changes in replay order")
         let outcome = domain.apply(decoded.operation, of: decoded.change, to: &state)
@@ -146,11 +148,13 @@ public struct ReplayEngine<D: Domain>: Sendable {
 
     /// `integrate` for changes whose payloads intake decoded: in replay order after `position`, they are applied
     /// without decoding again; a late batch replays from the source.
+    @_specialize(exported: true, where D == ListsDomain)
     public mutating func integrate(
         _ decodedBatch: [DecodedChange<D.Operation>], source: ChangeSource, fallback: ReplayFallback<D.State>
     ) throws -> ReplayStats {
         var stats = ReplayStats()
-        guard let earliest = decodedBatch.lazy.map(\.change.orderKey).min() else { return stats }
+        guard var earliest = decodedBatch.first?.change.orderKey else { return stats }
+        for decoded in decodedBatch where decoded.change.orderKey < earliest { earliest = decoded.change.orderKey }
         if earliest > position {
             for decoded in decodedBatch.sorted(by: { $0.change.orderKey < $1.change.orderKey }) {
                 count(applyNext(decoded), in: &stats)

@@ -184,7 +184,7 @@ public final class Replica: @unchecked Sendable {
     /// Does nothing when the rows are up to date.
     public func saveDerivedState() throws {
         guard lock.withLock({ derivedUnsaved }) else { return }
-        try transaction { _ in }
+        try transaction { db in try persistCheckpointIfDue(db, added: 0) }
     }
 
     // MARK: Local edits
@@ -378,29 +378,64 @@ public final class Replica: @unchecked Sendable {
 
     /// `integrate` for changes as they arrived: decoded once, with the bytes they travelled in.
     public func integrate(encoded batch: [EncodedChange], skip: Set<TimelineID> = []) throws -> IntegrateResult {
-        let check = intake
         // Checked first in a read: a batch already held entirely (a re-pull), or refused entirely, writes
         // nothing, so other processes need not reload.
-        func run(_ db: Database) throws -> (Intake<ListsDomain>.Result, [TimelineID: UInt64]) {
-            var used: [TimelineID: UInt64] = [:]
-            let verdict = try check.check(
-                batch, skip: skip,
-                head: { timeline in
-                    let head = try Self.heldHead(db, timeline)
-                    used[timeline] = head?.seq ?? 0
-                    return head
-                }, heldHash: { try Store.hash(db, of: $0) })
-            return (verdict, used)
+        let validated = try validate(batch, skip: skip)
+        return try commit(validated)
+    }
+
+    /// A batch checked by the intake, not yet committed.
+    public struct ValidatedBatch: Sendable {
+        let batch: [EncodedChange]
+        let skip: Set<TimelineID>
+        let verdict: Intake<ListsDomain>.Result
+        /// The head number each timeline it touches was checked against.
+        let used: [TimelineID: UInt64]
+
+        /// What the intake decided (the commit may still fail): changes to store, duplicates, refusals.
+        public var preliminary: IntegrateResult {
+            var result = IntegrateResult()
+            result.added = verdict.accepted.count
+            result.duplicates = verdict.duplicates
+            result.refused = verdict.refused
+            return result
         }
-        var (verdict, used) = try store.read { db in try run(db) }
-        var result = IntegrateResult()
-        result.duplicates = verdict.duplicates
-        result.refused = verdict.refused
-        guard !verdict.accepted.isEmpty else { return result }
+    }
+
+    /// Runs the intake over `batch` against the stored heads, or against `projected` heads where a batch
+    /// validated before it is still committing (`pendingHashes` holds its changes' hashes).
+    func validate(
+        _ batch: [EncodedChange], skip: Set<TimelineID>, projected: [TimelineID: HeldHead] = [:],
+        pendingHashes: [ChangeRef: [UInt8]] = [:]
+    ) throws -> ValidatedBatch {
+        try store.read { db in try validate(db, batch, skip: skip, projected: projected, pendingHashes: pendingHashes) }
+    }
+
+    private func validate(
+        _ db: Database, _ batch: [EncodedChange], skip: Set<TimelineID>, projected: [TimelineID: HeldHead] = [:],
+        pendingHashes: [ChangeRef: [UInt8]] = [:]
+    ) throws -> ValidatedBatch {
+        var used: [TimelineID: UInt64] = [:]
+        let verdict = try intake.check(
+            batch, skip: skip,
+            head: { timeline in
+                let head = try projected[timeline] ?? Self.heldHead(db, timeline)
+                used[timeline] = head?.seq ?? 0
+                return head
+            }, heldHash: { try pendingHashes[$0] ?? Store.hash(db, of: $0) })
+        return ValidatedBatch(batch: batch, skip: skip, verdict: verdict, used: used)
+    }
+
+    /// Commits a validated batch in one transaction, checking it again first if a head it was checked against
+    /// moved (another process wrote, or a batch validated before it was not committed).
+    func commit(_ validated: ValidatedBatch) throws -> IntegrateResult {
+        var result = validated.preliminary
+        result.added = 0
+        guard !validated.verdict.accepted.isEmpty else { return result }
         return try transaction { db in
-            // Another process may have written these timelines since the read: check again if a head moved.
-            if try used.contains(where: { timeline, seq in try Self.heldHead(db, timeline)?.seq ?? 0 != seq }) {
-                (verdict, used) = try run(db)
+            var verdict = validated.verdict
+            if try validated.used.contains(where: { timeline, seq in try Self.heldHead(db, timeline)?.seq ?? 0 != seq }) {
+                verdict = try validate(db, validated.batch, skip: validated.skip).verdict
                 result.duplicates = verdict.duplicates
                 result.refused = verdict.refused
             }
@@ -416,7 +451,8 @@ public final class Replica: @unchecked Sendable {
                     arguments: [timelineColumn(accepted.change.timeline.rawValue), Int64(accepted.change.seq)])
                 if db.changesCount > 0 { healed.insert(accepted.change.timeline) }
             }
-            let earliest = fresh.map(\.orderKey).min()!
+            var earliest = fresh[0].orderKey
+            for change in fresh where change.orderKey < earliest { earliest = change.orderKey }
             if earliest <= engine.position && derivedUnsaved {
                 // A late batch rolls back and rewrites only the records it changed: save what is pending first.
                 try saveDerived(db)
@@ -453,13 +489,16 @@ public final class Replica: @unchecked Sendable {
             // A late batch was just replayed over a long stretch, and the stream it belongs to is likely to roll
             // back again at its next batch: a stored checkpoint (a snapshot of the whole state) per batch was most
             // of the cost of two devices catching up on each other. Rolled-back batches store one less often.
-            try persistCheckpointIfDue(db, added: fresh.count, every: result.stats.rolledBack ? 5 : 1)
             // A large batch in replay order commits its source now and its state shortly after (DESIGN §12).
             unsavedChanges += fresh.count
             // (A store without the marker yet, new or written before it, saves once to set it.)
             let marked = (try Meta.get(db, .appliedSummary) as String?) != nil
             deferDerived = !result.stats.rolledBack && (fresh.count >= deferDerivedFrom || derivedUnsaved)
                 && unsavedChanges < deferDerivedLimit && marked
+            // Stored checkpoints (a snapshot of the whole state each) are derived state too: while it is deferred
+            // they are counted, and the save that ends the deferral stores the one that is due.
+            try persistCheckpointIfDue(
+                db, added: fresh.count, every: result.stats.rolledBack ? 5 : 1, store: !deferDerived)
             return result
         }
     }
@@ -556,9 +595,9 @@ public final class Replica: @unchecked Sendable {
     }
 
     /// Stores a checkpoint once `storedCheckpointInterval` × `every` changes were added since the last one.
-    private func persistCheckpointIfDue(_ db: Database, added: Int, every: Int = 1) throws {
+    private func persistCheckpointIfDue(_ db: Database, added: Int, every: Int = 1, store: Bool = true) throws {
         let pending = (try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'since_checkpoint'") ?? 0) + added
-        if pending >= storedCheckpointInterval * every && engine.position > .zero {
+        if store && pending >= storedCheckpointInterval * every && engine.position > .zero {
             try storeCheckpoint(db)
             try db.execute(
                 sql: """

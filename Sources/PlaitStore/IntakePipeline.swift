@@ -1,0 +1,87 @@
+import Foundation
+import PlaitCore
+
+/// Pulled batches through the intake and into the store, overlapped (DESIGN §12): batch n+1 is decoded and
+/// checked on the caller's thread against the heads batch n will leave, while batch n commits on the
+/// pipeline's own thread. If a commit fails, every batch validated behind it is discarded, uncommitted, and the
+/// failure is thrown by the next `submit` or by `finish`; what the store holds is then exactly the batches
+/// committed before it, as without the overlap.
+///
+/// One pipeline serves one stream of batches (a session's pull); `finish` before reading the summary.
+public final class IntakePipeline: @unchecked Sendable {
+    private let replica: Replica
+    private let queue = DispatchQueue(label: "plait.intake.commit")
+    private let lock = NSLock()
+    private let idle = NSCondition()
+    /// Heads as the batches validated so far leave them (not all committed yet).
+    private var projected: [TimelineID: HeldHead] = [:]
+    /// Hashes of changes validated and not yet committed, for the fork check of a change sent again.
+    private var pendingHashes: [ChangeRef: [UInt8]] = [:]
+    private var inFlight = 0
+    private var failure: (any Error)?
+    private var committed: [Replica.IntegrateResult] = []
+
+    init(replica: Replica) { self.replica = replica }
+
+    /// Checks `batch` and queues its commit. Returns what the intake decided (changes taken, duplicates,
+    /// refusals); throws the failure of an earlier commit, after which nothing more is committed.
+    public func submit(_ batch: [EncodedChange], skip: Set<TimelineID> = []) throws -> Replica.IntegrateResult {
+        let (heads, hashes) = try lock.withLock { () throws -> ([TimelineID: HeldHead], [ChangeRef: [UInt8]]) in
+            if let failure { throw failure }
+            return (projected, pendingHashes)
+        }
+        let validated = try replica.validate(batch, skip: skip, projected: heads, pendingHashes: hashes)
+        guard !validated.verdict.accepted.isEmpty else { return validated.preliminary }
+        let refs = validated.verdict.accepted.map(\.change.ref)
+        lock.withLock {
+            for (timeline, head) in validated.verdict.heads { projected[timeline] = head }
+            for accepted in validated.verdict.accepted { pendingHashes[accepted.change.ref] = accepted.hash }
+            inFlight += 1
+        }
+        queue.async { [self] in
+            let discard = lock.withLock { failure != nil }
+            var outcome: Replica.IntegrateResult?
+            var error: (any Error)?
+            if !discard {
+                do {
+                    beforeCommit?()
+                    outcome = try replica.commit(validated)
+                } catch let thrown {
+                    error = thrown
+                }
+            }
+            lock.withLock {
+                if let error, failure == nil { failure = error }
+                if let outcome { committed.append(outcome) }
+                for ref in refs { pendingHashes[ref] = nil }
+                if failure != nil { projected = [:] }
+                inFlight -= 1
+            }
+            idle.lock()
+            idle.broadcast()
+            idle.unlock()
+        }
+        return validated.preliminary
+    }
+
+    /// Waits for every queued commit; returns their results, or throws the first failure.
+    @discardableResult
+    public func finish() throws -> [Replica.IntegrateResult] {
+        idle.lock()
+        while lock.withLock({ inFlight > 0 }) { idle.wait() }
+        idle.unlock()
+        return try lock.withLock {
+            if let failure { throw failure }
+            defer { committed = [] }
+            return committed
+        }
+    }
+
+    /// Tests: runs before each commit on the commit thread (to hold it while the next batch is validated).
+    var beforeCommit: (@Sendable () -> Void)?
+}
+
+extension Replica {
+    /// A pipeline for one stream of pulled batches.
+    public func intakePipeline() -> IntakePipeline { IntakePipeline(replica: self) }
+}

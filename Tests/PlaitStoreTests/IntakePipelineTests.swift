@@ -1,0 +1,78 @@
+import Foundation
+import GRDB
+import PlaitCore
+import PlaitTestSupport
+import Testing
+
+@testable import PlaitStore
+
+/// Validation of batch n+1 overlapping the commit of batch n (DESIGN §12).
+@Suite struct IntakePipelineTests {
+    /// `count` changes of `a` that `b` lacks, cut into batches of `size`.
+    func batches(_ a: Device, for b: Device, size: Int) throws -> [[EncodedChange]] {
+        let all = try a.changesMissing(from: b).map(EncodedChange.init)
+        return stride(from: 0, to: all.count, by: size).map { Array(all[$0..<min($0 + size, all.count)]) }
+    }
+
+    @Test(arguments: [0x919_0001 as UInt64])
+    func overlappedBatchesCommitWhatOneBatchWould(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let a = try Device("a", in: directory, timeline: TimelineID(0xA))
+            let b = try Device("b", in: directory, timeline: TimelineID(0xB))
+            try randomEdits(a.replica, count: 700, rng: &rng, perEdit: false)
+            let pipeline = b.replica.intakePipeline()
+            var taken = 0
+            for batch in try batches(a, for: b, size: 100) { taken += try pipeline.submit(batch).added }
+            // A batch sent twice (a resumed stream) is recognised as held even while its first copy commits.
+            let again = try pipeline.submit(try batches(a, for: b, size: 100).last!)
+            let results = try pipeline.finish()
+            #expect(taken == 700 && again.added == 0, "seed \(seed)")
+            #expect(results.map(\.added).reduce(0, +) == 700)
+            #expect(try b.summary == a.summary)
+            #expect(b.digest == a.digest)
+            #expect(try b.reopened().digest == a.digest)
+        }
+    }
+
+    /// Batch 1's commit fails (a real SQLite abort, from a trigger); batch 2 was validated against the heads
+    /// batch 1 would have left while batch 1 waited to commit: it is discarded, nothing of either is stored,
+    /// and the failure is reported. The store then takes both normally.
+    @Test(arguments: [0x919_0002 as UInt64])
+    func aBatchWhoseCommitFailsDiscardsTheValidatedNextOne(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let a = try Device("a", in: directory, timeline: TimelineID(0xA))
+            let b = try Device("b", in: directory, timeline: TimelineID(0xB))
+            try randomEdits(a.replica, count: 3, rng: &rng)
+            try b.pull(from: a)
+            try randomEdits(a.replica, count: 200, rng: &rng, perEdit: false)
+            let pieces = try batches(a, for: b, size: 100)
+            #expect(pieces.count == 2)
+            let failAt = pieces[0][50].change.seq
+            try b.store.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER fail_once BEFORE INSERT ON changes WHEN NEW.seq = \(failAt)
+                    BEGIN SELECT RAISE(ABORT, 'disk on fire'); END
+                    """)
+            }
+            let withTrigger = try dump(b.store)
+            let pipeline = b.replica.intakePipeline()
+            let hold = DispatchSemaphore(value: 0)
+            pipeline.beforeCommit = { hold.wait() }
+            let first = try pipeline.submit(pieces[0])
+            // Validated while batch 1 has not committed: it continues batch 1's heads.
+            let second = try pipeline.submit(pieces[1])
+            #expect(first.added == 100 && second.added == 100 && second.refused.isEmpty, "\(second.refused)")
+            hold.signal()
+            hold.signal()
+            #expect(throws: (any Error).self) { try pipeline.finish() }
+            #expect(throws: (any Error).self) { _ = try pipeline.submit(pieces[1]) }
+            #expect(try dump(b.store) == withTrigger, "nothing of either batch was stored")
+            #expect(try b.reopened().digest == b.digest)
+            try b.store.write { db in try db.execute(sql: "DROP TRIGGER fail_once") }
+            try b.pull(from: a)
+            #expect(b.digest == a.digest)
+        }
+    }
+}
