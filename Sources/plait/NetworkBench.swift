@@ -38,7 +38,10 @@ enum NetworkBench {
         var results: [String: Any] = [:]
         let pycrdtScript = PycrdtAnchor.script(explicit: options.pycrdtScript)
         let pycrdtMissing = PycrdtAnchor.unavailable(script: pycrdtScript)
-        if let pycrdtMissing { log("pycrdt anchor skipped: \(pycrdtMissing)") }
+        if let pycrdtMissing {
+            results["pycrdt_skipped"] = pycrdtMissing
+            log("pycrdt anchor skipped: \(pycrdtMissing)")
+        }
         for workload in Scenario.allCases {
             let figures = try catchUp(
                 workload, directory: directory, options: options, pycrdt: pycrdtMissing == nil ? pycrdtScript : nil,
