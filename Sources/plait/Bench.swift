@@ -106,6 +106,11 @@ extension Plait {
             }
             var results: [String: Any] = ["changes": changes, "seed": Int(seed), "runs": runs]
             let log = { (line: String) in if !json { print(line) } }
+            // Other work on the machine slows every figure: say how busy it was, so runs can be compared.
+            let cores = ProcessInfo.processInfo.activeProcessorCount
+            results["cores"] = cores
+            results["load_average_start"] = Self.loadAverage()
+            log(String(format: "machine: %d cores, load average %.1f at the start", cores, Self.loadAverage()))
             log("building a history of \(changes) changes over \(lists) lists and about \(items) live items (seed \(seed)) in \(directory)")
 
             let home = try Home.create(at: directory + "/history", name: "bench", config: Config())
@@ -205,11 +210,19 @@ extension Plait {
 
             // Idle CPU of two paired, connected agents (helper "events", IdleBench.swift): its call goes here.
 
+            results["load_average_end"] = Self.loadAverage()
+            log(String(format: "load average %.1f at the end (%d cores)", Self.loadAverage(), cores))
             let peak = Self.peakResidentKiB()
             results["peak_rss_mib"] = Double(peak) / 1024
             log(String(format: "peak resident memory of this benchmark process: %.0f MiB", Double(peak) / 1024))
             if keep { log("kept \(directory)") }
             if json { printJSON(results) }
+        }
+
+        /// The one-minute load average (runnable processes), from /proc/loadavg.
+        static func loadAverage() -> Double {
+            let text = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? ""
+            return Double(text.split(separator: " ").first ?? "") ?? 0
         }
 
         static func currentResidentKiB() -> Int { statusField("VmRSS:") }
