@@ -9,38 +9,40 @@ extension Plait {
         static let configuration = CommandConfiguration(
             abstract: "Measure catch-up, replay, late changes, commands and latency on temporary devices.",
             discussion: """
-                Run it on a release build (`swift build -c release --product plait`, then \
-                `.build/release/plait bench`); it takes several minutes and a few hundred MB of temporary disk. Every \
-                figure is measured --runs times and printed as "lowest – highest (median)": this kind of machine \
-                is noisy, one run is not a result. Everything is local: temporary homes (deleted afterwards \
-                unless --keep), agents listening on 127.0.0.1 only. The figures:
+                Run it on a release build (`swift build -c release --product plait`, then `.build/release/plait \
+                bench`); it takes several minutes and a few hundred MB of temporary disk. Every figure is measured \
+                --runs times and printed as "lowest – highest (median)": this kind of machine is noisy, one run is \
+                not a result. Everything is local: temporary homes (deleted afterwards unless --keep), agents \
+                listening on 127.0.0.1 only. The figures:
 
                 History (--changes, default 1,000,000 realistic edits over --lists lists and about --items live \
-                items): full replay = rebuilding the materialized state from every stored change (what a repair \
-                or a format upgrade costs); one late change = integrating another device's edit that sorts \
-                about 1,000 changes before the newest, with the agent's in-memory checkpoints (what a sync \
-                costs when an offline device comes back) and cold from stored checkpoints; state load = what \
-                every command pays to start; `plait batch` throughput; bytes per change on disk.
+                items): full replay = rebuilding the materialized state from every stored change (what a repair or a \
+                format upgrade costs); one late change = integrating another device's edit that sorts about 1,000 \
+                changes before the newest, with the agent's in-memory checkpoints (what a sync costs when an offline \
+                device comes back) and cold from stored checkpoints; state load = what every command pays to start; \
+                `plait batch` throughput; bytes per change on disk.
 
-                Catch-up (--network-changes, default 100,000; 0 skips everything below): a fresh device, a \
-                separate `plait sync` process, pulls the whole history from an agent over TLS and stores it \
-                durably (synchronous = full unless configured otherwise). Two workloads: "edits" (10,000 items \
-                edited over and over: the history grows, the state does not) and "growing state" (every change \
-                creates a new item: the device ends with 100,000 live items, the workload of a user who keeps \
-                adding). For each: changes per second, and the peak resident memory of the catching-up process \
-                alone (wait4's ru_maxrss, taken by a small helper process so it is not the benchmark's own). \
-                Beside it, in the same run: SQLite inserting the very same change rows into a fresh store (same \
-                table, indexes, WAL and synchronous setting, one transaction per batch the sync would send, \
-                one prepared statement) — the practical ceiling on this machine, and plait's rate as a share \
-                of it (goal ≥ 70 %). And, when `python3 -c 'import pycrdt'` works, pycrdt (Yjs in Rust) \
-                applying the equivalent update in memory (scripts/pycrdt-anchor.py): an outside anchor that \
-                neither hashes, validates, nor writes to disk; Yjs also drops overwritten values, so for the \
-                edits workload its update is much smaller than the history plait transfers.
+                Catch-up (--network-changes, default 100,000; 0 skips everything below): a fresh device, a separate \
+                `plait sync` process, pulls the whole history from an agent over TLS and stores it durably \
+                (synchronous = full unless configured otherwise). Two workloads: "edits" (10,000 items edited over \
+                and over: the history grows, the state does not) and "growing state" (every change creates a new \
+                item: by default the device ends with 100,000 live items, the workload of a user who keeps adding). \
+                For each: changes per second, and the peak resident memory of the catching-up process alone (wait4's \
+                ru_maxrss, taken by a small helper process so it is not the benchmark's own). Beside it, in the same \
+                run: SQLite inserting the very same change rows into a fresh store (same table, indexes, WAL and \
+                synchronous setting, one transaction per batch the sync would send, one prepared statement) — the \
+                practical ceiling on this machine, and plait's rate as a share of it (goal ≥ 70 %). And, when \
+                `python3 -c 'import pycrdt'` works, pycrdt (Yjs in Rust) applying the equivalent update in memory \
+                (scripts/pycrdt-anchor.py): an outside anchor that neither hashes, validates, nor writes to disk; \
+                Yjs also drops overwritten values, so for the edits workload its update is much smaller than the \
+                history plait transfers.
 
-                Commands on the grown home (100,000 items, no agent running), each a process: `plait show \
-                --json` (output to /dev/null) beside the sqlite3 CLI printing the same item rows as JSON; \
-                `plait add` (time and peak memory). Latency: two connected agents, an item added on A until B \
-                has stored it, p50 and p99 over --latency-edits edits per run.
+                Commands on the grown home (100,000 items, no agent running), each a process: `plait show --json` \
+                (output to /dev/null) beside the sqlite3 CLI printing the same item rows as JSON; `plait add` (time \
+                and peak memory). Latency: two connected agents, an item added on A until B has stored it, p50 and \
+                p99 over --latency-edits edits per run. The load average printed at the start and end says how busy \
+                the machine was: compare runs made at similar load, and prefer the ratios measured within one run \
+                (plait to SQLite, plait to pycrdt, show to sqlite3) to absolute figures across runs.
                 """)
 
         @Option(help: "Changes in the synthetic history.") var changes = 1_000_000
@@ -95,7 +97,8 @@ extension Plait {
                 print(String(format: "peak resident memory: %.0f MiB", Double(Self.peakResidentKiB()) / 1024))
                 return
             }
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("plait-bench-\(UUID().uuidString)").path
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("plait-bench-\(UUID().uuidString)").path
             defer { if !keep { try? FileManager.default.removeItem(atPath: directory) } }
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             if networkOnly {
@@ -111,7 +114,8 @@ extension Plait {
             results["cores"] = cores
             results["load_average_start"] = Self.loadAverage()
             log(String(format: "machine: %d cores, load average %.1f at the start", cores, Self.loadAverage()))
-            log("building a history of \(changes) changes over \(lists) lists and about \(items) live items (seed \(seed)) in \(directory)")
+            log("building a history of \(changes) changes over \(lists) lists and about \(items) live items "
+                + "(seed \(seed)) in \(directory)")
 
             let home = try Home.create(at: directory + "/history", name: "bench", config: Config())
             var workload = Workload(seed: seed, lists: lists, items: items)
@@ -119,12 +123,14 @@ extension Plait {
             try workload.write(changes, to: home.replica)
             let buildSeconds = Date().timeIntervalSince(buildStart)
             results["build_changes_per_second"] = Int(Double(changes) / buildSeconds)
-            log(String(format: "  written in %.1f s (%.0f changes/s, transactions of 50,000)", buildSeconds, Double(changes) / buildSeconds))
+            log(String(format: "  written in %.1f s (%.0f changes/s, transactions of 50,000)",
+                buildSeconds, Double(changes) / buildSeconds))
 
             try home.store.checkpointWAL()
             let bytes = home.store.fileSize()
             results["bytes_per_change"] = Double(bytes) / Double(changes)
-            log(String(format: "disk: %d bytes, %.1f bytes per change (changes, index, materialized state)", bytes, Double(bytes) / Double(changes)))
+            log(String(format: "disk: %d bytes, %.1f bytes per change (changes, index, materialized state)",
+                bytes, Double(bytes) / Double(changes)))
 
             var replay = Sample()
             var replayed = 0
@@ -177,7 +183,8 @@ extension Plait {
                 coldReplayed = result.stats.replayed
             }
             results["late_change_cold_ms"] = cold.json
-            log("one late change, fresh process (stored checkpoints): \(cold.text("%.1f")) ms (replayed \(coldReplayed) changes)")
+            log("one late change, fresh process (stored checkpoints): \(cold.text("%.1f")) ms "
+                + "(replayed \(coldReplayed) changes)")
 
             var load = Sample()
             for _ in 0..<runs {
@@ -187,12 +194,15 @@ extension Plait {
             }
             results["state_load_ms"] = load.json
             results["state_items"] = state.items.count
-            log("loading the materialized state (\(state.items.count) items, \(state.lists.count) lists): \(load.text("%.1f")) ms")
+            log("loading the materialized state (\(state.items.count) items, \(state.lists.count) lists): "
+                + "\(load.text("%.1f")) ms")
 
             // Batch import into a fresh device.
             var lines: [String] = []
             for list in 0..<10 { lines.append("list add 'List \(list)' --color blue") }
-            for index in 0..<max(0, batchLines - 10) { lines.append("add 'List \(index % 10)' \"item \(index) with some text\"") }
+            for index in 0..<max(0, batchLines - 10) {
+                lines.append("add 'List \(index % 10)' \"item \(index) with some text\"")
+            }
             var batchRate = Sample()
             for run in 0..<runs {
                 let batchHome = try Home.create(at: directory + "/batch-\(run)", name: "batch", config: Config())

@@ -158,7 +158,10 @@ enum SQLiteCeiling {
 
     private static func insert(_ rows: ArraySlice<Change>, _ db: Database) throws {
         let statement = try db.makeStatement(
-            sql: "INSERT INTO changes (tl, seq, lamport, kind, version, wall, prev, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            sql: """
+                INSERT INTO changes (tl, seq, lamport, kind, version, wall, prev, payload)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """)
         let handle = statement.sqliteStatement
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         for change in rows {
@@ -179,8 +182,8 @@ enum SQLiteCeiling {
                 _ = sqlite3_bind_blob(handle, 8, bytes.baseAddress, Int32(bytes.count), transient)
             }
             guard sqlite3_step(handle) == SQLITE_DONE else {
-                throw PlaitError.usage(
-                    "SQLite refused change \(change.ref): \(String(cString: sqlite3_errmsg(sqlite3_db_handle(handle))))")
+                let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+                throw PlaitError.usage("SQLite refused change \(change.ref): \(message)")
             }
         }
         sqlite3_reset(handle)

@@ -133,7 +133,8 @@ enum NetworkBench {
         log("  SQLite inserting the same \(rows.count) rows (same table and indexes, synchronous = "
             + "\(config.synchronousFull ? "full" : "normal"), WAL, \(batches.count) transactions as the sync's "
             + "batches): \(ceiling.text()) rows/s")
-        log(String(format: "    plait's catch-up is %.0f %% of it (medians; goal ≥ 70 %%)", 100 * rate.median / ceiling.median))
+        log(String(format: "    plait's catch-up is %.0f %% of it (medians; goal ≥ 70 %%)",
+            100 * rate.median / ceiling.median))
 
         if let pycrdt {
             let arguments = workload == .growing
@@ -145,7 +146,8 @@ enum NetworkBench {
             results[prefix + "ratio_to_pycrdt"] = rate.median / anchorRate.median
             log("  pycrdt \(anchor.version) applying the equivalent update (\(anchor.operations) operations, "
                 + "\(anchor.updateBytes) bytes) in memory: \(anchorRate.text()) operations/s")
-            log(String(format: "    plait's catch-up is %.1f %% of it (medians)", 100 * rate.median / anchorRate.median))
+            log(String(format: "    plait's catch-up is %.1f %% of it (medians)",
+                100 * rate.median / anchorRate.median))
         }
 
         if workload == .growing {
@@ -304,7 +306,8 @@ enum NetworkBench {
 
     static func findExecutable(_ name: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        return path.split(separator: ":").map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        return path.split(separator: ":").map { "\($0)/\(name)" }
+            .first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
     /// Polls `condition` every half millisecond (the benchmark measures when it turns true).
