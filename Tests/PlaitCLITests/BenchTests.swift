@@ -16,6 +16,21 @@ import Testing
             let big = try measure(["/bin/dd", "if=/dev/zero", "of=/dev/null", "bs=150M", "count=1"])
             #expect(big["exit_status"] as? Int == 0, "\(big)")
             #expect((big["max_rss_kib"] as? Int ?? 0) >= 150 * 1024, "dd's 150 MiB buffer: \(big)")
+            // Why the helper exists: a child spawned straight from a large process reports that process's peak
+            // (posix_spawn shares its memory until exec, and exec records that memory's peak in the child).
+            let large = 200 << 20
+            let ballast = UnsafeMutableRawPointer.allocate(byteCount: large, alignment: 4096)
+            defer { ballast.deallocate() }
+            memset(ballast, 1, large)
+            var pid: pid_t = 0
+            let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+            defer { free(argv[0]) }
+            #expect(posix_spawn(&pid, "/bin/true", nil, nil, argv, environ) == 0)
+            var status: Int32 = 0
+            var usage = rusage()
+            #expect(wait4(pid, &status, 0, &usage) == pid)
+            #expect(usage.ru_maxrss >= large / 1024, "spawned straight from a 200 MiB process: \(usage.ru_maxrss) KiB")
+            // Through the helper (spawned from this same large process), a small child reports its own peak.
             let small = try measure(["/bin/sh", "-c", "exit 3"])
             #expect(small["exit_status"] as? Int == 3, "\(small)")
             #expect((small["max_rss_kib"] as? Int ?? .max) < 100 * 1024, "a shell that allocates nothing: \(small)")
