@@ -63,6 +63,9 @@ let package = Package(
             dependencies: [
                 // PlaitNetnsSupport: `plait demo` runs its devices on a LAN of network namespaces.
                 "PlaitCore", "PlaitSync", "PlaitNetnsSupport",
+                // GRDB: `plait bench` measures SQLite's own insert rate of the change rows, the ceiling of a catch-up.
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

@@ -7,21 +7,51 @@ import PlaitSync
 extension Plait {
     struct Bench: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Measure replay, late changes, batch import and disk use on a temporary device.",
+            abstract: "Measure catch-up, replay, late changes, commands and latency on temporary devices.",
             discussion: """
-                Builds a synthetic history in a temporary home (deleted afterwards unless --keep), then \
-                measures: full replay of every change from the store; integrating one late change (with the \
-                agent's in-memory checkpoints, and cold from stored checkpoints); `plait batch` throughput; \
-                bytes per change on disk; peak memory. Run it on a release build: \
-                `swift run -c release plait bench`.
+                Run it on a release build (`swift build -c release --product plait`, then `.build/release/plait \
+                bench`); it takes several minutes and a few hundred MB of temporary disk. Every figure is measured \
+                --runs times and printed as "lowest – highest (median)": this kind of machine is noisy, one run is \
+                not a result. Everything is local: temporary homes (deleted afterwards unless --keep), agents \
+                listening on 127.0.0.1 only. The figures:
+
+                History (--changes, default 1,000,000 realistic edits over --lists lists and about --items live \
+                items): full replay = rebuilding the materialized state from every stored change (what a repair or a \
+                format upgrade costs); one late change = integrating another device's edit that sorts about 1,000 \
+                changes before the newest, with the agent's in-memory checkpoints (what a sync costs when an offline \
+                device comes back) and cold from stored checkpoints; state load = what every command pays to start; \
+                `plait batch` throughput; bytes per change on disk.
+
+                Catch-up (--network-changes, default 100,000; 0 skips everything below): a fresh device, a separate \
+                `plait sync` process, pulls the whole history from an agent over TLS and stores it durably \
+                (synchronous = full unless configured otherwise). Two workloads: "edits" (10,000 items edited over \
+                and over: the history grows, the state does not) and "growing state" (every change creates a new \
+                item: by default the device ends with 100,000 live items, the workload of a user who keeps adding). \
+                For each: changes per second, and the peak resident memory of the catching-up process alone (wait4's \
+                ru_maxrss, taken by a small helper process so it is not the benchmark's own). Beside it, in the same \
+                run: SQLite inserting the very same change rows into a fresh store (same table, indexes, WAL and \
+                synchronous setting, one transaction per batch the sync would send, one prepared statement) — the \
+                practical ceiling on this machine, and plait's rate as a share of it (goal ≥ 70 %). And, when \
+                `python3 -c 'import pycrdt'` works, pycrdt (Yjs in Rust) applying the equivalent update in memory \
+                (scripts/pycrdt-anchor.py): an outside anchor that neither hashes, validates, nor writes to disk; \
+                Yjs also drops overwritten values, so for the edits workload its update is much smaller than the \
+                history plait transfers.
+
+                Commands on the grown home (100,000 items, no agent running), each a process: `plait show --json` \
+                (output to /dev/null) beside the sqlite3 CLI printing the same item rows as JSON; `plait add` (time \
+                and peak memory). Latency: two connected agents, an item added on A until B has stored it, p50 and \
+                p99 over --latency-edits edits per run. The load average printed at the start and end says how busy \
+                the machine was: compare runs made at similar load, and prefer the ratios measured within one run \
+                (plait to SQLite, plait to pycrdt, show to sqlite3) to absolute figures across runs.
                 """)
 
         @Option(help: "Changes in the synthetic history.") var changes = 1_000_000
-        @Option(help: "Lists in the synthetic history.") var lists = 100
+        @Option(help: "Lists in the synthetic history and the catch-up workloads.") var lists = 100
         @Option(help: "Live items the synthetic history keeps (once reached, adds are matched by deletes).")
         var items = 10_000
         @Option(help: "Lines fed to the batch benchmark.") var batchLines = 100_000
         @Option(help: "Seed of the synthetic workload.") var seed: UInt64 = 1
+        @Option(help: "How many times each figure is measured (reported as a range).") var runs = 3
         @Flag(help: "Keep the temporary home and print its path.") var keep = false
         @Flag(help: "Print the result as JSON.") var json = false
         @Option(help: .hidden) var replayOnly: String?
@@ -29,18 +59,37 @@ extension Plait {
         @Flag(help: .hidden) var networkOnly = false
         @Option(help: "Changes a fresh device catches up over TLS (0 skips the network benchmarks).")
         var networkChanges = 100_000
-        @Option(help: "Edits whose agent-to-agent latency is measured.") var latencyEdits = 1_000
+        @Option(help: "Edits whose agent-to-agent latency is measured, per run.") var latencyEdits = 1_000
+        @Option(help: ArgumentHelp("The pycrdt anchor script (default: scripts/pycrdt-anchor.py).", valueName: "file"))
+        var pycrdtScript: String?
+        // Idle CPU (helper "events"): IdleBench.swift adds its flag here and its call in run(), marked below.
+        /// The measuring helper (see ChildMeasurement): runs the command after `--`, writes its rusage here.
+        @Option(help: .hidden) var measureChild: String?
+        @Argument(parsing: .postTerminator, help: .hidden) var childCommand: [String] = []
 
         func validate() throws {
+            if measureChild != nil { return }
             if changes < 1_000 { throw ValidationError("--changes must be at least 1000") }
             if lists < 1 { throw ValidationError("--lists must be at least 1") }
+            if runs < 1 { throw ValidationError("--runs must be at least 1") }
+            if networkChanges < 0 { throw ValidationError("--network-changes must be 0 or more") }
+        }
+
+        var networkOptions: NetworkBench.Options {
+            NetworkBench.Options(
+                changes: networkChanges, lists: lists, edits: max(1, latencyEdits), runs: runs,
+                pycrdtScript: pycrdtScript)
         }
 
         func run() throws {
+            if let measureChild {
+                try ChildMeasurement.measure(command: childCommand, resultPath: measureChild)
+                return
+            }
             if let replayOnly {
                 // Profiling aid: replay an existing home (kept with --keep) a few times.
                 let home = try Home.open(at: replayOnly, config: Config())
-                for _ in 0..<3 {
+                for _ in 0..<runs {
                     print(String(format: "scan only: %.3f s", try home.replica.measureScan()))
                     let result = try home.replica.rebuild()
                     print(String(format: "replayed %d changes in %.3f s", result.changes, result.replaySeconds))
@@ -48,18 +97,25 @@ extension Plait {
                 print(String(format: "peak resident memory: %.0f MiB", Double(Self.peakResidentKiB()) / 1024))
                 return
             }
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("plait-bench-\(UUID().uuidString)").path
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("plait-bench-\(UUID().uuidString)").path
             defer { if !keep { try? FileManager.default.removeItem(atPath: directory) } }
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             if networkOnly {
-                let network = try NetworkBench.run(
-                    directory: directory, changes: networkChanges, edits: max(1, latencyEdits), log: { print($0) })
+                let network = try NetworkBench.run(directory: directory, options: networkOptions, log: { print($0) })
                 print(String(format: "peak resident memory: %.0f MiB", Double(Self.peakResidentKiB()) / 1024))
                 if json { printJSON(network) }
                 return
             }
-            var results: [String: Any] = ["changes": changes, "seed": Int(seed)]
+            var results: [String: Any] = ["changes": changes, "seed": Int(seed), "runs": runs]
             let log = { (line: String) in if !json { print(line) } }
-            log("building a history of \(changes) changes over \(lists) lists and about \(items) live items (seed \(seed)) in \(directory)")
+            // Other work on the machine slows every figure: say how busy it was, so runs can be compared.
+            let cores = ProcessInfo.processInfo.activeProcessorCount
+            results["cores"] = cores
+            results["load_average_start"] = Self.loadAverage()
+            log(String(format: "machine: %d cores, load average %.1f at the start", cores, Self.loadAverage()))
+            log("building a history of \(changes) changes over \(lists) lists and about \(items) live items "
+                + "(seed \(seed)) in \(directory)")
 
             let home = try Home.create(at: directory + "/history", name: "bench", config: Config())
             var workload = Workload(seed: seed, lists: lists, items: items)
@@ -67,72 +123,116 @@ extension Plait {
             try workload.write(changes, to: home.replica)
             let buildSeconds = Date().timeIntervalSince(buildStart)
             results["build_changes_per_second"] = Int(Double(changes) / buildSeconds)
-            log(String(format: "  written in %.1f s (%.0f changes/s, transactions of 50,000)", buildSeconds, Double(changes) / buildSeconds))
+            log(String(format: "  written in %.1f s (%.0f changes/s, transactions of 50,000)",
+                buildSeconds, Double(changes) / buildSeconds))
 
             try home.store.checkpointWAL()
             let bytes = home.store.fileSize()
             results["bytes_per_change"] = Double(bytes) / Double(changes)
-            log(String(format: "disk: %d bytes, %.1f bytes per change (changes, index, materialized state)", bytes, Double(bytes) / Double(changes)))
+            log(String(format: "disk: %d bytes, %.1f bytes per change (changes, index, materialized state)",
+                bytes, Double(bytes) / Double(changes)))
 
-            let rebuild = try home.replica.rebuild()
-            results["full_replay_seconds"] = rebuild.replaySeconds
-            log(String(format: "full replay of %d changes from the store: %.3f s (%.0f changes/s)",
-                rebuild.changes, rebuild.replaySeconds, Double(rebuild.changes) / rebuild.replaySeconds))
+            var replay = Sample()
+            var replayed = 0
+            for _ in 0..<runs {
+                let rebuild = try home.replica.rebuild()
+                replay.add(rebuild.replaySeconds)
+                replayed = rebuild.changes
+            }
+            results["full_replay_seconds"] = replay.json
+            log("full replay of \(replayed) changes from the store: \(replay.text("%.3f")) s "
+                + "(median \(Int(Double(replayed) / replay.median)) changes/s)")
 
-            // A late change: another device's edit that sorts ~1,000 changes before the newest one.
+            // Late changes: another device's edits that sort ~1,000 (warm) or ~500 (cold) changes before the
+            // newest one, one timeline whose changes chain and whose Lamport times rise.
             let position = home.replica.position
             let state = home.replica.state
             let target = state.items.first { !$0.value.deleted }!.key
-            let late = Change(
-                timeline: TimelineID(0x1234_5678), seq: 1, lamport: position.lamport - UInt64(min(1_000, changes / 4)),
-                previousHash: Change.zeroHash, kind: "item.edit", version: 1, wallTime: Replica.now(),
-                payload: ListsChange.itemEdit(id: target, text: "late edit").payload)
-            var start = DispatchTime.now().uptimeNanoseconds
-            let warm = try home.replica.integrate([late])
-            let warmMs = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
-            results["late_change_ms"] = warmMs
-            log(String(format: "one late change, in-memory checkpoints: %.1f ms (replayed %d changes)", warmMs, warm.stats.replayed))
+            var previous = Change.zeroHash
+            var seq: UInt64 = 0
+            func late(back: Int) -> Change {
+                seq += 1
+                let change = Change(
+                    timeline: TimelineID(0x1234_5678), seq: seq,
+                    lamport: position.lamport - UInt64(min(back, changes / 4)) + seq, previousHash: previous,
+                    kind: "item.edit", version: 1, wallTime: Replica.now(),
+                    payload: ListsChange.itemEdit(id: target, text: "late edit \(seq)").payload)
+                previous = change.hash
+                return change
+            }
+            var warm = Sample()
+            var warmReplayed = 0
+            for _ in 0..<runs {
+                let change = late(back: 1_000)
+                let start = DispatchTime.now().uptimeNanoseconds
+                let result = try home.replica.integrate([change])
+                warm.add(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+                warmReplayed = result.stats.replayed
+            }
+            results["late_change_ms"] = warm.json
+            log("one late change, in-memory checkpoints: \(warm.text("%.1f")) ms (replayed \(warmReplayed) changes)")
 
-            let cold = try Replica(store: home.store)
-            let late2 = Change(
-                timeline: TimelineID(0x1234_5678), seq: 2, lamport: position.lamport - UInt64(min(500, changes / 8)),
-                previousHash: late.hash, kind: "item.edit", version: 1, wallTime: Replica.now(),
-                payload: ListsChange.itemEdit(id: target, text: "late edit 2").payload)
-            start = DispatchTime.now().uptimeNanoseconds
-            let coldResult = try cold.integrate([late2])
-            let coldMs = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
-            results["late_change_cold_ms"] = coldMs
-            log(String(format: "one late change, fresh process (stored checkpoints): %.1f ms (replayed %d changes)", coldMs, coldResult.stats.replayed))
+            var cold = Sample()
+            var coldReplayed = 0
+            for _ in 0..<runs {
+                let replica = try Replica(store: home.store)
+                let change = late(back: 500)
+                let start = DispatchTime.now().uptimeNanoseconds
+                let result = try replica.integrate([change])
+                cold.add(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+                coldReplayed = result.stats.replayed
+            }
+            results["late_change_cold_ms"] = cold.json
+            log("one late change, fresh process (stored checkpoints): \(cold.text("%.1f")) ms "
+                + "(replayed \(coldReplayed) changes)")
 
-            start = DispatchTime.now().uptimeNanoseconds
-            _ = try Replica(store: home.store)
-            let loadMs = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
-            results["state_load_ms"] = loadMs
+            var load = Sample()
+            for _ in 0..<runs {
+                let start = DispatchTime.now().uptimeNanoseconds
+                _ = try Replica(store: home.store)
+                load.add(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+            }
+            results["state_load_ms"] = load.json
             results["state_items"] = state.items.count
-            log(String(format: "loading the materialized state (%d items, %d lists): %.1f ms", state.items.count, state.lists.count, loadMs))
+            log("loading the materialized state (\(state.items.count) items, \(state.lists.count) lists): "
+                + "\(load.text("%.1f")) ms")
 
             // Batch import into a fresh device.
-            let batchHome = try Home.create(at: directory + "/batch", name: "batch", config: Config())
             var lines: [String] = []
             for list in 0..<10 { lines.append("list add 'List \(list)' --color blue") }
-            for index in 0..<max(0, batchLines - 10) { lines.append("add 'List \(index % 10)' \"item \(index) with some text\"") }
-            start = DispatchTime.now().uptimeNanoseconds
-            let batch = try Batch.commit(lines: lines, to: batchHome.replica)
-            let batchSeconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            results["batch_changes_per_second"] = Int(Double(batch.changes) / batchSeconds)
-            log(String(format: "plait batch of %d lines: %.2f s (%.0f changes/s, one transaction)", lines.count, batchSeconds, Double(batch.changes) / batchSeconds))
+            for index in 0..<max(0, batchLines - 10) {
+                lines.append("add 'List \(index % 10)' \"item \(index) with some text\"")
+            }
+            var batchRate = Sample()
+            for run in 0..<runs {
+                let batchHome = try Home.create(at: directory + "/batch-\(run)", name: "batch", config: Config())
+                let start = DispatchTime.now().uptimeNanoseconds
+                let batch = try Batch.commit(lines: lines, to: batchHome.replica)
+                batchRate.add(Double(batch.changes) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
+                try? FileManager.default.removeItem(atPath: directory + "/batch-\(run)")
+            }
+            results["batch_changes_per_second"] = batchRate.json
+            log("plait batch of \(lines.count) lines (one transaction): \(batchRate.text()) changes/s")
 
             if networkChanges > 0 {
-                let network = try NetworkBench.run(
-                    directory: directory, changes: networkChanges, edits: max(1, latencyEdits), log: log)
-                results.merge(network) { $1 }
+                results.merge(try NetworkBench.run(directory: directory, options: networkOptions, log: log)) { $1 }
             }
 
+            // Idle CPU of two paired, connected agents (helper "events", IdleBench.swift): its call goes here.
+
+            results["load_average_end"] = Self.loadAverage()
+            log(String(format: "load average %.1f at the end (%d cores)", Self.loadAverage(), cores))
             let peak = Self.peakResidentKiB()
             results["peak_rss_mib"] = Double(peak) / 1024
-            log(String(format: "peak resident memory: %.0f MiB", Double(peak) / 1024))
+            log(String(format: "peak resident memory of this benchmark process: %.0f MiB", Double(peak) / 1024))
             if keep { log("kept \(directory)") }
             if json { printJSON(results) }
+        }
+
+        /// The one-minute load average (runnable processes), from /proc/loadavg.
+        static func loadAverage() -> Double {
+            let text = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? ""
+            return Double(text.split(separator: " ").first ?? "") ?? 0
         }
 
         static func currentResidentKiB() -> Int { statusField("VmRSS:") }

@@ -4,67 +4,264 @@ import PlaitCore
 import PlaitStore
 import PlaitSync
 
-/// The network half of `plait bench`: catch-up over TLS on loopback, and edit-to-peer latency between two
-/// agents. Everything runs in this process on 127.0.0.1.
+/// The network half of `plait bench`: a fresh device catching up over TLS on loopback (two workloads, each
+/// beside SQLite's own insert rate of the same rows and pycrdt's apply of the equivalent update), the commands
+/// a user runs on the grown state (`show --json`, `add`), and edit-to-peer latency between two agents.
+/// Everything listens and connects on 127.0.0.1 only.
 enum NetworkBench {
-    static func run(directory: String, changes: Int, edits: Int, log: (String) -> Void) throws -> [String: Any] {
-        var results: [String: Any] = [:]
-        let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
+    struct Options {
+        var changes = 100_000
+        var lists = 100
+        var edits = 1_000
+        var runs = 3
+        var pycrdtScript: String?
+    }
 
-        // A device with `changes` changes, and a fresh one that catches up from its agent.
-        let source = try Home.create(at: directory + "/net-source", name: "source", config: Config())
-        let fresh = try Home.create(at: directory + "/net-fresh", name: "fresh", config: Config())
-        _ = try source.trust(fresh.identity.deviceID.description, address: nil, name: "fresh")
-        _ = try fresh.trust(source.identity.deviceID.description, address: nil, name: "source")
-        // Edits to a fixed set of 10,000 items (no deletes, so no tombstones): the state is the same size for
-        // every history length, and the catch-up's memory can be compared across lengths.
-        var workload = Workload(seed: 7, lists: 100, items: 10_000, deletes: false)
-        try workload.write(changes, to: source.replica)
-        try? fresh.store.checkpointWAL()
+    /// The two catch-up workloads.
+    enum Scenario: String, CaseIterable {
+        /// Today's edits: 10,000 items created, then every change edits one of them (no deletes), so the
+        /// state stays 10,000 items however long the history.
+        case edits
+        /// The growing state: every change after the lists is an `item.create` of a new item in a random
+        /// list, so the catching-up device ends with as many live items as changes.
+        case growing
+
+        var title: String {
+            switch self {
+            case .edits: return "edits (10,000 items edited)"
+            case .growing: return "growing state (every change a new item)"
+            }
+        }
+    }
+
+    static func run(directory: String, options: Options, log: (String) -> Void) throws -> [String: Any] {
+        var results: [String: Any] = [:]
+        let pycrdtScript = PycrdtAnchor.script(explicit: options.pycrdtScript)
+        let pycrdtMissing = PycrdtAnchor.unavailable(script: pycrdtScript)
+        if let pycrdtMissing {
+            results["pycrdt_skipped"] = pycrdtMissing
+            log("pycrdt anchor skipped: \(pycrdtMissing)")
+        }
+        for workload in Scenario.allCases {
+            let figures = try catchUp(
+                workload, directory: directory, options: options, pycrdt: pycrdtMissing == nil ? pycrdtScript : nil,
+                log: log)
+            results.merge(figures) { $1 }
+        }
+        results.merge(try latency(directory: directory, options: options, log: log)) { $1 }
+        return results
+    }
+
+    /// Builds the source device, then per run a fresh device (a `plait sync` process) catches up from the
+    /// source's agent; SQLite's insert rate of the same rows and the pycrdt anchor follow.
+    static func catchUp(
+        _ workload: Scenario, directory: String, options: Options, pycrdt: String?, log: (String) -> Void
+    ) throws -> [String: Any] {
+        let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
+        let config = Config()
+        let prefix = "catchup_\(workload.rawValue)_"
+        var results: [String: Any] = [:]
+        log("catch-up, \(workload.title):")
+
+        let sourcePath = directory + "/net-\(workload.rawValue)-source"
+        let source = try Home.create(at: sourcePath, name: "source", config: config)
+        let written = try write(workload, changes: options.changes, lists: options.lists, to: source.replica)
+        let freshPaths = (0..<options.runs).map { directory + "/net-\(workload.rawValue)-fresh-\($0)" }
+        for (index, path) in freshPaths.enumerated() {
+            let fresh = try Home.create(at: path, name: "fresh\(index)", config: config)
+            _ = try source.trust(fresh.identity.deviceID.description, address: nil, name: "fresh\(index)")
+            _ = try fresh.trust(source.identity.deviceID.description, address: nil, name: "source")
+        }
+        let items = source.replica.state.items.count
+        log("  source: \(written) changes, \(source.replica.state.lists.count) lists, \(items) items")
+
         var settings = Agent.Settings()
         settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
-        let sourceAgent = Agent(home: source, settings: settings, logger: quiet)
-        try sourceAgent.start()
-        defer { sourceAgent.stop() }
-        let address = try PeerAddress(parsing: "127.0.0.1:\(sourceAgent.boundPort!)")
-        // The fresh device is a `plait sync` child process, so its peak memory is its own (not the source's).
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
-        if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path) {
-            process.executableURL = Bundle.main.executableURL
-        }
-        process.arguments = ["sync", "--home", directory + "/net-fresh", "--peer", address.description, "--json", "--timeout", "300"]
-        let output = Pipe()
-        process.standardOutput = output
-        let start = DispatchTime.now().uptimeNanoseconds
-        try process.run()
-        // The child's own peak (VmHWM of its /proc entry, read until it exits): getrusage's ru_maxrss for
-        // children counts this (large) process too, since posix_spawn's child shares its memory until exec.
-        let peak = PeakWatcher(pid: process.processIdentifier)
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        var usage = rusage()
-        getrusage(RUSAGE_CHILDREN.rawValue, &usage)
-        let childPeakMiB = Double(peak.finish()) / 1024
-        let childCPU = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-        guard process.terminationStatus == 0,
-            let json = try JSONSerialization.jsonObject(with: data) as? [String: Any],
-            let peer = (json["peers"] as? [[String: Any]])?.first, let pulled = peer["pulled"] as? Int
-        else {
-            throw PlaitError.usage("catch-up failed: \(String(decoding: data, as: UTF8.self))")
-        }
-        results["catchup_changes"] = pulled
-        results["catchup_bytes_received"] = peer["bytes_received"] as? Int ?? 0
-        results["catchup_changes_per_second"] = Int(Double(pulled) / seconds)
-        results["catchup_peak_rss_mib"] = childPeakMiB
-        results["catchup_cpu_seconds"] = childCPU
-        log(String(format: "catch-up of %d changes over TLS on loopback by a `plait sync` process: %.2f s (%.0f changes/s, stored durably), %d bytes on the wire",
-            pulled, seconds, Double(pulled) / seconds, peer["bytes_received"] as? Int ?? 0))
-        log(String(format: "  that process: peak resident memory %.0f MiB, CPU %.2f s", childPeakMiB, childCPU))
+        let agent = Agent(home: source, settings: settings, logger: quiet)
+        try agent.start()
+        var agentRunning = true
+        defer { if agentRunning { agent.stop() } }
+        let address = try PeerAddress(parsing: "127.0.0.1:\(agent.boundPort!)")
 
-        // Edit on one agent's device → applied on the other's, agents connected.
+        var rate = Sample()
+        var peak = Sample()
+        var cpu = Sample()
+        var bytes = 0
+        for path in freshPaths {
+            let child = try ChildMeasurement.run(
+                [ChildMeasurement.executable, "sync", "--home", path, "--peer", address.description, "--json",
+                    "--timeout", "300"],
+                captureOutput: true, scratch: directory)
+            guard child.exitStatus == 0,
+                let json = try? JSONSerialization.jsonObject(with: child.output) as? [String: Any],
+                let peer = (json["peers"] as? [[String: Any]])?.first, let pulled = peer["pulled"] as? Int
+            else {
+                throw PlaitError.usage("catch-up failed: \(String(decoding: child.output, as: UTF8.self))")
+            }
+            guard pulled == written else {
+                throw PlaitError.usage("catch-up pulled \(pulled) changes of \(written)")
+            }
+            bytes = peer["bytes_received"] as? Int ?? 0
+            rate.add(Double(pulled) / child.seconds)
+            peak.add(child.peakMiB)
+            cpu.add(child.cpuSeconds)
+            try? FileManager.default.removeItem(atPath: path)
+        }
+        results[prefix + "changes"] = written
+        results[prefix + "bytes_received"] = bytes
+        results[prefix + "changes_per_second"] = rate.json
+        results[prefix + "peak_rss_mib"] = peak.json
+        results[prefix + "cpu_seconds"] = cpu.json
+        log("  a fresh device (`plait sync` process) catches up \(written) changes over TLS, durably: "
+            + "\(rate.text()) changes/s, \(bytes) bytes on the wire")
+        log("    that process: peak resident memory \(peak.text("%.0f")) MiB, CPU \(cpu.text("%.2f")) s")
+
+        // SQLite's own rate for the same rows, batches and settings: the ceiling of any durable catch-up.
+        let timeline = try source.store.ownTimeline()
+        let rows = try source.store.changes(of: timeline, from: 1, limit: written + 1)
+        let batches = SQLiteCeiling.batches(
+            of: rows, batchChanges: config.batchChanges, batchBytes: SessionOptions().maxBatchBytes)
+        var ceiling = Sample()
+        for run in 0..<options.runs {
+            let path = directory + "/ceiling-\(workload.rawValue)-\(run).sqlite"
+            let seconds = try SQLiteCeiling.insertSeconds(batches, path: path, synchronousFull: config.synchronousFull)
+            ceiling.add(Double(rows.count) / seconds)
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
+        results[prefix + "sqlite_insert_per_second"] = ceiling.json
+        results[prefix + "ratio_to_sqlite"] = rate.median / ceiling.median
+        log("  SQLite inserting the same \(rows.count) rows (same table and indexes, synchronous = "
+            + "\(config.synchronousFull ? "full" : "normal"), WAL, \(batches.count) transactions as the sync's "
+            + "batches): \(ceiling.text()) rows/s")
+        log(String(format: "    plait's catch-up is %.0f %% of it (medians; goal ≥ 70 %%)",
+            100 * rate.median / ceiling.median))
+
+        if let pycrdt {
+            let arguments = workload == .growing
+                ? ["--workload", "growing", "--lists", "\(options.lists)", "--items", "\(written - options.lists)"]
+                : ["--workload", "edits", "--lists", "\(options.lists)", "--changes", "\(written)", "--live", "10000"]
+            let anchor = try PycrdtAnchor.run(script: pycrdt, arguments: arguments, runs: options.runs)
+            let anchorRate = Sample(anchor.apply.values.map { Double(anchor.operations) / $0 })
+            results[prefix + "pycrdt_operations_per_second"] = anchorRate.json
+            results[prefix + "ratio_to_pycrdt"] = rate.median / anchorRate.median
+            log("  pycrdt \(anchor.version) applying the equivalent update (\(anchor.operations) operations, "
+                + "\(anchor.updateBytes) bytes) in memory: \(anchorRate.text()) operations/s")
+            log(String(format: "    plait's catch-up is %.1f %% of it (medians)",
+                100 * rate.median / anchorRate.median))
+        }
+
+        if workload == .growing {
+            // The commands a user runs on the grown state, each a process of its own, no agent running.
+            agent.stop()
+            agentRunning = false
+            results.merge(try commands(home: source, directory: directory, runs: options.runs, log: log)) { $1 }
+        }
+        try? FileManager.default.removeItem(atPath: sourcePath)
+        return results
+    }
+
+    /// Writes the workload's changes; returns how many.
+    static func write(_ workload: Scenario, changes: Int, lists: Int, to replica: Replica) throws -> Int {
+        switch workload {
+        case .edits:
+            var edits = Workload(seed: 7, lists: lists, items: 10_000, deletes: false)
+            try edits.write(changes, to: replica)
+            return changes
+        case .growing:
+            var random = SplitMix64(seed: 11)
+            var listIDs: [ObjectID] = []
+            try replica.edit { edit in
+                for index in 0..<lists {
+                    let id = ObjectID.random(using: &random)
+                    listIDs.append(id)
+                    try edit.append(.listCreate(id: id, title: "List \(index + 1)", color: nil, at: .bottom))
+                }
+            }
+            var written = 0
+            while written < changes {
+                let count = min(50_000, changes - written)
+                try replica.edit { edit in
+                    for index in written..<(written + count) {
+                        let list = listIDs[Int(random.next() % UInt64(listIDs.count))]
+                        try edit.append(
+                            .itemCreate(
+                                id: ObjectID.random(using: &random), list: list,
+                                text: "item \(index) \(random.next() % 1_000_000)", at: .bottom))
+                    }
+                }
+                written += count
+            }
+            return lists + changes
+        }
+    }
+
+    /// `plait show --json` and `plait add` on the grown home, timed as processes, beside the sqlite3 CLI
+    /// reading the same rows.
+    static func commands(home: Home, directory: String, runs: Int, log: (String) -> Void) throws -> [String: Any] {
+        var results: [String: Any] = [:]
+        let items = home.replica.state.items.count
+        try home.store.checkpointWAL()
+        var show = Sample()
+        var showPeak = Sample()
+        for _ in 0..<runs {
+            let child = try ChildMeasurement.run(
+                [ChildMeasurement.executable, "show", "--json", "--home", home.path],
+                captureOutput: false, scratch: directory)
+            guard child.exitStatus == 0 else { throw PlaitError.usage("plait show --json exited \(child.exitStatus)") }
+            show.add(child.seconds)
+            showPeak.add(child.peakMiB)
+        }
+        results["show_json_seconds"] = show.json
+        results["show_json_peak_rss_mib"] = showPeak.json
+        log("  `plait show --json` of \(items) items (a process, output to /dev/null): \(show.text("%.3f")) s, "
+            + "peak resident memory \(showPeak.text("%.0f")) MiB")
+
+        if let sqlite3 = findExecutable("sqlite3") {
+            let query = "SELECT hex(id), hex(list), text, completed FROM items WHERE deleted = 0"
+            let count = try ChildMeasurement.run(
+                [sqlite3, "-readonly", home.storePath, "SELECT count(*) FROM items WHERE deleted = 0"],
+                captureOutput: true, scratch: directory)
+            let rows = String(decoding: count.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            var cli = Sample()
+            for _ in 0..<runs {
+                let child = try ChildMeasurement.run(
+                    [sqlite3, "-readonly", "-json", home.storePath, query], captureOutput: false, scratch: directory)
+                guard child.exitStatus == 0 else { throw PlaitError.usage("sqlite3 exited \(child.exitStatus)") }
+                cli.add(child.seconds)
+            }
+            results["sqlite3_cli_json_seconds"] = cli.json
+            results["sqlite3_cli_rows"] = Int(rows) ?? 0
+            log("    sqlite3 CLI printing the same items as JSON (\(rows) rows of the items table): "
+                + "\(cli.text("%.3f")) s; plait show takes "
+                + String(format: "%.1f× that (medians)", show.median / cli.median))
+        } else {
+            log("    sqlite3 CLI comparison skipped: no sqlite3 on PATH")
+        }
+
+        var add = Sample()
+        var addPeak = Sample()
+        var floor = 0
+        for run in 0..<runs {
+            let child = try ChildMeasurement.run(
+                [ChildMeasurement.executable, "add", "--home", home.path, "List 1", "bench add \(run)"],
+                captureOutput: false, scratch: directory)
+            guard child.exitStatus == 0 else { throw PlaitError.usage("plait add exited \(child.exitStatus)") }
+            add.add(child.seconds * 1000)
+            addPeak.add(child.peakMiB)
+            floor = child.floorKiB
+        }
+        results["add_ms"] = add.json
+        results["add_peak_rss_mib"] = addPeak.json
+        log("  `plait add` there, no agent running (a process): \(add.text("%.0f")) ms, peak resident memory "
+            + "\(addPeak.text("%.0f")) MiB (measuring floor \(floor / 1024) MiB)")
+        return results
+    }
+
+    /// Edit on one agent's device → applied on the other's, agents connected; `runs` rounds of `edits` edits.
+    static func latency(directory: String, options: Options, log: (String) -> Void) throws -> [String: Any] {
+        let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
+        var settings = Agent.Settings()
+        settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
         let a = try Home.create(at: directory + "/net-a", name: "a", config: Config())
         let b = try Home.create(at: directory + "/net-b", name: "b", config: Config())
         _ = try a.trust(b.identity.deviceID.description, address: nil, name: "b")
@@ -83,24 +280,34 @@ enum NetworkBench {
         guard waitUntil(seconds: 30, { (try? b.store.summary()[timeline]) ?? 0 >= 1 }) else {
             throw PlaitError.usage("the two agents did not connect within 30 s")
         }
-        var latencies: [Double] = []
-        for index in 0..<edits {
-            let start = DispatchTime.now().uptimeNanoseconds
-            let change = try a.replica.edit {
-                try $0.append(.itemCreate(id: ObjectID.random(), list: list, text: "edit \(index)", at: .bottom))
+        var p50 = Sample()
+        var p99 = Sample()
+        for run in 0..<options.runs {
+            var latencies: [Double] = []
+            for index in 0..<options.edits {
+                let start = DispatchTime.now().uptimeNanoseconds
+                let change = try a.replica.edit {
+                    try $0.append(
+                        .itemCreate(id: ObjectID.random(), list: list, text: "edit \(run).\(index)", at: .bottom))
+                }
+                guard waitUntil(seconds: 10, { (try? b.store.summary()[timeline]) ?? 0 >= change.seq }) else {
+                    throw PlaitError.usage("edit \(index) did not reach the other agent within 10 s")
+                }
+                latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
             }
-            guard waitUntil(seconds: 10, { (try? b.store.summary()[timeline]) ?? 0 >= change.seq }) else {
-                throw PlaitError.usage("edit \(index) did not reach the other agent within 10 s")
-            }
-            latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+            latencies.sort()
+            p50.add(latencies[latencies.count / 2])
+            p99.add(latencies[min(latencies.count - 1, latencies.count * 99 / 100)])
         }
-        latencies.sort()
-        let p50 = latencies[latencies.count / 2]
-        let p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
-        results["edit_latency_p50_ms"] = p50
-        results["edit_latency_p99_ms"] = p99
-        log(String(format: "edit on A → applied on B (agents on loopback, %d edits): p50 %.1f ms, p99 %.1f ms", edits, p50, p99))
-        return results
+        log("edit on A → applied on B (agents on loopback, \(options.runs) rounds of \(options.edits) edits): "
+            + "p50 \(p50.text("%.1f")) ms, p99 \(p99.text("%.1f")) ms")
+        return ["edit_latency_p50_ms": p50.json, "edit_latency_p99_ms": p99.json]
+    }
+
+    static func findExecutable(_ name: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        return path.split(separator: ":").map { "\($0)/\(name)" }
+            .first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
     /// Polls `condition` every half millisecond (the benchmark measures when it turns true).
@@ -111,35 +318,5 @@ enum NetworkBench {
             usleep(500)
         }
         return condition()
-    }
-}
-
-/// Polls a process's peak resident set (VmHWM, KiB) every 2 ms until `finish()`; keeps the largest value read.
-final class PeakWatcher: @unchecked Sendable {
-    private let lock = NSLock()
-    private var peak = 0
-    private var done = false
-
-    init(pid: Int32) {
-        let path = "/proc/\(pid)/status"
-        Thread { [self] in
-            while !lock.withLock({ done }) {
-                if let text = try? String(contentsOfFile: path, encoding: .utf8),
-                    let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-                    let value = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-                {
-                    lock.withLock { peak = max(peak, value) }
-                }
-                usleep(2_000)
-            }
-        }.start()
-    }
-
-    /// Stops watching; the largest VmHWM seen, in KiB.
-    func finish() -> Int {
-        lock.withLock {
-            done = true
-            return peak
-        }
     }
 }

@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+
+/// `plait bench` with a tiny workload (the real one takes minutes and is not run here), and its measuring helper.
+@Suite struct BenchTests {
+    /// The helper reports the child's own figures from wait4: a child that touches 150 MiB reports at least
+    /// that, a child that allocates nothing reports far less, and the exit status is the child's.
+    @Test func measuringHelperReportsTheChildsOwnPeakAndStatus() throws {
+        try withSandbox { sandbox in
+            func measure(_ command: [String]) throws -> [String: Any] {
+                let result = sandbox.root + "/measure-\(UUID().uuidString).json"
+                try sandbox.ok(["bench", "--measure-child", result, "--"] + command)
+                let data = try #require(FileManager.default.contents(atPath: result), "no result from the helper")
+                return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            }
+            let big = try measure(["/bin/dd", "if=/dev/zero", "of=/dev/null", "bs=150M", "count=1"])
+            #expect(big["exit_status"] as? Int == 0, "\(big)")
+            #expect((big["max_rss_kib"] as? Int ?? 0) >= 150 * 1024, "dd's 150 MiB buffer: \(big)")
+            // Why the helper exists: a child spawned straight from a large process reports that process's peak
+            // (posix_spawn shares its memory until exec, and exec records that memory's peak in the child).
+            let large = 200 << 20
+            let ballast = UnsafeMutableRawPointer.allocate(byteCount: large, alignment: 4096)
+            defer { ballast.deallocate() }
+            memset(ballast, 1, large)
+            var pid: pid_t = 0
+            let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+            defer { free(argv[0]) }
+            #expect(posix_spawn(&pid, "/bin/true", nil, nil, argv, environ) == 0)
+            var status: Int32 = 0
+            var usage = rusage()
+            #expect(wait4(pid, &status, 0, &usage) == pid)
+            #expect(usage.ru_maxrss >= large / 1024, "spawned straight from a 200 MiB process: \(usage.ru_maxrss) KiB")
+            // Through the helper (spawned from this same large process), a small child reports its own peak.
+            let small = try measure(["/bin/sh", "-c", "exit 3"])
+            #expect(small["exit_status"] as? Int == 3, "\(small)")
+            #expect((small["max_rss_kib"] as? Int ?? .max) < 100 * 1024, "a shell that allocates nothing: \(small)")
+            #expect((small["seconds"] as? Double ?? -1) >= 0)
+        }
+    }
+
+    /// Every section runs on a small workload and reports its figures as ranges with one value per run.
+    @Test func tinyBenchReportsEveryFigure() throws {
+        try withSandbox { sandbox in
+            let run = try sandbox.run(
+                [
+                    "bench", "--changes", "1000", "--network-changes", "600", "--batch-lines", "50",
+                    "--latency-edits", "3", "--runs", "2", "--pycrdt-script", sandbox.root + "/no-such-script.py",
+                    "--json",
+                ], timeout: 180)
+            #expect(run.succeeded, "\(run)")
+            let json = try run.json()
+            for workload in ["edits", "growing"] {
+                let rate = try #require(json["catchup_\(workload)_changes_per_second"] as? [String: Any], "\(json)")
+                #expect((rate["runs"] as? [Double])?.count == 2)
+                #expect((rate["min"] as? Double ?? 0) > 0)
+                let ceiling = try #require(json["catchup_\(workload)_sqlite_insert_per_second"] as? [String: Any])
+                #expect((ceiling["median"] as? Double ?? 0) > 0)
+                #expect((json["catchup_\(workload)_ratio_to_sqlite"] as? Double ?? 0) > 0)
+                let peak = try #require(json["catchup_\(workload)_peak_rss_mib"] as? [String: Any])
+                #expect((peak["min"] as? Double ?? 0) > 1)
+            }
+            #expect(json["catchup_edits_changes"] as? Int == 600)
+            #expect(json["catchup_growing_changes"] as? Int == 700, "100 lists, then 600 items")
+            #expect((json["pycrdt_skipped"] as? String)?.contains("does not exist") == true, "\(json)")
+            for key in [
+                "full_replay_seconds", "late_change_ms", "late_change_cold_ms", "show_json_seconds", "add_ms",
+                "add_peak_rss_mib", "edit_latency_p50_ms", "edit_latency_p99_ms",
+            ] {
+                let sample = try #require(json[key] as? [String: Any], "\(key) missing: \(json)")
+                #expect((sample["runs"] as? [Double])?.count == 2, "\(key): \(sample)")
+            }
+        }
+    }
+}
