@@ -19,6 +19,8 @@ let package = Package(
     targets: [
         // The replay engine: ids, summaries, changes, the lists domain, baselines. No I/O.
         .target(name: "PlaitCore", exclude: ["plait.proto"]),
+        // What `--json` prints and the local API answers: typed outputs, and a JSON writer that streams them.
+        .target(name: "PlaitOutput", dependencies: ["PlaitCore"]),
         // The SQLite store.
         .target(
             name: "PlaitStore",
@@ -58,7 +60,7 @@ let package = Package(
             name: "plait",
             dependencies: [
                 // PlaitNetnsSupport: `plait demo` runs its devices on a LAN of network namespaces.
-                "PlaitCore", "PlaitSync", "PlaitNetnsSupport",
+                "PlaitCore", "PlaitSync", "PlaitNetnsSupport", "PlaitOutput",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -73,6 +75,7 @@ let package = Package(
             name: "plait-discovery-probe",
             dependencies: ["PlaitDiscovery", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
+        .testTarget(name: "PlaitOutputTests", dependencies: ["PlaitOutput", "PlaitCore"]),
         .testTarget(
             name: "PlaitStoreTests",
             dependencies: [
@@ -93,7 +96,7 @@ let package = Package(
             name: "PlaitCLITests",
             dependencies: [
                 // GRDB: tests damage a store file the way a user with sqlite3 would.
-                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport",
+                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport", "PlaitOutput",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),

@@ -54,7 +54,7 @@ extension Plait {
                 let network = try NetworkBench.run(
                     directory: directory, changes: networkChanges, edits: max(1, latencyEdits), log: { print($0) })
                 print(String(format: "peak resident memory: %.0f MiB", Double(Self.peakResidentKiB()) / 1024))
-                if json { printJSON(network) }
+                if json { try printFigures(network) }
                 return
             }
             var results: [String: Any] = ["changes": changes, "seed": Int(seed)]
@@ -132,7 +132,7 @@ extension Plait {
             results["peak_rss_mib"] = Double(peak) / 1024
             log(String(format: "peak resident memory: %.0f MiB", Double(peak) / 1024))
             if keep { log("kept \(directory)") }
-            if json { printJSON(results) }
+            if json { try printFigures(results) }
         }
 
         static func currentResidentKiB() -> Int { statusField("VmRSS:") }
