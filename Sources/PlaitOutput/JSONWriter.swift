@@ -72,10 +72,7 @@ public final class JSONWriter {
         newline()
     }
 
-    private func newline() {
-        bytes.append(UInt8(ascii: "\n"))
-        for _ in 0..<open.count { bytes.append(contentsOf: [0x20, 0x20]) }
-    }
+    private func newline() { Self.appendNewline(to: &bytes, depth: open.count) }
 
     public func beginObject() {
         beginValue()
@@ -121,18 +118,59 @@ public final class JSONWriter {
     /// An object ID as its 32 lowercase hexadecimal digits (its `description`), without building the text.
     public func objectID(_ id: ObjectID) throws(OutputError) {
         beginValue()
-        bytes.append(UInt8(ascii: "\""))
-        for word in [id.high, id.low] {
-            for shift in stride(from: 60, through: 0, by: -4) {
-                bytes.append(Self.hexDigits[Int((word >> UInt64(shift)) & 0xF)])
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        Self.append(id, to: &bytes)
         if open.isEmpty { bytes.append(UInt8(ascii: "\n")) }
         try flushIfFull()
     }
 
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+    /// `{"<idKey>": <id>, "<textKey>": <text>}` as one value, in one pass over the buffer: the shape of
+    /// `ShowItem`, which `show --json` writes once per item (the same bytes the general path writes).
+    public func object(_ idKey: String, id: ObjectID, _ textKey: String, text: String) throws(OutputError) {
+        beginValue()
+        let depth = open.count
+        Self.appendElement(to: &bytes, depth: depth, idKey: idKey, id: id, textKey: textKey, text: text)
+        if open.isEmpty { bytes.append(UInt8(ascii: "\n")) }
+        try flushIfFull()
+    }
+
+    // One exclusive access to `bytes` per call (a class's stored property is checked on every access).
+    private static func appendElement(
+        to bytes: inout [UInt8], depth: Int, idKey: String, id: ObjectID, textKey: String, text: String
+    ) {
+        bytes.append(UInt8(ascii: "{"))
+        appendNewline(to: &bytes, depth: depth + 1)
+        append(idKey, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(0x20)
+        append(id, to: &bytes)
+        bytes.append(UInt8(ascii: ","))
+        appendNewline(to: &bytes, depth: depth + 1)
+        append(textKey, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(0x20)
+        append(text, to: &bytes)
+        appendNewline(to: &bytes, depth: depth)
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    private static func appendNewline(to bytes: inout [UInt8], depth: Int) {
+        bytes.append(UInt8(ascii: "\n"))
+        for _ in 0..<depth {
+            bytes.append(0x20)
+            bytes.append(0x20)
+        }
+    }
+
+    private static func append(_ id: ObjectID, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for word in [id.high, id.low] {
+            for shift in stride(from: 60, through: 0, by: -4) {
+                let digit = UInt8(truncatingIfNeeded: word >> UInt64(shift)) & 0xF
+                bytes.append(digit < 10 ? 0x30 + digit : 0x57 + digit)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
 
     public func integer<T: BinaryInteger>(_ value: T) {
         beginValue()
@@ -160,8 +198,10 @@ public final class JSONWriter {
         if open.isEmpty { bytes.append(UInt8(ascii: "\n")) }
     }
 
+    private func appendString(_ value: String) { Self.append(value, to: &bytes) }
+
     /// Appends `value` as a JSON string. Plain ASCII text (nearly all of it) is copied in one go.
-    private func appendString(_ value: String) {
+    private static func append(_ value: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         var value = value
         let plain = value.withUTF8 { utf8 -> Bool in
@@ -169,11 +209,11 @@ public final class JSONWriter {
             bytes.append(contentsOf: utf8)
             return true
         }
-        if !plain { appendEscaped(value) }
+        if !plain { appendEscaped(value, to: &bytes) }
         bytes.append(UInt8(ascii: "\""))
     }
 
-    private func appendEscaped(_ value: String) {
+    private static func appendEscaped(_ value: String, to bytes: inout [UInt8]) {
         for scalar in value.unicodeScalars {
             switch scalar {
             case "\"": bytes.append(contentsOf: [0x5C, 0x22])
@@ -186,7 +226,8 @@ public final class JSONWriter {
                 if scalar.actsOnTerminal {
                     bytes.append(contentsOf: [0x5C, UInt8(ascii: "u")])
                     for shift in stride(from: 12, through: 0, by: -4) {
-                        bytes.append(Self.hexDigits[Int((scalar.value >> UInt32(shift)) & 0xF)])
+                        let digit = UInt8(truncatingIfNeeded: scalar.value >> UInt32(shift)) & 0xF
+                        bytes.append(digit < 10 ? 0x30 + digit : 0x57 + digit)
                     }
                 } else {
                     bytes.append(contentsOf: String(scalar).utf8)

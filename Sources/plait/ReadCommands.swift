@@ -92,13 +92,9 @@ extension Plait {
             in list: ObjectID, completed: Bool, of state: ListsState, into writer: JSONWriter
         ) throws {
             writer.beginArray()
-            for id in state.itemIDs(in: list, completed: completed) {
-                writer.beginObject()
-                writer.key(ShowItem.CodingKeys.id.stringValue)
-                try writer.objectID(id)
-                writer.key(ShowItem.CodingKeys.text.stringValue)
-                try writer.string(state.items[id]?.text ?? "")
-                try writer.end()
+            try state.forEachItem(in: list, completed: completed) { id, item in
+                try writer.object(
+                    ShowItem.CodingKeys.id.stringValue, id: id, ShowItem.CodingKeys.text.stringValue, text: item.text)
             }
             try writer.end()
         }
