@@ -23,6 +23,8 @@ let package = Package(
         .target(
             name: "PlaitCore", exclude: ["plait.proto"],
             swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]),
+        // What `--json` prints and the local API answers: typed outputs, and a JSON writer that streams them.
+        .target(name: "PlaitOutput", dependencies: ["PlaitCore"]),
         // The SQLite store. COpenSSL: the SHA-256 it injects into Core (OpenSSL's, ~10× the pure-Swift one).
         .target(
             name: "PlaitStore",
@@ -62,7 +64,7 @@ let package = Package(
             name: "plait",
             dependencies: [
                 // PlaitNetnsSupport: `plait demo` runs its devices on a LAN of network namespaces.
-                "PlaitCore", "PlaitSync", "PlaitNetnsSupport",
+                "PlaitCore", "PlaitSync", "PlaitNetnsSupport", "PlaitOutput",
                 // GRDB: `plait bench` measures SQLite's own insert rate of the change rows, the ceiling of a catch-up.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -80,6 +82,7 @@ let package = Package(
             name: "plait-discovery-probe",
             dependencies: ["PlaitDiscovery", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
+        .testTarget(name: "PlaitOutputTests", dependencies: ["PlaitOutput", "PlaitCore"]),
         .testTarget(
             name: "PlaitStoreTests",
             dependencies: [
@@ -100,7 +103,7 @@ let package = Package(
             name: "PlaitCLITests",
             dependencies: [
                 // GRDB: tests damage a store file the way a user with sqlite3 would.
-                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport",
+                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport", "PlaitOutput",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),

@@ -11,7 +11,7 @@ enum MaterializedRows {
     /// SQLite's error for a page it cannot read; the caller rebuilds from the changes (DESIGN §10).
     static func load(_ db: Database) throws -> ListsState {
         var lists: [ObjectID: ListRecord] = [:]
-        var items: [ObjectID: ItemRecord] = [:]
+        var items = RecordTable<ItemRecord>()
         let listRows = try db.makeStatement(
             sql: """
                 SELECT id, title, color, deleted, stamp_lamport, stamp_tl, stamp_seq, prev, next,
@@ -35,14 +35,16 @@ enum MaterializedRows {
         handle = itemRows.sqliteStatement
         while try step(handle) {
             let id = try requiredID(handle, 0, "an item row")
-            guard items[id] == nil else { throw StoreError.damagedDerivedState("two rows for item \(id)") }
-            items[id] = ItemRecord(
-                list: try requiredID(handle, 1, "item \(id)"), text: text(handle, 2) ?? "",
-                completed: sqlite3_column_int64(handle, 3) != 0, deleted: sqlite3_column_int64(handle, 4) != 0,
-                placedBy: ChangeRef(
-                    timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 5))),
-                    seq: UInt64(bitPattern: sqlite3_column_int64(handle, 6))),
-                stamp: key(handle, 7), previous: try objectID(handle, 10), next: try objectID(handle, 11))
+            let added = items.insertNew(
+                id,
+                ItemRecord(
+                    list: try requiredID(handle, 1, "item \(id)"), text: text(handle, 2) ?? "",
+                    completed: sqlite3_column_int64(handle, 3) != 0, deleted: sqlite3_column_int64(handle, 4) != 0,
+                    placedBy: ChangeRef(
+                        timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 5))),
+                        seq: UInt64(bitPattern: sqlite3_column_int64(handle, 6))),
+                    stamp: key(handle, 7), previous: try objectID(handle, 10), next: try objectID(handle, 11)))
+            guard added else { throw StoreError.damagedDerivedState("two rows for item \(id)") }
         }
         let head: Data? = try Meta.get(db, .listHead)
         let tail: Data? = try Meta.get(db, .listTail)

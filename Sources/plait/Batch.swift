@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PlaitCore
 import PlaitStore
+import PlaitOutput
 import PlaitSync
 
 /// The grammar of one `plait batch` line: the data commands, without `plait` in front.
@@ -42,7 +43,7 @@ extension Plait {
                 FileHandle.standardInput.readDataToEndOfFile(), maxLineBytes: 2 * home.config.maxChangeBytes + 65_536)
             let result = try Self.commit(lines: lines, to: home.replica)
             if json {
-                printJSON(["lines": result.lines, "changes": result.changes])
+                try printJSON(BatchOutput(changes: result.changes, lines: result.lines))
             } else {
                 print("committed \(result.changes) changes from \(result.lines) lines")
             }

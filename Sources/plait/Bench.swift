@@ -104,7 +104,7 @@ extension Plait {
             if networkOnly {
                 let network = try NetworkBench.run(directory: directory, options: networkOptions, log: { print($0) })
                 print(String(format: "peak resident memory: %.0f MiB", Double(Self.peakResidentKiB()) / 1024))
-                if json { printJSON(network) }
+                if json { try printFigures(network) }
                 return
             }
             var results: [String: Any] = ["changes": changes, "seed": Int(seed), "runs": runs]
@@ -226,7 +226,7 @@ extension Plait {
             results["peak_rss_mib"] = Double(peak) / 1024
             log(String(format: "peak resident memory of this benchmark process: %.0f MiB", Double(peak) / 1024))
             if keep { log("kept \(directory)") }
-            if json { printJSON(results) }
+            if json { try printFigures(results) }
         }
 
         /// The one-minute load average (runnable processes), from /proc/loadavg.

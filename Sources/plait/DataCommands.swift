@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PlaitCore
 import PlaitStore
+import PlaitOutput
 import PlaitSync
 
 /// A command that edits the data: it runs alone (one transaction) or as a line of `plait batch`.
@@ -18,7 +19,7 @@ extension DataCommand {
     func run() throws {
         let home = try global.openHome()
         let result = try home.replica.edit { edit in try operation.perform(edit) }
-        if json { printJSON(result.object) } else { print(result.message) }
+        if json { try printJSON(result.output) } else { print(result.message) }
     }
 }
 
@@ -80,38 +81,38 @@ enum DataOperation: Equatable {
     }
 
     /// Resolves names against the edit's current state and appends the change.
-    func perform(_ edit: Replica.LocalEdit) throws -> (message: String, object: [String: Any]) {
+    func perform(_ edit: Replica.LocalEdit) throws -> (message: String, output: EditOutput) {
         switch self {
         case let .listAdd(title, color, top, after):
             let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? (top ? .top : .bottom)
             let id = ObjectID.random()
             try edit.append(.listCreate(id: id, title: title, color: color, at: position))
             return (
-                "created list '\(title.terminalSafe)' (\(Resolve.short(id)))", ["id": id.description, "title": title])
+                "created list '\(title.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description, title: title))
         case let .listRename(list, title):
             let id = try Resolve.list(list, in: edit.state)
             try edit.append(.listRename(id: id, title: title))
             return (
-                "renamed list \(Resolve.short(id)) to '\(title.terminalSafe)'", ["id": id.description, "title": title])
+                "renamed list \(Resolve.short(id)) to '\(title.terminalSafe)'", EditOutput(id: id.description, title: title))
         case let .listRecolor(list, color):
             let id = try Resolve.list(list, in: edit.state)
             let value = color == "none" ? nil : color
             try edit.append(.listRecolor(id: id, color: value))
             return (
                 "recolored list \(Resolve.short(id)) to \(value?.terminalSafe ?? "none")",
-                ["id": id.description, "color": value ?? NSNull()])
+                EditOutput(id: id.description, color: .some(value)))
         case let .listMove(list, _, after):
             let id = try Resolve.list(list, in: edit.state)
             let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? .top
             if case let .after(anchor) = position, anchor == id { throw ValidationError("a list cannot go after itself") }
             try edit.append(.listMove(id: id, at: position))
-            return ("moved list \(Resolve.short(id))", ["id": id.description])
+            return ("moved list \(Resolve.short(id))", EditOutput(id: id.description))
         case let .listRemove(list):
             let id = try Resolve.list(list, in: edit.state)
             let title = edit.state.lists[id]!.title
             let observed = try edit.observedSummary()
             try edit.append(.listDelete(id: id, observed: observed))
-            return ("deleted list '\(title.terminalSafe)' (\(Resolve.short(id)))", ["id": id.description])
+            return ("deleted list '\(title.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description))
         case let .add(list, text, top, after):
             let listID = try Resolve.list(list, in: edit.state)
             let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: listID)) }
@@ -120,11 +121,11 @@ enum DataOperation: Equatable {
             try edit.append(.itemCreate(id: id, list: listID, text: text, at: position))
             let listTitle = edit.state.lists[listID]!.title.terminalSafe
             return ("added '\(text.terminalSafe)' (\(Resolve.short(id))) to \(listTitle)",
-                ["id": id.description, "list": listID.description, "text": text])
+                EditOutput(id: id.description, list: listID.description, text: text))
         case let .edit(item, text):
             let id = try Resolve.item(item, in: edit.state)
             try edit.append(.itemEdit(id: id, text: text))
-            return ("edited \(Resolve.short(id)): '\(text.terminalSafe)'", ["id": id.description, "text": text])
+            return ("edited \(Resolve.short(id)): '\(text.terminalSafe)'", EditOutput(id: id.description, text: text))
         case let .done(item):
             let id = try Resolve.item(item, in: edit.state, prefer: { !$0.completed })
             let record = edit.state.items[id]!
@@ -132,7 +133,7 @@ enum DataOperation: Equatable {
                 throw PlaitError.usage("'\(record.text.terminalSafe)' is already completed; nothing was changed.")
             }
             try edit.append(.itemComplete(id: id))
-            return ("completed '\(record.text.terminalSafe)'", ["id": id.description])
+            return ("completed '\(record.text.terminalSafe)'", EditOutput(id: id.description))
         case let .reopen(item):
             let id = try Resolve.item(item, in: edit.state, prefer: { $0.completed })
             let record = edit.state.items[id]!
@@ -140,7 +141,7 @@ enum DataOperation: Equatable {
                 throw PlaitError.usage("'\(record.text.terminalSafe)' is not completed; nothing was changed.")
             }
             try edit.append(.itemReopen(id: id))
-            return ("reopened '\(record.text.terminalSafe)'", ["id": id.description])
+            return ("reopened '\(record.text.terminalSafe)'", EditOutput(id: id.description))
         case let .move(item, _, after, to):
             let id = try Resolve.item(item, in: edit.state)
             let target = try to.map { try Resolve.list($0, in: edit.state) }
@@ -148,12 +149,12 @@ enum DataOperation: Equatable {
             let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: scope)) } ?? .top
             if case let .after(anchor) = position, anchor == id { throw ValidationError("an item cannot go after itself") }
             try edit.append(.itemMove(id: id, list: target, at: position))
-            return ("moved '\(edit.state.items[id]!.text.terminalSafe)'", ["id": id.description])
+            return ("moved '\(edit.state.items[id]!.text.terminalSafe)'", EditOutput(id: id.description))
         case let .remove(item):
             let id = try Resolve.item(item, in: edit.state)
             let text = edit.state.items[id]!.text
             try edit.append(.itemDelete(id: id))
-            return ("deleted '\(text.terminalSafe)' (\(Resolve.short(id)))", ["id": id.description])
+            return ("deleted '\(text.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description))
         }
     }
 }

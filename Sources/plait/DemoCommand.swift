@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PlaitCore
 import PlaitNetnsSupport
+import PlaitOutput
 import PlaitSync
 
 #if canImport(Glibc)
@@ -135,7 +136,7 @@ extension Plait {
             }.joined(separator: "\n")
             run.stop()
             if json {
-                printJSON(figures(run, outcome, network: network, seed: seed))
+                try printJSON(figures(run, outcome, network: network, seed: seed))
             } else {
                 report(run, outcome, network: network)
             }
@@ -240,36 +241,30 @@ extension Plait {
         }
 
         private func figures(_ run: DemoRun, _ outcome: DemoRun.Outcome, network: DemoNetwork, seed: UInt64)
-            -> [String: Any]
+            -> DemoOutput
         {
-            let devices: [[String: Any]] = run.devices.enumerated().map { index, device in
+            let devices = run.devices.enumerated().map { index, device in
                 let reading = outcome.readings[index]
-                return [
-                    "name": device.name, "device": (try? device.home.identity)?.deviceID.description ?? NSNull(),
-                    "address": device.address, "pid": device.agent.map { Int($0.pid) } ?? NSNull(),
-                    "agent_exit": device.agentExit.map { Int($0) } ?? NSNull(),
-                    "home": device.home.path, "summary": reading.summary.description,
-                    "digest": reading.digest.hexString, "changes": Int(reading.changes),
-                    "edits": outcome.made[index], "edit_kinds": outcome.kinds[index],
-                ]
+                return DemoOutput.Device(
+                    address: device.address, agentExit: device.agentExit.map { Int($0) },
+                    changes: Int(reading.changes), device: (try? device.home.identity)?.deviceID.description,
+                    digest: reading.digest.hexString, editKinds: Counts(outcome.kinds[index]),
+                    edits: outcome.made[index], home: device.home.path, name: device.name,
+                    pid: device.agent.map { Int($0.pid) }, summary: reading.summary.description)
             }
             let first = outcome.readings.first
             let state = run.devices[0].view.replica.state
-            return [
-                "mode": network.rawValue, "static_peers": network == .loopback || staticPeers, "seed": seed,
-                "devices": devices, "edits_per_device": edits, "edits": outcome.made.reduce(0, +),
-                "converged": outcome.converged,
-                "converge_seconds": outcome.convergence.map { $0.seconds } ?? NSNull(),
-                "editing_seconds": outcome.editing.seconds,
-                "total_seconds": outcome.convergedAt.map { $0.seconds } ?? NSNull(),
-                "summary": outcome.converged ? first?.summary.description ?? NSNull() : NSNull(),
-                "digest": outcome.converged ? first?.digest.hexString ?? NSNull() : NSNull(),
-                "lists": state.liveListIDs.count, "items": state.items.values.filter { !$0.deleted }.count,
-                "agent_pids": run.devices.compactMap { $0.agent.map { Int($0.pid) } },
-                "daemon_pids": run.daemonPIDs.map { Int($0) },
-                "namespaces": run.lan?.hosts.map(\.namespace) ?? [],
-                "directory": run.directory ?? NSNull(), "kept": keep,
-            ]
+            return DemoOutput(
+                agentPIDs: run.devices.compactMap { $0.agent.map { Int($0.pid) } },
+                daemonPIDs: run.daemonPIDs.map { Int($0) }, convergeSeconds: outcome.convergence.map { $0.seconds },
+                converged: outcome.converged, devices: devices,
+                digest: outcome.converged ? first?.digest.hexString : nil, directory: run.directory,
+                editingSeconds: outcome.editing.seconds, edits: outcome.made.reduce(0, +), editsPerDevice: edits,
+                items: state.items.values.filter { !$0.deleted }.count, kept: keep, lists: state.liveListIDs.count,
+                mode: network.rawValue, namespaces: run.lan?.hosts.map(\.namespace) ?? [], seed: seed,
+                staticPeers: network == .loopback || staticPeers,
+                summary: outcome.converged ? first?.summary.description : nil,
+                totalSeconds: outcome.convergedAt.map { $0.seconds })
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PlaitCore
 import PlaitStore
+import PlaitOutput
 import PlaitSync
 
 extension Plait {
@@ -32,10 +33,10 @@ extension Plait {
             let home = try Home.create(at: global.homePath, name: name, config: config)
             let timeline = try home.store.ownTimeline()
             if json {
-                printJSON([
-                    "home": home.path, "name": name, "device": try home.identity.deviceID.description,
-                    "timeline": timeline.description,
-                ])
+                try printJSON(
+                    InitOutput(
+                        device: try home.identity.deviceID.description, home: home.path, name: name,
+                        timeline: timeline.description))
             } else {
                 print("Created device '\(name.terminalSafe)' in \(home.path)")
                 print("timeline \(timeline)")
@@ -57,7 +58,7 @@ extension Plait {
         func run() throws {
             let home = try global.openHome()
             if json {
-                printJSON(["device": try home.identity.deviceID.description, "name": home.deviceName])
+                try printJSON(IdOutput(device: try home.identity.deviceID.description, name: home.deviceName))
             } else {
                 print(home.deviceName.terminalSafe)
                 print(try home.identity.deviceID.description)
@@ -89,14 +90,14 @@ extension Plait {
             // A damaged certificate stops networking, not the status of the lists: say so in its place.
             let device = Result { try home.identity.deviceID.description }
             if json {
-                var problem: Any = NSNull()
+                var problem: String?
                 if case .failure(let error) = device { problem = "\(error)" }
-                printJSON([
-                    "device": (try? device.get()) ?? NSNull(), "device_problem": problem, "name": home.deviceName,
-                    "timeline": timeline.description, "summary": summary.description, "digest": digest,
-                    "changes": changes, "baseline": baseline.map { $0.summary.description } ?? NSNull(),
-                    "unknown": unknown, "lists": liveLists, "items": liveItems, "home": home.path,
-                ] as [String: Any])
+                try printJSON(
+                    StatusOutput(
+                        baseline: baseline.map { $0.summary.description }, changes: changes,
+                        device: try? device.get(), deviceProblem: problem, digest: digest, home: home.path,
+                        items: liveItems, lists: liveLists, name: home.deviceName, summary: summary.description,
+                        timeline: timeline.description, unknown: unknown))
                 return
             }
             switch device {
@@ -149,12 +150,11 @@ extension Plait {
             let home = try global.openHome()
             let report = try home.replica.compact()
             if json {
-                printJSON([
-                    "cutoff": report.cutOff.map { Int($0.lamport) } ?? NSNull(),
-                    "limit": report.cutOff?.description ?? NSNull(), "folded": report.folded,
-                    "remaining": report.remaining,
-                    "baseline": report.baseline.map { $0.summary.description } ?? NSNull(),
-                ] as [String: Any])
+                try printJSON(
+                    CompactOutput(
+                        baseline: report.baseline.map { $0.summary.description },
+                        cutoff: report.cutOff.map { Int($0.lamport) }, folded: report.folded,
+                        limit: report.cutOff?.description, remaining: report.remaining))
                 return
             }
             guard let cut = report.cutOff else {

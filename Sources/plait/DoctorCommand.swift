@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PlaitOutput
 import PlaitSync
 
 extension Plait {
@@ -43,14 +44,13 @@ extension Plait {
             let checks = PlaitSync.Doctor.run(
                 homePath: path, config: config, listen: address, peerTimeout: .milliseconds(Int(timeout * 1000)))
             if json {
-                printJSON([
-                    "home": path,
-                    "ok": !checks.contains { $0.status == .failed },
-                    "checks": checks.map { check -> [String: Any] in
-                        ["check": check.name, "status": check.status.rawValue, "detail": check.detail,
-                         "advice": check.advice ?? NSNull()]
-                    },
-                ])
+                try printJSON(
+                    DoctorOutput(
+                        checks: checks.map {
+                            DoctorCheckOutput(
+                                advice: $0.advice, check: $0.name, detail: $0.detail, status: $0.status.rawValue)
+                        },
+                        home: path, ok: !checks.contains { $0.status == .failed }))
             } else {
                 print("plait doctor: \(path)")
                 for check in checks {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PlaitCore
 import PlaitStore
+import PlaitOutput
 import PlaitSync
 
 extension Plait {
@@ -136,11 +137,8 @@ extension Plait {
         private func pairByID(_ home: Home, _ text: String) throws {
             let paired = try home.trust(text, address: address, name: name)
             if json {
-                printJSON(
-                    [
-                        "device": paired.deviceID.description, "name": paired.name,
-                        "address": paired.address?.description ?? NSNull(),
-                    ] as [String: Any])
+                try printJSON(
+                    PairOutput(address: paired.address?.description, device: paired.deviceID.description, name: paired.name))
             } else {
                 print(
                     "paired with \(paired.deviceID) (\"\(paired.name.terminalSafe)\")"
@@ -217,21 +215,19 @@ extension Plait {
         func run() throws {
             let home = try global.openHome()
             let formatter = ISO8601DateFormatter()
-            let time = { (ms: Int64?) -> Any in
-                ms.map { formatter.string(from: Date(timeIntervalSince1970: Double($0) / 1000)) } ?? NSNull()
+            let time = { (ms: Int64?) -> String? in
+                ms.map { formatter.string(from: Date(timeIntervalSince1970: Double($0) / 1000)) }
             }
             if pending {
                 let rows = try home.store.pendingPeers()
                 if json {
-                    printJSON([
-                        "pending": rows.map {
-                            [
-                                "device": $0.deviceID, "name": $0.name, "name_verified": false,
-                                "address": $0.address ?? NSNull(), "first_seen": time($0.firstSeen),
-                                "last_seen": time($0.lastSeen), "attempts": $0.attempts,
-                            ] as [String: Any]
-                        }
-                    ])
+                    try printJSON(
+                        PendingPeersOutput(
+                            pending: rows.map {
+                                PendingPeerOutput(
+                                    address: $0.address, attempts: $0.attempts, device: $0.deviceID,
+                                    firstSeen: time($0.firstSeen), lastSeen: time($0.lastSeen), name: $0.name)
+                            }))
                     return
                 }
                 if rows.isEmpty { print("no pending devices") }
@@ -259,18 +255,15 @@ extension Plait {
                 return "out of step (each has changes the other lacks)"
             }
             if json {
-                printJSON([
-                    "peers": rows.map {
-                        [
-                            "device": $0.deviceID, "name": $0.name, "address": $0.address ?? NSNull(),
-                            "paired_at": time($0.pairedAt), "last_seen": time($0.lastSeen),
-                            "summary": $0.lastSummary?.description ?? NSNull(), "in_sync": state($0) == "in sync",
-                            "state": state($0), "forked": (forks[$0.deviceID] ?? []).map(\.detail),
-                            "diverged": $0.diverged ?? NSNull(), "refused": $0.refused ?? NSNull(),
-                            "claim": $0.claim ?? NSNull(),
-                        ] as [String: Any]
-                    }
-                ])
+                try printJSON(
+                    PeersOutput(
+                        peers: rows.map {
+                            PeerOutput(
+                                address: $0.address, claim: $0.claim, device: $0.deviceID, diverged: $0.diverged,
+                                forked: (forks[$0.deviceID] ?? []).map(\.detail), inSync: state($0) == "in sync",
+                                lastSeen: time($0.lastSeen), name: $0.name, pairedAt: time($0.pairedAt),
+                                refused: $0.refused, state: state($0), summary: $0.lastSummary?.description)
+                        }))
                 return
             }
             if rows.isEmpty {
@@ -278,7 +271,7 @@ extension Plait {
                     "no paired devices: pair with `plait pair` on both devices (or --listen/--connect, or --trust ID)")
             }
             for row in rows {
-                let seen = row.lastSeen.map { time($0) as! String } ?? "never"
+                let seen = time(row.lastSeen) ?? "never"
                 print("\(row.name.terminalSafe)  \(row.deviceID)  \(row.address ?? "-")  seen \(seen)  \(state(row))")
                 for fork in forks[row.deviceID] ?? [] { print("  forked: \(fork.detail.terminalSafe)") }
                 for finding in [row.diverged, row.refused, row.claim].compactMap({ $0 }) {

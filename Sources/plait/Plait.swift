@@ -122,33 +122,6 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
-/// Prints a value as JSON (keys sorted, so output is stable). JSON carries the exact text; JSONSerialization
-/// escapes C0 controls itself, and DEL, C1 controls and bidi characters are written as `\uXXXX` here too, so
-/// JSON printed to a terminal cannot drive it either (a JSON reader decodes them to the same text).
-func printJSON(_ value: Any) {
-    let data = try! JSONSerialization.data(
-        withJSONObject: value, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
-    print(jsonEscapingTerminalControls(String(decoding: data, as: UTF8.self)))
-}
-
-/// JSON text with DEL, C1 controls and bidi characters written as JSON `\uXXXX` escapes. Outside strings JSON
-/// holds only ASCII punctuation and whitespace, and inside them the encoder has escaped C0 controls already,
-/// so a raw C0 character here is layout (the pretty-printer's line breaks) and stays.
-func jsonEscapingTerminalControls(_ json: String) -> String {
-    let escaped = { (scalar: Unicode.Scalar) in scalar.value > 0x1F && scalar.actsOnTerminal }
-    guard json.unicodeScalars.contains(where: escaped) else { return json }
-    var out = String.UnicodeScalarView()
-    for scalar in json.unicodeScalars {
-        guard escaped(scalar) else {
-            out.append(scalar)
-            continue
-        }
-        let hex = String(scalar.value, radix: 16)
-        out.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).unicodeScalars)
-    }
-    return String(out)
-}
-
 extension Array where Element == UInt8 {
     var hex: String { hexString }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PlaitCore
+import PlaitOutput
 import PlaitStore
 import PlaitSync
 
@@ -15,22 +16,20 @@ extension Plait {
             // The walkers yield only records that exist (a loaded state is checked, see ListsState.checkConsistency);
             // display code stays free of force-unwraps all the same.
             let entries = state.liveListIDs.compactMap { id in state.lists[id].map { (id, $0) } }
-            let rows = entries.map { id, list -> [String: Any] in
-                [
-                    "id": id.description, "title": list.title, "color": list.color ?? NSNull(),
-                    "pending": state.itemIDs(in: id, completed: false).count,
-                    "completed": state.itemIDs(in: id, completed: true).count,
-                ]
+            let rows = entries.map { id, list in
+                ListSummary(
+                    color: list.color, completed: state.itemIDs(in: id, completed: true).count,
+                    id: id.description, pending: state.itemIDs(in: id, completed: false).count, title: list.title)
             }
             if json {
-                printJSON(["lists": rows])
+                try printJSON(ListsOutput(lists: rows))
                 return
             }
             if rows.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
             for ((id, _), row) in zip(entries, rows) {
-                let color = (row["color"] as? String).map { " (\($0.terminalSafe))" } ?? ""
-                let title = (row["title"] as? String ?? "").terminalSafe
-                print("\(Resolve.short(id))  \(title)\(color)  \(row["pending"]!) pending, \(row["completed"]!) done")
+                let color = row.color.map { " (\($0.terminalSafe))" } ?? ""
+                print("\(Resolve.short(id))  \(row.title.terminalSafe)\(color)  \(row.pending) pending, "
+                    + "\(row.completed) done")
             }
         }
     }
@@ -44,21 +43,8 @@ extension Plait {
         func run() throws {
             let state = try global.openHome().replica.state
             let ids = try list.map { [try Resolve.list($0, in: state)] } ?? state.liveListIDs
-            let items = { (list: ObjectID, completed: Bool) in
-                state.itemIDs(in: list, completed: completed).map {
-                    ["id": $0.description, "text": state.items[$0]?.text ?? ""]
-                }
-            }
             if json {
-                printJSON([
-                    "lists": ids.compactMap { id -> [String: Any]? in
-                        guard let list = state.lists[id] else { return nil }
-                        return [
-                            "id": id.description, "title": list.title, "color": list.color ?? NSNull(),
-                            "pending": items(id, false), "completed": items(id, true),
-                        ]
-                    }
-                ])
+                try writeJSON { writer in try Self.stream(ids, of: state, into: writer) }
                 return
             }
             if ids.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
@@ -73,6 +59,44 @@ extension Plait {
                     print("  [x] \((state.items[item]?.text ?? "").terminalSafe)  \(Resolve.short(item))")
                 }
             }
+        }
+
+        /// Writes `ShowOutput` for `ids` list by list and item by item, as `JSONStreamEncoder` would encode the
+        /// whole value (a test holds them equal), without building it: 100,000 items cost a buffer, not a copy.
+        static func stream(_ ids: [ObjectID], of state: ListsState, into writer: JSONWriter) throws {
+            typealias Keys = ShowList.CodingKeys
+            writer.beginObject()
+            writer.key(ShowOutput.CodingKeys.lists.stringValue)
+            writer.beginArray()
+            for id in ids {
+                guard let list = state.lists[id] else { continue }
+                writer.beginObject()
+                writer.key(Keys.color.stringValue)
+                if let color = list.color { try writer.string(color) } else { writer.null() }
+                writer.key(Keys.completed.stringValue)
+                try items(in: id, completed: true, of: state, into: writer)
+                writer.key(Keys.id.stringValue)
+                try writer.objectID(id)
+                writer.key(Keys.pending.stringValue)
+                try items(in: id, completed: false, of: state, into: writer)
+                writer.key(Keys.title.stringValue)
+                try writer.string(list.title)
+                try writer.end()
+            }
+            try writer.end()
+            try writer.end()
+        }
+
+        /// One section's items as an array of `ShowItem`.
+        private static func items(
+            in list: ObjectID, completed: Bool, of state: ListsState, into writer: JSONWriter
+        ) throws {
+            writer.beginArray()
+            try state.forEachItem(in: list, completed: completed) { id, item in
+                try writer.object(
+                    ShowItem.CodingKeys.id.stringValue, id: id, ShowItem.CodingKeys.text.stringValue, text: item.text)
+            }
+            try writer.end()
         }
     }
 
@@ -94,21 +118,20 @@ extension Plait {
             let changes = try home.store.changesInReplayOrder(limit: limit)
             let state = home.replica.state
             let domain = ListsDomain()
-            let rows = changes.map { change -> [String: Any] in
-                [
-                    "change": change.ref.description, "lamport": Int(change.lamport), "kind": change.kind,
-                    "version": Int(change.version), "description": describe(change, state: state, domain: domain),
-                    "time": ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(change.wallTime) / 1000)),
-                ]
+            let formatter = ISO8601DateFormatter()
+            let rows = changes.map { change in
+                LogEntry(
+                    change: change.ref.description, description: describe(change, state: state, domain: domain),
+                    kind: change.kind, lamport: Int(change.lamport),
+                    time: formatter.string(from: Date(timeIntervalSince1970: Double(change.wallTime) / 1000)),
+                    version: Int(change.version))
             }
             if json {
-                printJSON(["changes": rows])
+                try printJSON(LogOutput(changes: rows))
                 return
             }
             for row in rows {
-                let kind = (row["kind"] as! String).terminalSafe
-                let description = (row["description"] as! String).terminalSafe
-                print("\(row["change"]!)  \(row["lamport"]!)  \(kind)  \(description)  \(row["time"]!)")
+                print("\(row.change)  \(row.lamport)  \(row.kind.terminalSafe)  \(row.description.terminalSafe)  \(row.time)")
             }
         }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PlaitCore
 import PlaitStore
+import PlaitOutput
 import PlaitSync
 
 extension Plait {
@@ -50,26 +51,22 @@ extension Plait {
             }
             let source = (derived.fromBaseline ? "the baseline and " : "") + "\(derived.changes) stored changes"
             if json {
-                printJSON([
-                    "home": home.path,
-                    "materialized": [
-                        "previous": previous, "problem": derived.problem ?? NSNull(), "changes": derived.changes,
-                        "from_baseline": derived.fromBaseline, "lists": derived.lists, "items": derived.items,
-                        "digest": derived.digest.hex,
-                    ] as [String: Any],
-                    "checkpoints": ["dropped": derived.checkpointsDropped, "written": derived.checkpointsWritten],
-                    "found_on_open": report.foundOnOpen.map(\.description),
-                    "set_aside": report.setAside.map(\.description),
-                    "pulls": report.pulls.map { pull -> [String: Any] in
-                        [
-                            "address": pull.address.description, "ok": pull.failure == nil,
-                            "pulled": pull.result?.pulled ?? 0, "error": pull.failure ?? NSNull(),
-                        ]
-                    },
-                    "still_set_aside": report.stillSetAside.map {
-                        "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)"
-                    },
-                ] as [String: Any])
+                try printJSON(
+                    RepairOutput(
+                        checkpoints: .init(dropped: derived.checkpointsDropped, written: derived.checkpointsWritten),
+                        foundOnOpen: report.foundOnOpen.map(\.description), home: home.path,
+                        materialized: .init(
+                            changes: derived.changes, digest: derived.digest.hex, fromBaseline: derived.fromBaseline,
+                            items: derived.items, lists: derived.lists, previous: previous, problem: derived.problem),
+                        pulls: report.pulls.map { pull in
+                            .init(
+                                address: pull.address.description, error: pull.failure, ok: pull.failure == nil,
+                                pulled: pull.result?.pulled ?? 0)
+                        },
+                        setAside: report.setAside.map(\.description),
+                        stillSetAside: report.stillSetAside.map {
+                            "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)"
+                        }))
                 if !report.stillSetAside.isEmpty { throw ExitCode(1) }
                 return
             }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PlaitCore
 import PlaitStore
+import PlaitOutput
 import PlaitSync
 
 extension Plait {
@@ -73,26 +74,21 @@ extension Plait {
                 }
             }
             if json {
-                printJSON([
-                    "peers": outcomes.map { outcome, source -> [String: Any] in
-                        [
-                            "found_by": source == .discovered ? "mdns" : source.rawValue,
-                            "address": outcome.address.description, "device": outcome.deviceID ?? NSNull(),
-                            "name": outcome.name ?? NSNull(), "ok": outcome.succeeded,
-                            "error": outcome.failure ?? NSNull(), "pulled": outcome.result?.pulled ?? 0,
-                            "sent": outcome.result?.sent ?? 0,
-                            "bytes_received": outcome.result?.bytesReceived ?? 0,
-                            "bytes_sent": outcome.result?.bytesSent ?? 0,
-                            "baselines_pulled": outcome.result?.baselinesPulled ?? 0,
-                            "baselines_sent": outcome.result?.baselinesSent ?? 0,
-                            "summary": outcome.result?.finalSummary.description ?? NSNull(),
-                            "forked": outcome.result?.forkedTimelines.map(\.description) ?? [],
-                            "problems": outcome.problems,
-                            "diverged": outcome.result?.divergence != nil,
-                            "verified_equal": outcome.result?.verifiedEqual ?? false,
-                        ]
-                    }
-                ])
+                try printJSON(
+                    SyncOutput(
+                        peers: outcomes.map { outcome, source in
+                            let result = outcome.result
+                            return SyncPeerOutput(
+                                address: outcome.address.description, baselinesPulled: result?.baselinesPulled ?? 0,
+                                baselinesSent: result?.baselinesSent ?? 0, bytesReceived: result?.bytesReceived ?? 0,
+                                bytesSent: result?.bytesSent ?? 0, device: outcome.deviceID,
+                                diverged: result?.divergence != nil, error: outcome.failure,
+                                forked: result?.forkedTimelines.map(\.description) ?? [],
+                                foundBy: source == .discovered ? "mdns" : source.rawValue, name: outcome.name,
+                                ok: outcome.succeeded, problems: outcome.problems, pulled: result?.pulled ?? 0,
+                                sent: result?.sent ?? 0, summary: result?.finalSummary.description,
+                                verifiedEqual: result?.verifiedEqual ?? false)
+                        }))
             }
             if outcomes.contains(where: { !$0.outcome.succeeded }) { throw ExitCode(1) }
         }

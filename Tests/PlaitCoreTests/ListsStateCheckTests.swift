@@ -45,7 +45,7 @@ import Testing
     }
 
     /// Rebuilds `state` with one record edited: what a damaged row looks like once loaded.
-    static func damaged(_ edit: (inout [ObjectID: ListRecord], inout [ObjectID: ItemRecord], inout ObjectID?) -> Void)
+    static func damaged(_ edit: (inout [ObjectID: ListRecord], inout RecordTable<ItemRecord>, inout ObjectID?) -> Void)
         -> ListsState
     {
         let state = sample()

@@ -32,15 +32,16 @@ public struct ListRecord: Hashable, Sendable {
 
 /// One item, live or tombstoned (a tombstone keeps its last fields and is in no section).
 public struct ItemRecord: Hashable, Sendable {
+    // Stored in this order so the two flags fill the tail instead of padding the middle: 120 bytes, not 128.
     public var list: ObjectID
     public var text: String
-    public var completed: Bool
-    public var deleted: Bool
     /// The change that put the item in its list (its create, or the move into the list).
     public var placedBy: ChangeRef
     public var stamp: OrderKey
     public var previous: ObjectID?
     public var next: ObjectID?
+    public var completed: Bool
+    public var deleted: Bool
 
     public init(
         list: ObjectID, text: String, completed: Bool, deleted: Bool, placedBy: ChangeRef, stamp: OrderKey,
@@ -63,7 +64,8 @@ public struct ItemRecord: Hashable, Sendable {
 /// Deleted lists keep their place in the list order (hidden), so a revived list comes back where it was.
 public struct ListsState: Sendable {
     public internal(set) var lists: [ObjectID: ListRecord] = [:]
-    public internal(set) var items: [ObjectID: ItemRecord] = [:]
+    /// Items outnumber everything else: kept in a `RecordTable` (packed records), not a dictionary.
+    public internal(set) var items: RecordTable<ItemRecord> = [:]
     public internal(set) var listHead: ObjectID?
     public internal(set) var listTail: ObjectID?
     /// Records changed since the last `takeChanges()`: what a store must write back.
@@ -84,7 +86,7 @@ public struct ListsState: Sendable {
     }
 
     /// Builds a state from stored records (the materialized tables).
-    public init(lists: [ObjectID: ListRecord], items: [ObjectID: ItemRecord], listHead: ObjectID?, listTail: ObjectID?) {
+    public init(lists: [ObjectID: ListRecord], items: RecordTable<ItemRecord>, listHead: ObjectID?, listTail: ObjectID?) {
         self.lists = lists
         self.items = items
         self.listHead = listHead
@@ -96,6 +98,10 @@ public struct ListsState: Sendable {
         guard trackChanges else { return }
         changedLists.formUnion(lists)
         changedItems.formUnion(items)
+    }
+
+    public init(lists: [ObjectID: ListRecord], items: [ObjectID: ItemRecord], listHead: ObjectID?, listTail: ObjectID?) {
+        self.init(lists: lists, items: RecordTable(items), listHead: listHead, listTail: listTail)
     }
 
     @inline(__always) mutating func touchList(_ id: ObjectID) { if trackChanges { changedLists.insert(id) } }
@@ -145,6 +151,24 @@ public struct ListsState: Sendable {
             cursor = item.next
         }
         return out
+    }
+
+    /// Calls `body` with each item of a section in display order and its record in place (not copied out:
+    /// `show --json` of 100,000 items). Walks like `itemIDs`: only records that exist, at most once each.
+    public func forEachItem(
+        in list: ObjectID, completed: Bool, _ body: (ObjectID, borrowing ItemRecord) throws -> Void
+    ) rethrows {
+        guard let record = lists[list] else { return }
+        var cursor = completed ? record.completedHead : record.pendingHead
+        var visited = 0
+        while let id = cursor, visited < items.count {
+            guard let next = try items.withRecord(id, { item in
+                try body(id, item)
+                return item.next
+            }) else { return }
+            cursor = next
+            visited += 1
+        }
     }
 
     // MARK: List order

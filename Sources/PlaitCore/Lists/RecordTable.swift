@@ -1,0 +1,139 @@
+/// Records keyed by object ID, as a dictionary would hold them, in less memory: the records sit packed in one
+/// array and a small dictionary maps each ID to its slot.
+///
+/// A `Dictionary<ObjectID, ItemRecord>` pays key and record (144 bytes) for every bucket, and keeps its buckets
+/// at most 3/4 full — as little as 3/8 just after it grew, which is where 100,000 items land: 377 bytes per
+/// item before any text. Here a bucket is 20 bytes (ID and slot) and the array holds records only, so an item
+/// costs about 120 + 20/0.375 bytes at worst (DESIGN §12's goal is ~300 bytes per live item).
+///
+/// Iteration order is unspecified, as a dictionary's is; every reader that needs an order sorts (the digest,
+/// snapshots). Removal is rare (a damaged-state test; records are tombstoned, not removed) and costs O(n).
+public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Sequence,
+    ExpressibleByDictionaryLiteral
+{
+    @usableFromInline var slots: [ObjectID: UInt32] = [:]
+    @usableFromInline var records: [Record] = []
+
+    public init() {}
+
+    public init(_ dictionary: [ObjectID: Record]) {
+        reserveCapacity(dictionary.count)
+        for (id, record) in dictionary { self[id] = record }
+    }
+
+    public init(dictionaryLiteral elements: (ObjectID, Record)...) {
+        reserveCapacity(elements.count)
+        for (id, record) in elements { self[id] = record }
+    }
+
+    public var count: Int { records.count }
+    public var isEmpty: Bool { records.isEmpty }
+    /// The IDs, in no particular order.
+    public var keys: Dictionary<ObjectID, UInt32>.Keys { slots.keys }
+    /// The records, in no particular order.
+    public var values: [Record] { records }
+
+    public mutating func reserveCapacity(_ capacity: Int) {
+        slots.reserveCapacity(capacity)
+        records.reserveCapacity(capacity)
+    }
+
+    public subscript(id: ObjectID) -> Record? {
+        get { slots[id].map { records[Int($0)] } }
+        set {
+            if let slot = slots[id] {
+                if let newValue { records[Int(slot)] = newValue } else { remove(id, at: Int(slot)) }
+            } else if let newValue {
+                slots[id] = UInt32(records.count)
+                records.append(newValue)
+            }
+        }
+        // In place, one lookup: replay writes `items[id]!.field = …` several times per change.
+        _modify {
+            if let slot = slots[id].map({ Int($0) }) {
+                var value: Record? = records[slot]
+                defer {
+                    if let value { records[slot] = value } else { remove(id, at: slot) }
+                }
+                yield &value
+            } else {
+                var value: Record? = nil
+                defer {
+                    if let value {
+                        slots[id] = UInt32(records.count)
+                        records.append(value)
+                    }
+                }
+                yield &value
+            }
+        }
+    }
+
+    /// Calls `body` with the record of `id` in place, without copying it out; nil when there is none.
+    @inlinable
+    public func withRecord<R>(_ id: ObjectID, _ body: (borrowing Record) throws -> R) rethrows -> R? {
+        guard let slot = slots[id] else { return nil }
+        return try body(records[Int(slot)])
+    }
+
+    /// Adds a record for an ID not yet present, with one hash lookup (loading a stored state); false, and
+    /// nothing changed, when the ID is present already.
+    public mutating func insertNew(_ id: ObjectID, _ record: Record) -> Bool {
+        if let held = slots.updateValue(UInt32(records.count), forKey: id) {
+            slots[id] = held
+            return false
+        }
+        records.append(record)
+        return true
+    }
+
+    @discardableResult
+    public mutating func removeValue(forKey id: ObjectID) -> Record? {
+        guard let slot = slots[id] else { return nil }
+        let record = records[Int(slot)]
+        remove(id, at: Int(slot))
+        return record
+    }
+
+    /// Moves the last record into the freed slot.
+    private mutating func remove(_ id: ObjectID, at slot: Int) {
+        slots[id] = nil
+        let last = records.count - 1
+        if slot != last, let moved = slots.first(where: { $0.value == UInt32(last) })?.key {
+            records[slot] = records[last]
+            slots[moved] = UInt32(slot)
+        }
+        records.removeLast()
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        for (id, slot) in lhs.slots where rhs[id] != lhs.records[Int(slot)] { return false }
+        return true
+    }
+
+    public struct Iterator: IteratorProtocol {
+        var slots: Dictionary<ObjectID, UInt32>.Iterator
+        let records: [Record]
+
+        public mutating func next() -> (key: ObjectID, value: Record)? {
+            guard let (id, slot) = slots.next() else { return nil }
+            return (id, records[Int(slot)])
+        }
+    }
+
+    public func makeIterator() -> Iterator { Iterator(slots: slots.makeIterator(), records: records) }
+
+    public var underestimatedCount: Int { count }
+
+    /// Bytes held by the table's own storage (not by what records point to, such as long texts).
+    public var storageBytes: Int {
+        Self.dictionaryBytes(slots) + records.capacity * MemoryLayout<Record>.stride
+    }
+
+    /// Bytes of a dictionary's buckets: `capacity` is 3/4 of them, and each holds a key and a value (plus a bit).
+    public static func dictionaryBytes<Key, Value>(_ dictionary: [Key: Value]) -> Int {
+        let buckets = (dictionary.capacity * 4 + 2) / 3
+        return buckets * (MemoryLayout<Key>.stride + MemoryLayout<Value>.stride) + buckets / 8
+    }
+}
