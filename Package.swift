@@ -38,11 +38,14 @@ let package = Package(
             exclude: ["plait-wire.proto"]),
         // Identity: key pair, self-signed certificate, Device ID.
         .target(name: "PlaitTLS", dependencies: ["COpenSSL", "PlaitCore"]),
+        // One sync session with a peer: the protocol as a value (SessionMachine) and the driver that performs its
+        // actions against the replica and a frame transport.
+        .target(name: "PlaitSession", dependencies: ["PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire"]),
         // Composition root: a device home (identity + store + config) and what commands do with it.
         .target(
             name: "PlaitSync",
             dependencies: [
-                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire", "PlaitDiscovery",
+                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire", "PlaitDiscovery", "PlaitSession",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -58,7 +61,7 @@ let package = Package(
             name: "plait",
             dependencies: [
                 // PlaitNetnsSupport: `plait demo` runs its devices on a LAN of network namespaces.
-                "PlaitCore", "PlaitSync", "PlaitNetnsSupport",
+                "PlaitCore", "PlaitSync", "PlaitSession", "PlaitNetnsSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -85,7 +88,8 @@ let package = Package(
         .testTarget(
             name: "PlaitSyncTests",
             dependencies: [
-                "PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport", "PlaitDiscovery",
+                "PlaitSync", "PlaitSession", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport",
+                "PlaitDiscovery",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built `plait` binary; the LAN tests also read the stores and build namespaces.

@@ -1,6 +1,6 @@
 import PlaitCore
 @testable import PlaitStore
-@testable import PlaitSync
+@testable import PlaitSession
 import PlaitWire
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import PlaitCore
 import PlaitStore
+import PlaitTLS
 import PlaitWire
 
 #if canImport(Glibc)
