@@ -217,6 +217,8 @@ public final class Session: @unchecked Sendable {
             let result: ReadResult
             do {
                 result = try transport.readSome(into: &buffer)
+            } catch let error as TLSError {
+                throw .tls(error)
             } catch {
                 throw .transport("\(error)")
             }
@@ -354,6 +356,8 @@ public final class Session: @unchecked Sendable {
             let result: WriteResult
             do {
                 result = try transport.writeSome(outbox.unsent)
+            } catch let error as TLSError {
+                throw .tls(error)
             } catch {
                 throw .transport("\(error)")
             }
