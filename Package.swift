@@ -96,8 +96,9 @@ let package = Package(
         .testTarget(
             name: "PlaitCLITests",
             dependencies: [
-                // GRDB: tests damage a store file the way a user with sqlite3 would.
-                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport",
+                // GRDB: tests damage a store file the way a user with sqlite3 would. plait: the demo's edit script,
+                // a CLI-only helper, is tested as a value.
+                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport", "plait",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),
