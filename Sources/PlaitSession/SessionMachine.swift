@@ -713,8 +713,8 @@ struct SessionMachine {
         for (timeline, theirs) in hello.headHashes {
             let mine = view.summary[timeline]
             guard mine > 0, theirs.seq <= mine else { continue }
-            let hash =
-                theirs.seq == mine ? view.heads[timeline]?.hash : hashes[ChangeRef(timeline: timeline, seq: theirs.seq)]
+            let below = ChangeRef(timeline: timeline, seq: theirs.seq)
+            let hash = theirs.seq == mine ? view.heads[timeline]?.hash : hashes[below]
             if let hash, hash != theirs.hash {
                 forks[timeline] = ForkedTimeline(
                     timeline: timeline, localHead: mine, peerHead: theirs.seq, detectedLocally: true)
@@ -875,7 +875,8 @@ struct SessionMachine {
                 newForks = true
             } else {
                 refused[refusal.timeline] = refusal
-                actions.append(.finding("changes of \(refusal.timeline) from the peer were refused: \(refusal.refusal)"))
+                actions.append(
+                    .finding("changes of \(refusal.timeline) from the peer were refused: \(refusal.refusal)"))
             }
         }
         if newForks { actions += recordForks() }

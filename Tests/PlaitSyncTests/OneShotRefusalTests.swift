@@ -13,7 +13,8 @@ import Testing
             Issue.record("an alert was not taken as a refusal")
             return
         }
-        guard case .rejectedByPeer = try #require(Home.refusalAfterHandshake(SessionError.tls(.connectionReset))) else {
+        let reset = try #require(Home.refusalAfterHandshake(SessionError.tls(.connectionReset)))
+        guard case .rejectedByPeer = reset else {
             Issue.record("a reset was not taken as a refusal")
             return
         }

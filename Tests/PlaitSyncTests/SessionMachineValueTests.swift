@@ -107,7 +107,8 @@ import Testing
         options.maxBatchBytes = 10_000
         var machine = Self.machine(options)
         let mine: Summary = [Self.mine: 5]
-        _ = try Self.greet(&machine, hello: Self.hello(summary: [:], maxFrameSize: 4_096), local: Self.status(summary: mine))
+        _ = try Self.greet(
+            &machine, hello: Self.hello(summary: [:], maxFrameSize: 4_096), local: Self.status(summary: mine))
         var actions = try machine.received(.want(Want(have: [Self.mine: 1], baselineOffset: nil)))
         guard case .readSummary = actions.last else { Issue.record("no summary read: \(actions)"); return }
         actions = try machine.answered(.summary(mine))
@@ -160,7 +161,9 @@ import Testing
         let baseline = EncodedBaseline(summary: baselineSummary, bytes: (0..<3_000).map { UInt8($0 % 251) })
         _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [Self.mine: 4]))
         _ = try Self.answerWant(&machine, have: [:], mine: [Self.mine: 4], baseline: baseline)
-        let chunks = try (0..<3).map { _ in try #require(Self.sent(try machine.nextOutgoing()).first.flatMap(Self.chunkOf)) }
+        let chunks = try (0..<3).map { _ in
+            try #require(Self.sent(try machine.nextOutgoing()).first.flatMap(Self.chunkOf))
+        }
         // Chunks of max(budget - 256, 1024) bytes.
         #expect(chunks.map(\.offset) == [0, 1_044, 2_088])
         #expect(chunks.map(\.last) == [false, false, true])
@@ -219,7 +222,8 @@ import Testing
     @Test func pulledBaselineIsStagedThenAdopted() throws {
         var machine = Self.machine()
         let hello = Self.hello(summary: [Self.theirs: 9], baseline: [Self.theirs: 9], baselineDigest: [4, 2])
-        let early = BaselineChunk(totalSize: 4, offset: 0, data: [1, 2], last: false, baselineSummary: [Self.theirs: 9])
+        let early = BaselineChunk(
+            totalSize: 4, offset: 0, data: [1, 2], last: false, baselineSummary: [Self.theirs: 9])
         #expect(Self.violation { _ = try machine.received(.baselineChunk(early)) })
         machine = Self.machine()
         _ = try Self.greet(&machine, hello: hello, local: Self.status(summary: [:]))
@@ -348,7 +352,8 @@ import Testing
     @Test func stateReportWithUnknownChangesIsNotCompared() throws {
         var machine = Self.machine(SessionOptions(mode: .agent))
         let summary: Summary = [Self.theirs: 2]
-        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 1]), local: Self.status(summary: summary),
+        _ = try Self.greet(
+            &machine, hello: Self.hello(summary: [Self.theirs: 1]), local: Self.status(summary: summary),
             compareWith: [:])
         let report = StateReport(stateDigest: [2, 2], baselineDigest: nil, unknownCount: 1)
         let actions = try machine.received(.notify(summary, report: report))
@@ -366,8 +371,10 @@ import Testing
         _ = try machine.answered(.status(Self.status(summary: [:])))
         let actions = try machine.localChanged()
         guard case .readStatus = actions.last else { Issue.record("\(actions)"); return }
-        let sent = Self.sent(try machine.answered(.status(Self.status(summary: [Self.mine: 1], digest: [5], unknown: 2))))
-        #expect(sent == [.notify([Self.mine: 1], report: StateReport(stateDigest: [5], baselineDigest: nil, unknownCount: 2))])
+        let status = Self.status(summary: [Self.mine: 1], digest: [5], unknown: 2)
+        let sent = Self.sent(try machine.answered(.status(status)))
+        let report = StateReport(stateDigest: [5], baselineDigest: nil, unknownCount: 2)
+        #expect(sent == [.notify([Self.mine: 1], report: report)])
     }
 
     // MARK: Forks
@@ -384,7 +391,8 @@ import Testing
         actions = try machine.answered(.hashes([ChangeRef(timeline: Self.theirs, seq: 3): Self.hash(Self.theirs, 3)]))
         let fork = try #require(machine.forkedTimelines.first)
         #expect(fork.timeline == Self.theirs && fork.localHead == 5 && fork.peerHead == 3 && fork.detectedLocally)
-        #expect(Self.forkRecords(actions) == [[ForkRecordEntry(timeline: Self.theirs, seq: 3, detail: fork.description)]])
+        let record = ForkRecordEntry(timeline: Self.theirs, seq: 3, detail: fork.description)
+        #expect(Self.forkRecords(actions) == [[record]])
         #expect(Self.findings(actions) == [fork.description])
         actions = try machine.answered(.summary(local.summary))
         var have = local.summary
@@ -399,11 +407,13 @@ import Testing
         var machine = Self.machine()
         let mine: Summary = [Self.theirs: 5, Self.mine: 2]
         _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 7]), local: Self.status(summary: mine))
-        var actions = try machine.received(.want(Want(have: [Self.theirs: SessionMachine.excluded], baselineOffset: nil)))
+        let excluding = Want(have: [Self.theirs: SessionMachine.excluded], baselineOffset: nil)
+        var actions = try machine.received(.want(excluding))
         actions = try machine.answered(.summary(mine))
         let fork = try #require(machine.forkedTimelines.first)
         #expect(fork.timeline == Self.theirs && fork.localHead == 5 && fork.peerHead == 7 && !fork.detectedLocally)
-        #expect(Self.forkRecords(actions) == [[ForkRecordEntry(timeline: Self.theirs, seq: 5, detail: fork.description)]])
+        let record = ForkRecordEntry(timeline: Self.theirs, seq: 5, detail: fork.description)
+        #expect(Self.forkRecords(actions) == [[record]])
         #expect(Self.findings(actions) == [fork.description])
         _ = try machine.answered(.baseline(nil))
         guard case let .readPage(have, _, _, _, _) = try machine.nextOutgoing().last else {
@@ -528,8 +538,12 @@ import Testing
         let actions = try machine.answered(.page(baselineSummary: [:], changes: page, damaged: [damagedRef]))
         #expect(Self.sent(actions) == [.changes(Array(page[0..<2]))])
         #expect(machine.damaged == [damagedRef] && Self.findings(actions).count == 1)
-        #expect(actions.contains { if case .quarantine(DamagedChange(ref: damagedRef, following: 0), _) = $0 { true } else { false } })
-        guard case let .readPage(_, cap, _, _, _) = try machine.nextOutgoing().last else { Issue.record("no page"); return }
+        let setAside = DamagedChange(ref: damagedRef, following: 0)
+        #expect(actions.contains { if case .quarantine(setAside, _) = $0 { true } else { false } })
+        guard case let .readPage(_, cap, _, _, _) = try machine.nextOutgoing().last else {
+            Issue.record("no page")
+            return
+        }
         #expect(cap == [Self.mine: 1, Self.other: 1])
     }
 
@@ -634,7 +648,8 @@ import Testing
 
     /// Receives a Want and answers its reads: this device's summary, then its baseline.
     static func answerWant(
-        _ machine: inout SessionMachine, have: Summary, mine: Summary, baseline: EncodedBaseline?, offset: UInt64? = nil
+        _ machine: inout SessionMachine, have: Summary, mine: Summary, baseline: EncodedBaseline?,
+        offset: UInt64? = nil
     ) throws -> [SessionAction] {
         var actions = try machine.received(.want(Want(have: have, baselineOffset: offset)))
         actions += try machine.answered(.summary(mine))
