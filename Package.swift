@@ -44,11 +44,14 @@ let package = Package(
             exclude: ["plait-wire.proto"]),
         // Identity: key pair, self-signed certificate, Device ID.
         .target(name: "PlaitTLS", dependencies: ["COpenSSL", "PlaitCore"]),
+        // One sync session with a peer: the protocol as a value (SessionMachine) and the driver that performs its
+        // actions against the replica and a frame transport.
+        .target(name: "PlaitSession", dependencies: ["PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire"]),
         // Composition root: a device home (identity + store + config) and what commands do with it.
         .target(
             name: "PlaitSync",
             dependencies: [
-                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire", "PlaitDiscovery",
+                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire", "PlaitDiscovery", "PlaitSession",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -64,7 +67,7 @@ let package = Package(
             name: "plait",
             dependencies: [
                 // PlaitNetnsSupport: `plait demo` runs its devices on a LAN of network namespaces.
-                "PlaitCore", "PlaitSync", "PlaitNetnsSupport", "PlaitOutput",
+                "PlaitCore", "PlaitSync", "PlaitSession", "PlaitNetnsSupport", "PlaitOutput",
                 // GRDB: `plait bench` measures SQLite's own insert rate of the change rows, the ceiling of a catch-up.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -95,15 +98,17 @@ let package = Package(
         .testTarget(
             name: "PlaitSyncTests",
             dependencies: [
-                "PlaitSync", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport", "PlaitDiscovery",
+                "PlaitSync", "PlaitSession", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport",
+                "PlaitDiscovery",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built `plait` binary; the LAN tests also read the stores and build namespaces.
         .testTarget(
             name: "PlaitCLITests",
             dependencies: [
-                // GRDB: tests damage a store file the way a user with sqlite3 would.
-                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport", "PlaitOutput",
+                // GRDB: tests damage a store file the way a user with sqlite3 would. plait: the demo's edit script,
+                // a CLI-only helper, is tested as a value.
+                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport", "PlaitOutput", "plait",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),

@@ -21,7 +21,13 @@ public final class IntakePipeline: @unchecked Sendable {
     private var failure: (any Error)?
     private var committed: [Replica.IntegrateResult] = []
 
-    init(replica: Replica) { self.replica = replica }
+    /// Called on the commit thread with each batch's result once it is committed (the agent relays from here).
+    private let onCommitted: (@Sendable (Replica.IntegrateResult) -> Void)?
+
+    init(replica: Replica, onCommitted: (@Sendable (Replica.IntegrateResult) -> Void)? = nil) {
+        self.replica = replica
+        self.onCommitted = onCommitted
+    }
 
     /// Checks `batch` and queues its commit. Returns what the intake decided (changes taken, duplicates,
     /// refusals); throws the failure of an earlier commit, after which nothing more is committed.
@@ -50,6 +56,7 @@ public final class IntakePipeline: @unchecked Sendable {
                     error = thrown
                 }
             }
+            if let outcome { onCommitted?(outcome) }
             lock.withLock {
                 if let error, failure == nil { failure = error }
                 if let outcome { committed.append(outcome) }
@@ -82,6 +89,8 @@ public final class IntakePipeline: @unchecked Sendable {
 }
 
 extension Replica {
-    /// A pipeline for one stream of pulled batches.
-    public func intakePipeline() -> IntakePipeline { IntakePipeline(replica: self) }
+    /// A pipeline for one stream of pulled batches; `onCommitted` hears of each batch once it is committed.
+    public func intakePipeline(onCommitted: (@Sendable (IntegrateResult) -> Void)? = nil) -> IntakePipeline {
+        IntakePipeline(replica: self, onCommitted: onCommitted)
+    }
 }

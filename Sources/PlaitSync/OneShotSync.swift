@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitSession
 import PlaitStore
 import PlaitTLS
 
@@ -81,14 +82,23 @@ extension Home {
         } catch {
             // In TLS 1.3 a server that does not trust this device refuses it only after the client's handshake
             // completed: the refusal arrives as an alert, or as a reset, on the session's first read.
-            let text = "\(error)"
-            if outcome.result == nil, text.contains("bad certificate") || text.contains("reset by peer") {
-                outcome.failure = Self.explain(.rejectedByPeer(reason: text), address: address)
+            if outcome.result == nil, let refusal = Self.refusalAfterHandshake(error) {
+                outcome.failure = Self.explain(refusal, address: address)
             } else {
-                outcome.failure = "\(address): \(text)"
+                outcome.failure = "\(address): \(error)"
             }
         }
         return outcome
+    }
+
+    /// The peer's refusal of this device, when a session failed with one on its first read.
+    static func refusalAfterHandshake(_ error: any Error) -> TLSError? {
+        guard case let .tls(failure) = error as? SessionError else { return nil }
+        switch failure {
+        case .rejectedByPeer: return failure
+        case .connectionReset: return .rejectedByPeer(reason: failure.description)
+        default: return nil
+        }
     }
 
     static func explain(_ error: TLSError, address: PeerAddress) -> String {

@@ -86,7 +86,7 @@ public final class Pairing: @unchecked Sendable {
             answers = try Inbox()
         } catch {
             connection.close()
-            throw .tls(.socket(operation: "create a pipe", reason: error.description))
+            throw .tls(error)
         }
         drive(deadline: deadline, timeout: timeout)
         let result = outcome!

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitDiscovery
+import PlaitTLS
 
 /// Paired devices seen on the LAN by mDNS, recognised by their daily tag (`DiscoveryTag.matchingDevice`):
 /// where each one's agent listens. Devices in pairing mode (`pair=1`: a pairing listener, not an agent) and

@@ -355,6 +355,8 @@ public final class TLSConnection: @unchecked Sendable {
         if handshaking && (hungUp || reason == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
             return .closedDuringHandshake(reason: text)
         }
+        // After the handshake a reset is its own case: a client that was refused may learn it only this way.
+        if !handshaking && code == SSL_ERROR_SYSCALL && savedErrno == ECONNRESET { return .connectionReset }
         return handshaking ? .handshakeFailed(reason: text) : .closed(reason: text)
     }
 

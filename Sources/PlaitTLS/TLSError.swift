@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What can go wrong setting up TLS, connecting, accepting, handshaking, reading or writing.
 ///
 /// Cases that come from OpenSSL or the system carry their text (OpenSSL's `ERR_error_string_n`
@@ -26,6 +30,9 @@ public enum TLSError: Error, CustomStringConvertible {
     case alpnMismatch(offered: [String])
     /// The connection broke or was closed (by the peer, or by this side before the operation).
     case closed(reason: String)
+    /// The peer reset the connection after the handshake, without an alert: it went away, or (in TLS 1.3, on a
+    /// client's first read) it refused this device by dropping the connection.
+    case connectionReset
     /// A socket call failed: resolving an address, creating, binding, listening or accepting.
     case socket(operation: String, reason: String)
     /// OpenSSL failed to set up a TLS context or connection.
@@ -56,6 +63,8 @@ public enum TLSError: Error, CustomStringConvertible {
                 + "only while `plait pair` runs on both devices."
         case .closed(let reason):
             return "The connection closed (\(reason)); it will be retried when the peer is back."
+        case .connectionReset:
+            return "The connection closed (\(errnoText(ECONNRESET))); it will be retried when the peer is back."
         case .socket(let operation, let reason):
             return "Could not \(operation) (\(reason)); check the address and that the port is free."
         case .openSSL(let operation, let message):

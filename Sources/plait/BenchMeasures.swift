@@ -3,6 +3,7 @@ import GRDB
 import GRDBSQLite
 import PlaitCore
 import PlaitStore
+import PlaitSession
 import PlaitSync
 
 /// One figure measured several times: reported as a range (this machine is a noisy VM) with its median.

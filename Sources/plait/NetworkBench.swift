@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PlaitCore
 import PlaitStore
+import PlaitSession
 import PlaitSync
 
 /// The network half of `plait bench`: a fresh device catching up over TLS on loopback (two workloads, each

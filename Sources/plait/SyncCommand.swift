@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PlaitCore
+import PlaitSession
 import PlaitStore
 import PlaitOutput
 import PlaitSync

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitSession
 import PlaitStore
 import PlaitSync
 import PlaitTestSupport
@@ -149,6 +150,8 @@ import Glibc
             var small = SessionOptions()
             small.maxBatchChanges = 100
             var optionsB = small
+            // The compaction must come between two batches of the stream: B commits each before reading on.
+            optionsB.overlapIntake = false
             let compacted = Flag()
             let replicaA = a.replica
             optionsB.onPulled = { _ in

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitSession
 import PlaitStore
 import PlaitSync
 import PlaitTLS

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitSession
 import PlaitStore
 import PlaitSync
 import PlaitTestSupport

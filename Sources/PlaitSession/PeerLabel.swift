@@ -11,5 +11,5 @@ public func peerLabel(name: String, deviceID: String) -> String {
 
 extension SessionResult {
     /// The peer as log lines and messages name it (see `peerLabel`).
-    public var peerLabel: String { PlaitSync.peerLabel(name: peerName, deviceID: peerDeviceID) }
+    public var peerLabel: String { PlaitSession.peerLabel(name: peerName, deviceID: peerDeviceID) }
 }

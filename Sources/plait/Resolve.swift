@@ -1,4 +1,5 @@
 import PlaitCore
+import PlaitSync
 
 /// Turns what a user typed (LIST: a title or an ID prefix; ITEM: an ID prefix of 4+ characters or the exact
 /// text) into an object, or an error listing the candidates.

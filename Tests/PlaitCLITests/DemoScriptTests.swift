@@ -1,9 +1,9 @@
 import Foundation
 import PlaitCore
 import PlaitStore
-import PlaitSync
 import PlaitTestSupport
 import Testing
+@testable import plait
 
 /// The edit mix of `plait demo`, run on three stores that exchange changes every few rounds (no agent, no
 /// clock: the same run every time).

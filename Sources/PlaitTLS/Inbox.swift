@@ -9,17 +9,17 @@ import Glibc
 ///
 /// Whoever posts keeps the inbox alive while it may still post, so a late item never writes into a
 /// descriptor number that was closed and reused.
-final class Inbox<Item: Sendable>: @unchecked Sendable {
+public final class Inbox<Item: Sendable>: @unchecked Sendable {
     /// Readable while items wait (poll it for POLLIN).
-    let readDescriptor: Int32
+    public let readDescriptor: Int32
     private let writeDescriptor: Int32
     private let lock = NSLock()
     private var items: [Item] = []
 
-    init() throws(PlaitError) {
+    public init() throws(TLSError) {
         var descriptors: [Int32] = [-1, -1]
         guard pipe(&descriptors) == 0 else {
-            throw .file(path: "pipe", problem: "cannot create a pipe (\(String(cString: strerror(errno))))")
+            throw .socket(operation: "create a pipe", reason: String(cString: strerror(errno)))
         }
         for descriptor in descriptors {
             _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
@@ -34,14 +34,14 @@ final class Inbox<Item: Sendable>: @unchecked Sendable {
         _ = close(writeDescriptor)
     }
 
-    func post(_ item: Item) {
+    public func post(_ item: Item) {
         lock.withLock { items.append(item) }
         var byte: UInt8 = 1
         _ = write(writeDescriptor, &byte, 1)
     }
 
     /// Every item posted since the last call, oldest first (their wake-up bytes with them).
-    func take() -> [Item] {
+    public func take() -> [Item] {
         var sink = [UInt8](repeating: 0, count: 64)
         while read(readDescriptor, &sink, sink.count) > 0 {}
         return lock.withLock {
@@ -51,14 +51,14 @@ final class Inbox<Item: Sendable>: @unchecked Sendable {
     }
 
     /// Waits until an item is posted or `deadline` passes (at once if items are waiting).
-    func wait(until deadline: ContinuousClock.Instant) {
+    public func wait(until deadline: ContinuousClock.Instant) {
         var entry = pollfd(fd: readDescriptor, events: Int16(POLLIN), revents: 0)
         _ = poll(&entry, 1, pollMilliseconds(until: deadline))
     }
 }
 
 /// Milliseconds to `deadline` for poll(2), rounded up, 0 if it passed.
-func pollMilliseconds(until deadline: ContinuousClock.Instant) -> Int32 {
+public func pollMilliseconds(until deadline: ContinuousClock.Instant) -> Int32 {
     let left = ContinuousClock.now.duration(to: deadline)
     guard left > .zero else { return 0 }
     let (seconds, attoseconds) = left.components

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitSync
 
 /// The edits one device makes in `plait demo`: a seeded mix of everything the lists domain does, each
 /// chosen against the device's state at that moment, so it works on whatever has arrived from the others.

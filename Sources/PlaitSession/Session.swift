@@ -1,6 +1,7 @@
 import Foundation
 import PlaitCore
 import PlaitStore
+import PlaitTLS
 import PlaitWire
 
 #if canImport(Glibc)
@@ -24,6 +25,8 @@ public final class Session: @unchecked Sendable {
     private let replica: Replica
     private let options: SessionOptions
     private var machine: SessionMachine
+    /// Pulled batches: checked on this thread, committed on the pipeline's (DESIGN §12).
+    private let intake: IntakePipeline
     /// What other threads ask of the driver; it polls the inbox's descriptor beside the connection's.
     private enum Request: Sendable { case notify, resync, stop }
     private let requests: Inbox<Request>
@@ -64,7 +67,12 @@ public final class Session: @unchecked Sendable {
         self.transport = transport
         self.replica = replica
         self.options = options
-        machine = SessionMachine(replica: replica, identity: identity, options: options)
+        machine = SessionMachine(identity: identity, options: options)
+        let onPulled = options.onPulled
+        intake = replica.intakePipeline { result in
+            // Once committed, not when checked: the agent relays a pulled change to its other peers from here.
+            if result.added > 0 { onPulled?(result.added) }
+        }
     }
 
     /// Sends Notify with this device's summary at once (agent mode; ignored in one-shot mode). Call it after
@@ -91,9 +99,11 @@ public final class Session: @unchecked Sendable {
             if error.tellsPeer { flushBestEffort(closing: error.closeReason) }
             // Batches taken before the failure are committed; save their state now rather than leave it to the
             // next load to replay (a failure here changes nothing: the next write saves it).
+            _ = try? intake.finish()
             try? replica.saveDerivedState()
             throw error
         }
+        try drainIntake()
         do {
             try replica.saveDerivedState()
         } catch {
@@ -121,7 +131,7 @@ public final class Session: @unchecked Sendable {
     private func drive() throws(SessionError) {
         var decoder = FrameDecoder(maxFrameSize: options.frameLimit)
         var readBuffer = [UInt8](repeating: 0, count: 64 << 10)
-        for message in try machine.start() { try enqueue(message) }
+        try perform(machine.start())
         lastProgress = .now
         var woken = true
         while true {
@@ -137,10 +147,14 @@ public final class Session: @unchecked Sendable {
                 if options.mode == .agent || machine.isComplete { return }
                 throw .stopped
             }
-            if notify { for message in try machine.localChanged() { try enqueue(message) } }
-            if resync { for message in try machine.resync() { try enqueue(message) } }
+            if notify { try perform(machine.localChanged()) }
+            if resync { try perform(machine.resync()) }
             // The next batch only once everything queued is written: memory stays near one batch.
-            while outbox.isEmpty, let message = try machine.nextOutgoing() { try enqueue(message) }
+            while outbox.isEmpty {
+                let actions = try machine.nextOutgoing()
+                if actions.isEmpty { break }
+                try perform(actions)
+            }
             if machine.isComplete && outbox.isEmpty { return }
 
             let (sentBefore, receivedBefore) = (bytesSent, bytesReceived)
@@ -220,6 +234,8 @@ public final class Session: @unchecked Sendable {
             let result: ReadResult
             do {
                 result = try transport.readSome(into: &buffer)
+            } catch let error as TLSError {
+                throw .tls(error)
             } catch {
                 throw .transport("\(error)")
             }
@@ -236,7 +252,7 @@ public final class Session: @unchecked Sendable {
                     } catch {
                         throw .wire(error)
                     }
-                    for reply in try machine.received(message) { try enqueue(reply) }
+                    try perform(machine.received(message))
                     if machine.isComplete { return }
                 }
             case .wouldBlock:
@@ -246,6 +262,117 @@ public final class Session: @unchecked Sendable {
                 try machine.peerEndedStream(midFrame: !decoder.isAtFrameBoundary)
                 return
             }
+        }
+    }
+
+    // MARK: The machine's actions
+
+    /// Performs what the machine asked for, in order, against the replica and the connection, and passes the
+    /// outcome of each read or write that has one back to it.
+    private func perform(_ actions: [SessionAction]) throws(SessionError) {
+        for action in actions {
+            if let answer = try performOne(action) { try perform(machine.answered(answer)) }
+        }
+    }
+
+    private func performOne(_ action: SessionAction) throws(SessionError) -> SessionAnswer? {
+        let store = replica.store
+        switch action {
+        case .send, .integrate, .readPage, .finding, .pulled:
+            break
+        default:
+            // Every other read or write sees the store with the pulled batches committed.
+            try drainIntake()
+        }
+        switch action {
+        case let .send(message):
+            try enqueue(message)
+        case .readStatus:
+            return .status(try local { try replica.status() })
+        case .readSummary:
+            return .summary(try local { try store.summary() })
+        case let .readGreeting(peer):
+            return try local {
+                .greeting(staged: try store.stagedBaseline(from: peer), view: try store.localView(),
+                    quarantined: try store.quarantined())
+            }
+        case let .lookUpHashes(refs):
+            return .hashes(
+                try local {
+                    var hashes: [ChangeRef: [UInt8]] = [:]
+                    for ref in refs { hashes[ref] = try store.hash(of: ref) }
+                    return hashes
+                })
+        case .readBaseline:
+            return .baseline(try local { try store.encodedBaseline() })
+        case let .readPage(have, cap, cursor, limit, maxBytes):
+            let page = try local {
+                try store.streamPage(for: have, within: cap, after: cursor, limit: limit, maxBytes: maxBytes)
+            }
+            return .page(baselineSummary: page.baselineSummary, changes: page.changes, damaged: page.damaged)
+        case let .integrate(batch, skip):
+            // Checked now, committed on the pipeline's thread while the next batch is read and checked.
+            let checked = try local { try intake.submit(batch, skip: skip) }
+            if !options.overlapIntake { try drainIntake() }
+            return .integrated(checked)
+        case let .stageChunk(peer, summary, digest, total, offset, data):
+            return try baselineStep {
+                _ = try store.stageBaselineChunk(
+                    from: peer, summary: summary, digest: digest, total: total, offset: offset, data: data)
+                return .staged
+            }
+        case let .adoptBaseline(peer):
+            return try baselineStep { .adopted(try replica.adoptStagedBaseline(from: peer)) }
+        case let .discardStaged(peer, bestEffort):
+            if bestEffort {
+                try? store.discardStagedBaseline(from: peer)
+            } else {
+                try local { try store.discardStagedBaseline(from: peer) }
+            }
+        case let .recordForks(peer, forks):
+            let records = forks.map { (timeline: $0.timeline, seq: $0.seq, detail: $0.detail) }
+            try local { try store.recordForks(peer: peer, records, now: Replica.now()) }
+        case let .recordFindings(peer, diverged, refused, claim):
+            try local { try store.recordPeerFindings(peer: peer, diverged: diverged, refused: refused, claim: claim) }
+        case let .quarantine(damage, reason):
+            try local { try replica.quarantine(damage, reason: reason) }
+        case let .finding(sentence):
+            options.onFinding?(sentence)
+        case .pulled:
+            // Reported by the pipeline once the batch is committed (see `intake`), not when it is checked.
+            break
+        case let .fail(error):
+            throw error
+        }
+        return nil
+    }
+
+    /// Staging or adopting a pulled baseline: the store's refusal goes to the machine, which drops the staging.
+    private func baselineStep(_ body: () throws -> SessionAnswer) throws(SessionError) -> SessionAnswer {
+        do {
+            return try body()
+        } catch let error as StoreError {
+            return .baselineFailed(error)
+        } catch {
+            throw .store(.sqlite("\(error)"))
+        }
+    }
+
+    /// Waits for the pulled batches still committing; a failed commit fails the session.
+    private func drainIntake() throws(SessionError) {
+        try local { _ = try intake.finish() }
+    }
+
+    /// Runs a store call, turning its errors into `SessionError.store`.
+    private func local<T>(_ body: () throws -> T) throws(SessionError) -> T {
+        do {
+            return try body()
+        } catch let error as StoreError {
+            throw .store(error)
+        } catch let error as CoreError {
+            throw .store(.rejected(error))
+        } catch {
+            throw .store(.sqlite("\(error)"))
         }
     }
 
@@ -262,6 +389,8 @@ public final class Session: @unchecked Sendable {
             let result: WriteResult
             do {
                 result = try transport.writeSome(outbox.unsent)
+            } catch let error as TLSError {
+                throw .tls(error)
             } catch {
                 throw .transport("\(error)")
             }

@@ -1,5 +1,6 @@
 import PlaitCore
 import PlaitStore
+import PlaitTLS
 import PlaitWire
 
 /// Why a sync session ended before it finished. The description is one sentence; unless the peer is
@@ -8,8 +9,10 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     /// The byte stream lost its framing or a payload did not decode: garbage, a frame over the limit, an
     /// unknown frame type, a malformed message.
     case wire(WireError)
-    /// The transport failed (a socket error, a TLS error).
+    /// The transport failed (a socket error, a broken pipe).
     case transport(String)
+    /// The TLS connection failed after its handshake (the peer's alert, a reset, a broken stream).
+    case tls(TLSError)
     /// The peer ended the stream before the session finished (`midFrame`: in the middle of a frame).
     case connectionLost(midFrame: Bool)
     /// The peer sent Close before the session finished.
@@ -44,6 +47,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "the connection was closed because " + error.description
         case let .transport(detail):
             return "the connection failed: \(detail.hasSuffix(".") ? String(detail.dropLast()) : detail)."
+        case let .tls(error):
+            return Self.transport(error.description).description
         case let .connectionLost(midFrame):
             return midFrame
                 ? "the peer closed the connection in the middle of a frame, before the sync finished."
@@ -81,7 +86,7 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     /// Whether the peer should be told with Close (not when it is gone or closed first).
     var tellsPeer: Bool {
         switch self {
-        case .transport, .connectionLost, .peerClosed: return false
+        case .transport, .tls, .connectionLost, .peerClosed: return false
         default: return true
         }
     }

@@ -1,0 +1,891 @@
+import PlaitCore
+import PlaitStore
+import PlaitWire
+
+/// Whether a session ends once both sides hold what the other had, or stays open.
+public enum SessionMode: Sendable, Equatable {
+    /// `plait sync`: Hello, Want both ways, stream, Done both ways, Close.
+    case oneShot
+    /// The agent: stays open, pulls again on Notify, answers Ping, pushes Notify after local changes.
+    case agent
+}
+
+/// Who this device says it is in Hello. The TLS layer checks the Device ID against the certificate.
+public struct SessionIdentity: Sendable, Equatable {
+    public var deviceID: String
+    public var name: String
+
+    public init(deviceID: String, name: String) {
+        self.deviceID = deviceID
+        self.name = name
+    }
+}
+
+/// How a session behaves; the defaults suit a LAN.
+public struct SessionOptions: Sendable {
+    public var mode: SessionMode
+    /// Commit each pulled batch on the intake pipeline's thread while the next one is read and checked
+    /// (DESIGN §12). Off: each batch is committed before the next frame is read (tests that act between two
+    /// batches of a stream).
+    public var overlapIntake = true
+    /// The largest frame accepted from the peer, announced in Hello.
+    public var maxFrameSize = Frame.defaultMaxSize
+    /// Changes per `Changes` frame at most. The receiver commits each batch in its own transaction, and a
+    /// durable commit waits for the disk (about 50 ms on the test VM): 2,000-change batches spent most of a
+    /// catch-up waiting on fsync, while 2 MiB ones (about 19,000 typical changes) keep memory near 2 MiB
+    /// of wire bytes and doubled the catch-up rate (README, benchmarks).
+    public var maxBatchChanges = 16_000
+    /// Bytes of changes per `Changes` frame at most (past the first change); also kept under the peer's
+    /// announced maximum frame size.
+    public var maxBatchBytes = 2 << 20
+    /// Silence from the peer after which a Ping is sent.
+    public var pingInterval: Duration = .seconds(15)
+    /// Silence from the peer after which the session fails.
+    public var idleTimeout: Duration = .seconds(60)
+    /// Called on the session's thread after each pulled batch that added changes, with how many it added
+    /// (an agent notifies its other peers from here).
+    public var onPulled: (@Sendable (Int) -> Void)?
+    /// The peer's Device ID as its certificate proved it in the TLS handshake: its Hello must name the same.
+    public var certifiedPeerID: String?
+    /// Called on the session's thread with one sentence for each thing found wrong (a fork, refused changes, a
+    /// divergence, a claim on the own timeline, a damaged stored change): the agent logs them as errors.
+    public var onFinding: (@Sendable (String) -> Void)?
+
+    public init(mode: SessionMode = .oneShot) { self.mode = mode }
+
+    /// `maxFrameSize` within what the wire allows.
+    var frameLimit: Int { min(max(maxFrameSize, WireLimits.minimumMaxFrameSize), Frame.largestExpressibleSize) }
+}
+
+/// A timeline that two devices hold with different histories under the same sequence numbers. It is not
+/// exchanged with that peer, in either direction; nothing of it is merged.
+public struct ForkedTimeline: Hashable, Sendable, CustomStringConvertible {
+    public var timeline: TimelineID
+    /// How far this device holds it.
+    public var localHead: UInt64
+    /// How far the peer holds it.
+    public var peerHead: UInt64
+    /// Whether this device compared the hashes (it held the timeline at least as far as the peer), or the
+    /// peer did and told it by excluding the timeline from its Want.
+    public var detectedLocally: Bool
+
+    public var description: String {
+        "timeline \(timeline) has forked: this device holds it up to \(localHead) and the peer up to \(peerHead), "
+            + "with different histories; it was not exchanged with this peer"
+    }
+}
+
+/// The peer's state digest differs from this device's at the same summary, baseline and domain version with
+/// nothing either cannot interpret: one of the two replayed wrongly (a bug, or a damaged materialized state).
+public struct Divergence: Hashable, Sendable, CustomStringConvertible {
+    public var summary: Summary
+    public var localDigest: [UInt8]
+    public var peerDigest: [UInt8]
+
+    public var description: String {
+        let held = summary.isEmpty ? "none" : summary.description
+        return "the state has diverged: both devices hold the same changes (\(held)) "
+            + "and baseline, but this device's state digest is \(localDigest.hexString.prefix(16)) and the peer's "
+            + "\(peerDigest.hexString.prefix(16)); run `plait repair` on each (it rebuilds the state from the changes)"
+    }
+}
+
+/// The peer holds this device's own timeline beyond its head: this home may be a restored or copied one. A
+/// bare claim is reported and never acted on (DESIGN §10); changes of it that arrive mark the timeline as one
+/// that may continue elsewhere.
+public struct StaleClaim: Hashable, Sendable, CustomStringConvertible {
+    public var timeline: TimelineID
+    public var localHead: UInt64
+    public var peerHead: UInt64
+
+    public var description: String {
+        "the peer holds this device's own timeline \(timeline) up to change \(peerHead), beyond this device's head "
+            + "\(localHead): this home may have been restored from a backup or copied; run `plait rejoin` on it to "
+            + "go on with a new timeline"
+    }
+}
+
+/// What a session did.
+public struct SessionResult: Sendable {
+    /// The peer's Device ID and name as its Hello gave them.
+    public var peerDeviceID: String
+    public var peerName: String
+    /// Changes pulled from the peer and integrated.
+    public var pulled: Int
+    /// Changes sent to the peer.
+    public var sent: Int
+    /// Pulled changes this device already held.
+    public var duplicates: Int
+    /// Baselines pulled from the peer and adopted (joined with the local one), and sent to it.
+    public var baselinesPulled: Int
+    public var baselinesSent: Int
+    /// Timelines not exchanged because the two devices hold different histories of them.
+    public var forkedTimelines: [ForkedTimeline]
+    /// Timelines whose changes from the peer were refused (its fault), from the refused change on.
+    public var refusedTimelines: [RefusedTimeline]
+    /// Changes of this store found damaged while sending (their timeline stopped before them, set aside).
+    public var damagedChanges: [ChangeRef]
+    /// Set when the peer claimed this device's own timeline beyond its head.
+    public var staleClaim: StaleClaim?
+    /// Set when the two states differ at equal summaries and baselines.
+    public var divergence: Divergence?
+    /// Whether the two devices compared their states at equal summaries and found them equal.
+    public var verifiedEqual: Bool
+    /// This device's summary when the session ended.
+    public var finalSummary: Summary
+    /// Bytes written to and read from the transport.
+    public var bytesSent: Int
+    public var bytesReceived: Int
+    /// The most bytes waiting to be written at any time: it stays near one batch, however large the gap.
+    public var peakQueuedBytes: Int
+    /// The reason in the peer's Close, if it sent one.
+    public var peerCloseReason: String?
+}
+
+/// The changes of one `Changes` message, passed through to the store untouched: the machine never looks
+/// inside a batch, so the intake can change what a pulled change carries in this one place.
+typealias PulledBatch = [EncodedChange]
+
+/// A fork as the store records it on the peer's row.
+struct ForkRecordEntry: Sendable, Equatable {
+    var timeline: TimelineID
+    /// The lower of the two heads: the last number both devices hold.
+    var seq: UInt64
+    var detail: String
+}
+
+/// What the owner of a `SessionMachine` does next, in order. A read or a write that has an answer
+/// (`integrate`, `stageChunk`, `adoptBaseline`) is always the last action of a list: the owner performs it
+/// and passes its outcome to `answered(_:)` at once, before any other input, and performs what that returns.
+enum SessionAction {
+    /// Send this message to the peer.
+    case send(Message)
+
+    // Reads: each answered with the `SessionAnswer` of the same name.
+    /// The summary, heads, baseline and state digest of one instant (`Replica.status()`): `.status`.
+    case readStatus
+    /// The summary (`Store.summary()`): `.summary`.
+    case readSummary
+    /// What greeting a peer needs (`Store.stagedBaseline(from:)`, `localView()`, `quarantined()`): `.greeting`.
+    case readGreeting(peer: String)
+    /// The hashes of these held changes (`Store.hash(of:)`; absent ones left out): `.hashes`.
+    case lookUpHashes([ChangeRef])
+    /// The own baseline as it travels (`Store.encodedBaseline()`): `.baseline`.
+    case readBaseline
+    /// The next page of a stream (`Store.streamPage`): `.page`.
+    case readPage(have: Summary, cap: Summary, after: OrderKey?, limit: Int, maxBytes: Int)
+
+    // Writes with an outcome.
+    /// Integrate a pulled batch, dropping the timelines in `skip` (`Replica.integrate`): `.integrated`.
+    case integrate(PulledBatch, skip: Set<TimelineID>)
+    /// Stage a chunk of a baseline pulled from `peer` (`Store.stageBaselineChunk`): `.staged`, or
+    /// `.baselineFailed` with the store's error.
+    case stageChunk(peer: String, summary: Summary, digest: [UInt8]?, total: UInt64, offset: UInt64, data: [UInt8])
+    /// Adopt the baseline staged from `peer` (`Replica.adoptStagedBaseline`): `.adopted`, or `.baselineFailed`.
+    case adoptBaseline(peer: String)
+
+    // Writes without an answer.
+    /// Drop what was staged from `peer`. `bestEffort`: a failure to do so is ignored (the session fails anyway).
+    case discardStaged(peer: String, bestEffort: Bool)
+    /// Record the forks found with `peer`, replacing what an earlier session recorded.
+    case recordForks(peer: String, [ForkRecordEntry])
+    /// Record on `peer`'s row what this session found (nil clears what an earlier one found).
+    case recordFindings(peer: String, diverged: String?, refused: String?, claim: String?)
+    /// Set a damaged stored change and the rest of its timeline aside.
+    case quarantine(DamagedChange, reason: String)
+
+    // Reports to the session's owner.
+    /// One sentence about something found wrong (`SessionOptions.onFinding`).
+    case finding(String)
+    /// A pulled batch added this many changes, or (0) an adopted baseline changed the state
+    /// (`SessionOptions.onPulled`).
+    case pulled(Int)
+    /// End the session with this error, after the actions before it.
+    case fail(SessionError)
+}
+
+/// The outcome of the last action a `SessionMachine` returned.
+enum SessionAnswer {
+    case status(ReplicaStatus)
+    case summary(Summary)
+    case greeting(staged: StagedBaseline?, view: LocalView, quarantined: [QuarantinedRange])
+    case hashes([ChangeRef: [UInt8]])
+    case baseline(EncodedBaseline?)
+    case page(baselineSummary: Summary, changes: [Change], damaged: [ChangeRef])
+    case integrated(Replica.IntegrateResult)
+    case staged
+    case adopted(BaselineAdoption)
+    /// Staging or adopting a pulled baseline failed with this error of the store.
+    case baselineFailed(StoreError)
+}
+
+/// The protocol of one session as a value (DESIGN §12): messages and the store's answers in, actions out.
+/// It holds no store and knows nothing of sockets or clocks; `Session` performs its actions against the
+/// replica and the connection, so every protocol path is a test over plain values.
+struct SessionMachine {
+    /// In a Want, this `have` for a timeline means "send nothing of it": the sender found it forked.
+    static let excluded = WireLimits.maxSeq
+
+    let identity: SessionIdentity
+    let options: SessionOptions
+
+    private(set) var peer: Hello?
+    private var helloSent = false
+    private var forks: [TimelineID: ForkedTimeline] = [:]
+    private var refused: [TimelineID: RefusedTimeline] = [:]
+    private(set) var damaged: [ChangeRef] = []
+    private(set) var staleClaim: StaleClaim?
+    private(set) var divergence: Divergence?
+    private(set) var verifiedEqual = false
+    /// One-shot: the state report sent once both directions are done, before Close.
+    private var reportSent = false
+
+    private enum Pull { case notAsked, asking, answered }
+    private var pull = Pull.notAsked
+    /// A Notify showed more while a Want was outstanding: want again after its Done.
+    private var wantAgain = false
+
+    /// The answer to a Want being streamed: what the asker has and the summary fixed when the Want came.
+    private struct Stream {
+        var have: Summary
+        var cap: Summary
+        var cursor: OrderKey?
+        /// The baseline whose changes the rows streamed so far rest on; when a compaction grows it mid-stream,
+        /// the new one is sent before any further page.
+        var baselineSummary: Summary
+        /// A baseline being sent ahead of the changes, and the offset of its next chunk.
+        var baseline: EncodedBaseline?
+        var baselineOffset = 0
+    }
+    /// What this side knows the peer's baseline holds (its Hello, joined with every baseline sent to it).
+    private var peerBaseline = Summary()
+    /// The offset to ask the peer to resume a baseline staged from it at (first Want only).
+    private var resumeOffset: UInt64?
+    private var stream: Stream?
+    private var queuedWant: Summary?
+    private var answeredOnce = false
+
+    private(set) var closeSent = false
+    private(set) var peerCloseReason: String?
+    private var peerEnded = false
+
+    private(set) var pulled = 0
+    private(set) var sent = 0
+    private(set) var duplicates = 0
+    /// Baselines adopted from the peer, and sent to it.
+    private(set) var baselinesPulled = 0
+    private(set) var baselinesSent = 0
+
+    /// A step of the protocol that comes after the answer being waited for.
+    private enum Step {
+        case want
+        case compare(Summary, StateReport)
+        case notified(Summary)
+        case wanted(Summary, baselineOffset: UInt64?)
+        case stateNotify
+        case send(Message)
+    }
+    /// What the machine waits for: the answer to the last action it returned.
+    private enum Awaiting {
+        case helloStatus
+        case greeting(Hello)
+        case greetingHashes(Hello, LocalView, [QuarantinedRange])
+        case wantSummary
+        case compareSummary(Summary, StateReport)
+        case compareStatus(Summary, StateReport)
+        case notifiedSummary(Summary)
+        case wantedSummary(Summary, baselineOffset: UInt64?)
+        case wantedBaseline(asked: Summary, baselineOffset: UInt64?, mine: Summary)
+        case page
+        case streamBaseline
+        case integrated
+        case forkHeads(Replica.IntegrateResult)
+        case doneSummary(Summary)
+        case stateNotify
+        case staged(last: Bool)
+        case adopted
+    }
+    private var awaiting: Awaiting?
+    private var steps: [Step] = []
+
+    init(identity: SessionIdentity, options: SessionOptions) {
+        self.identity = identity
+        self.options = options
+    }
+
+    var forkedTimelines: [ForkedTimeline] { forks.values.sorted { $0.timeline < $1.timeline } }
+    var refusedTimelines: [RefusedTimeline] { refused.values.sorted { $0.timeline < $1.timeline } }
+    /// Timelines not taken from this peer: forked, or refused this session.
+    private var skipped: Set<TimelineID> { Set(forks.keys).union(refused.keys) }
+    /// In a Want, this `have` means "send nothing of it": this side refused it earlier in the session.
+    static let refusedMarker = WireLimits.maxSeq - 1
+
+    /// One-shot: both directions are done (the peer answered our Want, we answered its).
+    var isSynced: Bool { pull == .answered && answeredOnce && stream == nil && queuedWant == nil }
+
+    /// Nothing more to do: the driver flushes what is queued and ends.
+    var isComplete: Bool {
+        switch options.mode {
+        case .oneShot: return closeSent && (peerCloseReason != nil || peerEnded)
+        case .agent: return peerCloseReason != nil || peerEnded
+        }
+    }
+
+    /// Whether the machine waits for the answer to its last action.
+    var isWaiting: Bool { awaiting != nil }
+
+    // MARK: Inputs
+
+    /// The Hello that opens the session (once the status is read).
+    mutating func start() -> [SessionAction] {
+        expectIdle()
+        awaiting = .helloStatus
+        return [.readStatus]
+    }
+
+    mutating func received(_ message: Message) throws(SessionError) -> [SessionAction] {
+        expectIdle()
+        if case let .hello(hello) = message { return try greeted(by: hello) }
+        guard peer != nil else { throw .protocolViolation("it sent \(message.type) before Hello") }
+        switch message {
+        case .hello:
+            return []  // handled above
+        case let .want(want):
+            return try run([.wanted(want.have, baselineOffset: want.baselineOffset)])
+        case let .changes(batch):
+            guard pull == .asking else { throw .protocolViolation("it sent changes nobody asked for") }
+            // Changes of a forked or refused timeline are dropped; refusals stop one timeline, not the session.
+            awaiting = .integrated
+            return [.integrate(batch, skip: skipped)]
+        case let .done(summary):
+            guard pull == .asking else { throw .protocolViolation("it sent Done without a Want") }
+            awaiting = .doneSummary(summary)
+            return [.readSummary]
+        case let .notify(summary, report):
+            if let report { return try run([.compare(summary, report), .notified(summary)]) }
+            return try run([.notified(summary)])
+        case let .ping(nonce):
+            return [.send(.pong(nonce: nonce))]
+        case .pong:
+            return []
+        case let .close(reason):
+            peerCloseReason = reason
+            if options.mode == .oneShot && !isSynced { throw .peerClosed(reason: reason) }
+            // Answer with a Close of our own, so a peer waiting for it need not wait for the connection to drop.
+            guard !closeSent else { return [] }
+            closeSent = true
+            let close = Message.close(reason: options.mode == .oneShot ? "done" : "closing")
+            if options.mode == .oneShot && !reportSent {
+                // The peer reads up to our Close: the state report must come before it.
+                reportSent = true
+                return try run([.stateNotify, .send(close)])
+            }
+            return [.send(close)]
+        case let .baselineChunk(chunk):
+            guard pull == .asking, let peer else { throw .protocolViolation("it sent a baseline nobody asked for") }
+            // The digest Hello announced identifies the bytes only if this is the baseline Hello described.
+            let digest = chunk.baselineSummary == peer.baselineSummary ? peer.baselineDigest : nil
+            awaiting = .staged(last: chunk.last)
+            return [
+                .stageChunk(
+                    peer: peer.deviceID, summary: chunk.baselineSummary, digest: digest, total: chunk.totalSize,
+                    offset: chunk.offset, data: chunk.data)
+            ]
+        case .pairCommit, .pairNonce, .pairReveal, .pairConfirm:
+            throw .protocolViolation("it sent the pairing message \(message.type) on a sync connection")
+        }
+    }
+
+    /// The outcome of the last action returned (a read, or a write with an outcome).
+    mutating func answered(_ answer: SessionAnswer) throws(SessionError) -> [SessionAction] {
+        guard let waitingFor = awaiting else { preconditionFailure("an answer came with no action waiting for one") }
+        awaiting = nil
+        var actions: [SessionAction] = []
+        switch (waitingFor, answer) {
+        case let (.helloStatus, .status(status)):
+            actions = [.send(helloMessage(status))]
+        case let (.greeting(hello), .greeting(staged, view, quarantined)):
+            actions = greetingRead(hello, staged: staged, view: view, quarantined: quarantined)
+        case let (.greetingHashes(hello, view, quarantined), .hashes(hashes)):
+            actions = greeted(hello, view: view, quarantined: quarantined, hashes: hashes)
+        case let (.wantSummary, .summary(summary)):
+            actions = [.send(want(summary))]
+        case let (.compareSummary(summary, report), .summary(mine)):
+            // Most reports come while the two are not at the same summary: that costs a summary read, not a digest.
+            guard mine == summary else { break }
+            awaiting = .compareStatus(summary, report)
+            return [.readStatus]
+        case let (.compareStatus(summary, report), .status(mine)):
+            actions = compared(summary: summary, report: report, mine: mine)
+        case let (.notifiedSummary(summary), .summary(mine)):
+            var theirs = summary
+            for timeline in skipped { theirs[timeline] = 0 }
+            guard !mine.covers(theirs) else { break }
+            if pull == .asking {
+                wantAgain = true
+                break
+            }
+            steps.insert(.want, at: 0)
+        case let (.wantedSummary(have, baselineOffset), .summary(mine)):
+            actions = wanted(have, baselineOffset: baselineOffset, mine: mine)
+        case let (.wantedBaseline(asked, baselineOffset, mine), .baseline(baseline)):
+            try startStream(asked: asked, baselineOffset: baselineOffset, mine: mine, baseline: baseline)
+        case let (.page, .page(baselineSummary, changes, damagedRefs)):
+            return try paged(baselineSummary: baselineSummary, page: changes, damaged: damagedRefs)
+        case let (.streamBaseline, .baseline(baseline)):
+            guard var current = stream, let baseline else {
+                throw .store(.inconsistent("the baseline vanished during a sync"))
+            }
+            try checkBaselineAvoidsForks(baseline.summary)
+            current.baselineSummary = baseline.summary
+            current.have = current.have.union(baseline.summary)
+            current.baseline = baseline
+            current.baselineOffset = 0
+            peerBaseline = peerBaseline.union(baseline.summary)
+            stream = current
+            return try nextOutgoing()
+        case let (.integrated, .integrated(result)):
+            // A fork's local head is read after the batch went in.
+            if result.refused.contains(where: { $0.refusal.isFork }) {
+                awaiting = .forkHeads(result)
+                return [.readSummary]
+            }
+            actions = integrated(result, heads: nil)
+        case let (.forkHeads(result), .summary(heads)):
+            actions = integrated(result, heads: heads)
+        case let (.doneSummary(summary), .summary(mine)):
+            var expected = summary
+            for timeline in skipped { expected[timeline] = 0 }
+            let missing = mine.missing(from: expected)
+            guard missing.isEmpty else { throw .incompleteStream(missing: missing) }
+            pull = .answered
+            if wantAgain {
+                wantAgain = false
+                steps.insert(.want, at: 0)
+            }
+        case let (.stateNotify, .status(status)):
+            actions = [.send(stateNotify(status))]
+        case let (.staged(last), .staged):
+            guard last, let peer else { break }
+            awaiting = .adopted
+            return [.adoptBaseline(peer: peer.deviceID)]
+        case let (.adopted, .adopted(adoption)):
+            baselinesPulled += 1
+            actions = adoption.changed ? [.pulled(0)] : []
+        case let (.staged, .baselineFailed(error)), let (.adopted, .baselineFailed(error)):
+            steps = []
+            let failure: SessionError = if case .rejected = error { .baselineRefused(error) } else { .store(error) }
+            return [.discardStaged(peer: peer?.deviceID ?? "", bestEffort: true), .fail(failure)]
+        default:
+            preconditionFailure("the answer \(answer) does not fit what the session waits for (\(waitingFor))")
+        }
+        return actions + (try run([]))
+    }
+
+    /// The stream ended. Normal once the session is done (or after the peer's Close); otherwise an error.
+    mutating func peerEndedStream(midFrame: Bool) throws(SessionError) {
+        if midFrame { throw .connectionLost(midFrame: true) }
+        peerEnded = true
+        if peerCloseReason != nil { return }
+        if options.mode == .oneShot && isSynced { return }
+        throw .connectionLost(midFrame: false)
+    }
+
+    /// What to send once everything queued was written: a page of the stream being answered, its Done, or
+    /// (one-shot) the state report and the Close that end a finished session. Empty when there is nothing.
+    mutating func nextOutgoing() throws(SessionError) -> [SessionAction] {
+        expectIdle()
+        if var current = stream {
+            let budget = pageBudget
+            if let baseline = current.baseline {
+                let end = min(baseline.bytes.count, current.baselineOffset + max(budget - 256, 1024))
+                let chunk = BaselineChunk(
+                    totalSize: UInt64(baseline.bytes.count), offset: UInt64(current.baselineOffset),
+                    data: Array(baseline.bytes[current.baselineOffset..<end]), last: end == baseline.bytes.count,
+                    baselineSummary: baseline.summary)
+                current.baselineOffset = end
+                if chunk.last {
+                    current.baseline = nil
+                    baselinesSent += 1
+                }
+                stream = current
+                return [.send(.baselineChunk(chunk))]
+            }
+            awaiting = .page
+            return [
+                .readPage(
+                    have: current.have, cap: current.cap, after: current.cursor, limit: options.maxBatchChanges,
+                    maxBytes: budget)
+            ]
+        }
+        if options.mode == .oneShot && isSynced && !reportSent {
+            // Both directions are done: tell the peer this state, so each side can check the two agree.
+            reportSent = true
+            return try run([.stateNotify])
+        }
+        if options.mode == .oneShot && isSynced && !closeSent {
+            closeSent = true
+            return [.send(.close(reason: "done"))]
+        }
+        return []
+    }
+
+    /// Whether `nextOutgoing()` has something to give (the driver then polls without waiting).
+    var hasMoreToSend: Bool {
+        stream != nil || (options.mode == .oneShot && isSynced && (!closeSent || !reportSent))
+    }
+
+    /// A local change: tell the peer (agent mode).
+    mutating func localChanged() throws(SessionError) -> [SessionAction] {
+        expectIdle()
+        guard options.mode == .agent, helloSent, !closeSent else { return [] }
+        return try run([.stateNotify])
+    }
+
+    /// Anti-entropy (agent mode): asks the peer again for whatever this device lacks, whatever Notify said or
+    /// failed to say. Run on a timer and when discovery shows the peer's summary changed.
+    mutating func resync() throws(SessionError) -> [SessionAction] {
+        expectIdle()
+        guard options.mode == .agent, peer != nil, !closeSent else { return [] }
+        if pull == .asking {
+            wantAgain = true
+            return []
+        }
+        return try run([.want])
+    }
+
+    /// The Close this side sends when it stops.
+    mutating func stopping(reason: String) -> Message? {
+        guard !closeSent else { return nil }
+        closeSent = true
+        return .close(reason: reason)
+    }
+
+    // MARK: Steps
+
+    private func expectIdle() {
+        precondition(awaiting == nil, "the session machine got an input while it waited for an answer")
+    }
+
+    /// Runs `more` and then the queued steps until one waits for an answer.
+    private mutating func run(_ more: [Step]) throws(SessionError) -> [SessionAction] {
+        steps.append(contentsOf: more)
+        var actions: [SessionAction] = []
+        while awaiting == nil, !steps.isEmpty {
+            switch steps.removeFirst() {
+            case .want:
+                awaiting = .wantSummary
+                actions.append(.readSummary)
+            case let .compare(summary, report):
+                // The divergence alarm (DESIGN §10): at equal summaries, equal baselines, the same domain version
+                // and nothing either side cannot interpret, the state digests must be equal.
+                guard let peer, forks.isEmpty, refused.isEmpty, damaged.isEmpty, report.unknownCount == 0,
+                    peer.domainVersion == ListsDomain.version
+                else { continue }
+                awaiting = .compareSummary(summary, report)
+                actions.append(.readSummary)
+            case let .notified(summary):
+                guard options.mode == .agent else { continue }
+                awaiting = .notifiedSummary(summary)
+                actions.append(.readSummary)
+            case let .wanted(have, baselineOffset):
+                awaiting = .wantedSummary(have, baselineOffset: baselineOffset)
+                actions.append(.readSummary)
+            case .stateNotify:
+                awaiting = .stateNotify
+                actions.append(.readStatus)
+            case let .send(message):
+                actions.append(.send(message))
+            }
+        }
+        return actions
+    }
+
+    private var pageBudget: Int { min(options.maxBatchBytes, (peer?.maxFrameSize ?? Frame.defaultMaxSize) - 64) }
+
+    private mutating func helloMessage(_ status: ReplicaStatus) -> Message {
+        helloSent = true
+        // The summary and the digest of one instant: another process may write between two reads, and a peer
+        // comparing them would see a divergence that is not there.
+        let view = status.view
+        return .hello(
+            Hello(
+                domainName: ListsDomain.name, domainVersion: ListsDomain.version, deviceID: identity.deviceID,
+                name: identity.name, summary: view.summary,
+                headHashes: view.heads.mapValues { HeadHash(seq: $0.seq, hash: $0.hash) },
+                baselineSummary: view.baselineSummary, baselineDigest: view.baselineDigest,
+                stateDigest: status.stateDigest, unknownCount: UInt64(status.uninterpretable),
+                maxFrameSize: options.frameLimit))
+    }
+
+    /// Notify with this device's summary and a state report read in the same instant.
+    private func stateNotify(_ status: ReplicaStatus) -> Message {
+        .notify(
+            status.summary,
+            report: StateReport(
+                stateDigest: status.stateDigest, baselineDigest: status.baselineDigest,
+                unknownCount: UInt64(status.uninterpretable)))
+    }
+
+    private mutating func compared(summary: Summary, report: StateReport, mine: ReplicaStatus) -> [SessionAction] {
+        guard mine.summary == summary, mine.baselineDigest == report.baselineDigest, mine.uninterpretable == 0 else {
+            return []
+        }
+        let before = divergence
+        var actions: [SessionAction] = []
+        if mine.stateDigest == report.stateDigest {
+            divergence = nil
+            verifiedEqual = true
+        } else {
+            divergence = Divergence(summary: summary, localDigest: mine.stateDigest, peerDigest: report.stateDigest)
+            verifiedEqual = false
+            if divergence != before, let divergence { actions.append(.finding(divergence.description)) }
+        }
+        if divergence != before { actions += recordFindings() }
+        return actions
+    }
+
+    /// Records on the peer's row what this session found (and clears what an earlier one found and this did not).
+    private func recordFindings() -> [SessionAction] {
+        guard let peer else { return [] }
+        let refusals = refusedTimelines.map(\.description).joined(separator: "; ")
+        return [
+            .recordFindings(
+                peer: peer.deviceID, diverged: divergence?.description, refused: refusals.isEmpty ? nil : refusals,
+                claim: staleClaim?.description)
+        ]
+    }
+
+    /// Stores the forks found with this peer (replacing what an earlier session recorded).
+    private func recordForks() -> [SessionAction] {
+        guard let peer else { return [] }
+        let records = forkedTimelines.map { fork in
+            ForkRecordEntry(timeline: fork.timeline, seq: min(fork.localHead, fork.peerHead), detail: fork.description)
+        }
+        return [.recordForks(peer: peer.deviceID, records)]
+    }
+
+    private mutating func greeted(by hello: Hello) throws(SessionError) -> [SessionAction] {
+        guard peer == nil else { throw .protocolViolation("it sent Hello twice") }
+        guard hello.protocolVersion == Hello.currentProtocolVersion else {
+            throw .incompatible(
+                "it speaks protocol version \(hello.protocolVersion) and this device \(Hello.currentProtocolVersion)")
+        }
+        // Another domain version is fine: changes this build cannot interpret are stored and forwarded.
+        guard hello.domainName == ListsDomain.name else {
+            throw .incompatible("it holds '\(hello.domainName)' data and this device '\(ListsDomain.name)'")
+        }
+        guard hello.deviceID != identity.deviceID else { throw .incompatible("it is this very device") }
+        if let certified = options.certifiedPeerID, hello.deviceID != certified {
+            throw .identityMismatch(claimed: hello.deviceID, certified: certified)
+        }
+        peer = hello
+        peerBaseline = hello.baselineSummary
+        awaiting = .greeting(hello)
+        return [.readGreeting(peer: hello.deviceID)]
+    }
+
+    private mutating func greetingRead(
+        _ hello: Hello, staged: StagedBaseline?, view: LocalView, quarantined: [QuarantinedRange]
+    ) -> [SessionAction] {
+        var actions: [SessionAction] = []
+        // A baseline staged from this peer in an interrupted session resumes if the peer still holds it.
+        if let staged {
+            if let digest = staged.digest, digest == hello.baselineDigest, staged.summary == hello.baselineSummary,
+                staged.staged < staged.total
+            {
+                resumeOffset = staged.staged
+            } else {
+                actions.append(.discardStaged(peer: hello.deviceID, bestEffort: false))
+            }
+        }
+        // The side that holds a timeline at least as far as the other compares; the other learns of a fork from
+        // the Want (`excluded`). Below the own head, the hash is looked up.
+        let lookUps = hello.headHashes.compactMap { timeline, theirs -> ChangeRef? in
+            let mine = view.summary[timeline]
+            guard mine > 0, theirs.seq < mine else { return nil }
+            return ChangeRef(timeline: timeline, seq: theirs.seq)
+        }.sorted()
+        if lookUps.isEmpty { return actions + greeted(hello, view: view, quarantined: quarantined, hashes: [:]) }
+        awaiting = .greetingHashes(hello, view, quarantined)
+        return actions + [.lookUpHashes(lookUps)]
+    }
+
+    private mutating func greeted(
+        _ hello: Hello, view: LocalView, quarantined: [QuarantinedRange], hashes: [ChangeRef: [UInt8]]
+    ) -> [SessionAction] {
+        for (timeline, theirs) in hello.headHashes {
+            let mine = view.summary[timeline]
+            guard mine > 0, theirs.seq <= mine else { continue }
+            let below = ChangeRef(timeline: timeline, seq: theirs.seq)
+            let hash = theirs.seq == mine ? view.heads[timeline]?.hash : hashes[below]
+            if let hash, hash != theirs.hash {
+                forks[timeline] = ForkedTimeline(
+                    timeline: timeline, localHead: mine, peerHead: theirs.seq, detectedLocally: true)
+            }
+        }
+        var actions: [SessionAction] = []
+        // A peer holding the own timeline beyond this head: the home may be stale. A bare claim is reported,
+        // never acted on (DESIGN §10); if its changes arrive and continue the chain, they mark the timeline.
+        let own = view.ownTimeline
+        // Changes of it set aside as damaged are the ones a peer is expected to hold: that is healing, not a claim.
+        let setAside = quarantined.first { $0.timeline == own }?.seqs.upperBound ?? 0
+        if hello.summary[own] > max(view.summary[own], setAside) {
+            let claim = StaleClaim(timeline: own, localHead: view.summary[own], peerHead: hello.summary[own])
+            staleClaim = claim
+            actions.append(.finding(claim.description))
+        }
+        actions += recordForks()
+        actions += recordFindings()
+        for fork in forkedTimelines { actions.append(.finding(fork.description)) }
+        steps.insert(.want, at: 0)
+        if forks.isEmpty {
+            steps.insert(
+                .compare(
+                    hello.summary,
+                    StateReport(
+                        stateDigest: hello.stateDigest, baselineDigest: hello.baselineDigest,
+                        unknownCount: hello.unknownCount)),
+                at: 1)
+        }
+        return actions
+    }
+
+    /// A Want with this device's summary, forked timelines excluded.
+    private mutating func want(_ summary: Summary) -> Message {
+        var have = summary
+        for timeline in refused.keys { have[timeline] = Self.refusedMarker }
+        for timeline in forks.keys { have[timeline] = Self.excluded }
+        pull = .asking
+        defer { resumeOffset = nil }
+        return .want(Want(have: have, baselineOffset: resumeOffset))
+    }
+
+    private mutating func wanted(_ have: Summary, baselineOffset: UInt64?, mine: Summary) -> [SessionAction] {
+        var actions: [SessionAction] = []
+        var learned = false
+        for (timeline, seq) in have.heads where seq == Self.excluded && forks[timeline] == nil && mine[timeline] > 0 {
+            forks[timeline] = ForkedTimeline(
+                timeline: timeline, localHead: mine[timeline], peerHead: peer?.summary[timeline] ?? 0,
+                detectedLocally: false)
+            learned = true
+        }
+        if learned {
+            actions += recordForks()
+            for fork in forkedTimelines where !fork.detectedLocally { actions.append(.finding(fork.description)) }
+        }
+        if stream != nil {
+            queuedWant = have  // answered after the current stream; a newer Want replaces an older one
+            return actions
+        }
+        var asked = have
+        for timeline in forks.keys { asked[timeline] = Self.excluded }
+        awaiting = .wantedBaseline(asked: asked, baselineOffset: baselineOffset, mine: mine)
+        return actions + [.readBaseline]
+    }
+
+    /// The baseline goes first when the asker lacks changes that exist here only inside it, or when its own
+    /// baseline does not cover it (baselines travel, DESIGN §2): the peer's baseline as its Hello gave it, grown
+    /// by every baseline sent to it since.
+    private mutating func startStream(
+        asked: Summary, baselineOffset: UInt64?, mine: Summary, baseline: EncodedBaseline?
+    ) throws(SessionError) {
+        var asked = asked
+        var pending: EncodedBaseline?
+        var offset = 0
+        if let baseline, !peerBaseline.covers(baseline.summary) || !asked.covers(baseline.summary) {
+            try checkBaselineAvoidsForks(baseline.summary)
+            pending = baseline
+            if let baselineOffset, baselineOffset < UInt64(baseline.bytes.count) { offset = Int(baselineOffset) }
+            asked = asked.union(baseline.summary)
+            peerBaseline = peerBaseline.union(baseline.summary)
+        }
+        stream = Stream(
+            have: asked, cap: mine, cursor: nil, baselineSummary: baseline?.summary ?? Summary(), baseline: pending,
+            baselineOffset: offset)
+    }
+
+    /// A baseline holding a timeline that has forked with this peer would merge the fork: refuse to send it.
+    private func checkBaselineAvoidsForks(_ summary: Summary) throws(SessionError) {
+        if let fork = forks.values.first(where: { summary[$0.timeline] > 0 }) {
+            throw .forkInsideBaseline(timeline: fork.timeline)
+        }
+    }
+
+    private mutating func paged(
+        baselineSummary: Summary, page: [Change], damaged damagedRefs: [ChangeRef]
+    ) throws(SessionError) -> [SessionAction] {
+        guard var current = stream else { preconditionFailure("a page came with no stream") }
+        var page = page
+        var actions: [SessionAction] = []
+        if !damagedRefs.isEmpty {
+            // A stored change that does not hash to what its chain says: send its timeline up to the change before
+            // it, set it and the rest aside, and go on with every other timeline (DESIGN §10).
+            for ref in damagedRefs {
+                current.cap[ref.timeline] = min(current.cap[ref.timeline], ref.seq == 0 ? 0 : ref.seq - 1)
+                damaged.append(ref)
+                actions.append(
+                    .finding(
+                        "stored change \(ref) is damaged (its hash does not continue its chain): sent its timeline up "
+                            + "to the change before it and set it aside, to be pulled again from a peer"))
+                actions.append(
+                    .quarantine(
+                        DamagedChange(ref: ref, following: 0),
+                        reason: "its hash does not continue the chain of its timeline (found while sending)"))
+            }
+            page.removeAll { change in
+                damagedRefs.contains { $0.timeline == change.timeline && change.seq >= $0.seq }
+            }
+            stream = current
+        }
+        if baselineSummary != current.baselineSummary {
+            current.baselineSummary = baselineSummary
+            stream = current
+            // A compaction folded rows this stream had yet to send: they now travel inside the baseline.
+            // (A baseline adopted from this very peer meanwhile grew it too, and the peer needs nothing.)
+            guard !peerBaseline.covers(baselineSummary) || !current.have.covers(baselineSummary) else {
+                return actions + (try nextOutgoing())
+            }
+            awaiting = .streamBaseline
+            return actions + [.readBaseline]
+        }
+        guard let last = page.last else {
+            stream = nil
+            answeredOnce = true
+            if let next = queuedWant {
+                queuedWant = nil
+                return actions + (try run([.wanted(next, baselineOffset: nil), .send(.done(current.cap))]))
+            }
+            return actions + [.send(.done(current.cap))]
+        }
+        current.cursor = last.orderKey
+        stream = current
+        sent += page.count
+        return actions + [.send(.changes(page.map(EncodedChange.init)))]
+    }
+
+    private mutating func integrated(_ result: Replica.IntegrateResult, heads: Summary?) -> [SessionAction] {
+        var actions: [SessionAction] = []
+        pulled += result.added
+        duplicates += result.duplicates
+        var newForks = false
+        for refusal in result.refused {
+            if case let .fork(seq, _, _) = refusal.refusal {
+                let fork = ForkedTimeline(
+                    timeline: refusal.timeline, localHead: heads?[refusal.timeline] ?? 0,
+                    peerHead: max(seq, peer?.summary[refusal.timeline] ?? 0), detectedLocally: true)
+                forks[refusal.timeline] = fork
+                actions.append(.finding(fork.description + " (\(refusal.refusal))"))
+                newForks = true
+            } else {
+                refused[refusal.timeline] = refusal
+                actions.append(
+                    .finding("changes of \(refusal.timeline) from the peer were refused: \(refusal.refusal)"))
+            }
+        }
+        if newForks { actions += recordForks() }
+        if result.refused.contains(where: { !$0.refusal.isFork }) { actions += recordFindings() }
+        if result.added > 0 { actions.append(.pulled(result.added)) }
+        return actions
+    }
+}

@@ -1,0 +1,726 @@
+import PlaitCore
+@testable import PlaitStore
+@testable import PlaitSession
+import PlaitWire
+import Testing
+
+/// The session protocol over plain values: messages and the store's answers in, actions out. No store, no
+/// socket: each test plays the owner's part by hand, so it sees every read, write and message in order.
+@Suite struct SessionMachineValueTests {
+    // MARK: Greeting
+
+    /// Hello is built from one status read: the summary, heads, baseline and digest of the same instant.
+    @Test func helloComesFromOneStatusRead() throws {
+        var machine = SessionMachine(identity: Self.me, options: SessionOptions())
+        let first = machine.start()
+        #expect(first.count == 1)
+        guard case .readStatus = first.first else { Issue.record("start did not read the status: \(first)"); return }
+        let status = Self.status(summary: [Self.mine: 5, Self.theirs: 2], digest: [7, 7], unknown: 3)
+        let actions = try machine.answered(.status(status))
+        let hello = try #require(Self.sent(actions).first.flatMap(Self.helloOf))
+        #expect(hello.deviceID == Self.me.deviceID && hello.name == Self.me.name)
+        #expect(hello.summary == status.summary)
+        #expect(hello.headHashes[Self.mine] == HeadHash(seq: 5, hash: Self.hash(Self.mine, 5)))
+        #expect(hello.stateDigest == [7, 7] && hello.unknownCount == 3)
+        #expect(hello.maxFrameSize == SessionOptions().frameLimit)
+        #expect(Self.sent(actions).count == 1 && !machine.isWaiting)
+    }
+
+    /// The peer's Hello is answered with a Want carrying this device's summary; equal heads are compared from
+    /// the local view, lower ones by looking their hashes up; then the two states are compared.
+    @Test func helloIsAnsweredWithWantAndComparesStates() throws {
+        var machine = Self.machine()
+        let local = Self.status(summary: [Self.mine: 4, Self.theirs: 6], digest: [1])
+        let hello = Self.hello(summary: [Self.mine: 4, Self.theirs: 3], digest: [1])
+        var actions = try machine.received(.hello(hello))
+        guard case let .readGreeting(peer) = actions.last, peer == Self.peerID else {
+            Issue.record("Hello did not read the greeting: \(actions)")
+            return
+        }
+        actions = try machine.answered(.greeting(staged: nil, view: local.view, quarantined: []))
+        // The peer's head of `theirs` (3) is below this device's (6): its hash is looked up.
+        guard case let .lookUpHashes(refs) = actions.last else { Issue.record("no hash look-up: \(actions)"); return }
+        #expect(refs == [ChangeRef(timeline: Self.theirs, seq: 3)])
+        actions = try machine.answered(.hashes([refs[0]: Self.hash(Self.theirs, 3)]))
+        #expect(Self.forkRecords(actions) == [[]], "the forks of the last session are cleared")
+        #expect(Self.findingRecords(actions).count == 1)
+        guard case .readSummary = actions.last else { Issue.record("the Want read no summary: \(actions)"); return }
+        actions = try machine.answered(.summary(local.summary))
+        #expect(Self.sent(actions) == [.want(Want(have: local.summary, baselineOffset: nil))])
+        // The Hello's report at a different summary: compared no further than the summary.
+        guard case .readSummary = actions.last else { Issue.record("no comparison: \(actions)"); return }
+        actions = try machine.answered(.summary(local.summary))
+        #expect(actions.isEmpty && !machine.isWaiting && !machine.verifiedEqual)
+    }
+
+    /// At equal summaries the Hello's state digest is compared with this device's: equal verifies them.
+    @Test func helloAtEqualSummaryVerifiesTheStates() throws {
+        var machine = Self.machine()
+        let summary: Summary = [Self.mine: 2, Self.theirs: 2]
+        let local = Self.status(summary: summary, digest: [9, 9])
+        var actions = try Self.greet(
+            &machine, hello: Self.hello(summary: summary, digest: [9, 9]), local: local, stopAtStatus: true)
+        guard case .readStatus = actions.last else { Issue.record("no status read: \(actions)"); return }
+        actions = try machine.answered(.status(local))
+        #expect(actions.isEmpty)
+        #expect(machine.verifiedEqual && machine.divergence == nil)
+    }
+
+    /// A Hello whose Device ID is not the one the certificate proved ends the session before anything is read.
+    @Test func certifiedPeerIDMismatchIsRefused() throws {
+        var options = SessionOptions()
+        options.certifiedPeerID = "CERTIFIED"
+        var machine = SessionMachine(identity: Self.me, options: options)
+        #expect {
+            _ = try machine.received(.hello(Self.hello(summary: [:])))
+        } throws: { error in
+            guard case let .identityMismatch(claimed, certified) = error as? SessionError else { return false }
+            return claimed == Self.peerID && certified == "CERTIFIED"
+        }
+        #expect(machine.peer == nil && !machine.isWaiting)
+    }
+
+    /// Out of turn and incompatible greetings: each a typed error, none reading the store.
+    @Test func greetingsOutOfTurnOrIncompatibleAreRefused() throws {
+        var machine = Self.machine()
+        #expect(Self.violation { _ = try machine.received(.want(Want(have: [:], baselineOffset: nil))) })
+        var own = Self.hello(summary: [:])
+        own.deviceID = Self.me.deviceID
+        #expect(Self.incompatible { _ = try machine.received(.hello(own)) })
+        var other = Self.hello(summary: [:])
+        other.domainName = "notes"
+        #expect(Self.incompatible { _ = try machine.received(.hello(other)) })
+        var newer = Self.hello(summary: [:])
+        newer.protocolVersion = Hello.currentProtocolVersion + 1
+        #expect(Self.incompatible { _ = try machine.received(.hello(newer)) })
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [:]))
+        #expect(Self.violation { _ = try machine.received(.hello(Self.hello(summary: [:]))) })
+    }
+
+    // MARK: Want and paging
+
+    /// A Want is answered in pages bounded by the change limit, each after the cursor of the last, then Done with
+    /// the summary fixed when the Want came.
+    @Test func wantIsAnsweredInPagesThenDone() throws {
+        var options = SessionOptions()
+        options.maxBatchChanges = 2
+        options.maxBatchBytes = 10_000
+        var machine = Self.machine(options)
+        let mine: Summary = [Self.mine: 5]
+        _ = try Self.greet(
+            &machine, hello: Self.hello(summary: [:], maxFrameSize: 4_096), local: Self.status(summary: mine))
+        var actions = try machine.received(.want(Want(have: [Self.mine: 1], baselineOffset: nil)))
+        guard case .readSummary = actions.last else { Issue.record("no summary read: \(actions)"); return }
+        actions = try machine.answered(.summary(mine))
+        guard case .readBaseline = actions.last else { Issue.record("no baseline read: \(actions)"); return }
+        #expect(try machine.answered(.baseline(nil)).isEmpty)
+        let changes = (2...5).map { Self.change(Self.mine, $0) }
+        var cursor: OrderKey?
+        for page in [Array(changes[0..<2]), Array(changes[2..<4])] {
+            actions = try machine.nextOutgoing()
+            guard case let .readPage(have, cap, after, limit, maxBytes) = actions.last else {
+                Issue.record("no page read: \(actions)")
+                return
+            }
+            #expect(have == [Self.mine: 1] && cap == mine && after == cursor && limit == 2)
+            // The byte budget: the smaller of the option and the peer's frame limit less the frame overhead.
+            #expect(maxBytes == 4_096 - 64)
+            actions = try machine.answered(.page(baselineSummary: [:], changes: page, damaged: []))
+            #expect(Self.sent(actions) == [.changes(page)])
+            cursor = page.last?.orderKey
+        }
+        actions = try machine.nextOutgoing()
+        actions = try machine.answered(.page(baselineSummary: [:], changes: [], damaged: []))
+        #expect(Self.sent(actions) == [.done(mine)])
+        #expect(machine.sent == 4)
+        #expect(try machine.nextOutgoing().isEmpty, "nothing more before the peer answers our Want")
+    }
+
+    /// The byte budget of a page is the option when the peer accepts larger frames.
+    @Test func pageBudgetIsTheOptionBelowThePeersFrameLimit() throws {
+        var options = SessionOptions()
+        options.maxBatchBytes = 1_000
+        var machine = Self.machine(options)
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [Self.mine: 1]))
+        _ = try Self.answerWant(&machine, have: [:], mine: [Self.mine: 1], baseline: nil)
+        guard case let .readPage(_, _, _, _, maxBytes) = try machine.nextOutgoing().last else {
+            Issue.record("no page read")
+            return
+        }
+        #expect(maxBytes == 1_000)
+    }
+
+    // MARK: Baselines
+
+    /// A baseline the peer lacks goes first, in chunks within the budget, and the changes after it.
+    @Test func baselineIsSentInChunksBeforeTheChanges() throws {
+        var options = SessionOptions()
+        options.maxBatchBytes = 1_300
+        var machine = Self.machine(options)
+        let baselineSummary: Summary = [Self.mine: 3]
+        let baseline = EncodedBaseline(summary: baselineSummary, bytes: (0..<3_000).map { UInt8($0 % 251) })
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [Self.mine: 4]))
+        _ = try Self.answerWant(&machine, have: [:], mine: [Self.mine: 4], baseline: baseline)
+        let chunks = try (0..<3).map { _ in
+            try #require(Self.sent(try machine.nextOutgoing()).first.flatMap(Self.chunkOf))
+        }
+        // Chunks of max(budget - 256, 1024) bytes.
+        #expect(chunks.map(\.offset) == [0, 1_044, 2_088])
+        #expect(chunks.map(\.last) == [false, false, true])
+        #expect(chunks.flatMap(\.data) == baseline.bytes)
+        #expect(chunks.allSatisfy { $0.totalSize == 3_000 && $0.baselineSummary == baselineSummary })
+        #expect(machine.baselinesSent == 1)
+        guard case let .readPage(have, _, _, _, _) = try machine.nextOutgoing().last else {
+            Issue.record("no page after the baseline")
+            return
+        }
+        #expect(have == baselineSummary, "the changes the baseline holds are not sent again")
+    }
+
+    /// A Want asking to resume at an offset gets the baseline from there.
+    @Test func baselineResumesAtTheAskedOffset() throws {
+        var machine = Self.machine()
+        let baseline = EncodedBaseline(summary: [Self.mine: 3], bytes: [UInt8](repeating: 5, count: 3_000))
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [Self.mine: 3]))
+        _ = try Self.answerWant(&machine, have: [:], mine: [Self.mine: 3], baseline: baseline, offset: 2_500)
+        let chunk = try #require(Self.sent(try machine.nextOutgoing()).first.flatMap(Self.chunkOf))
+        #expect(chunk.offset == 2_500 && chunk.data.count == 500 && chunk.last)
+    }
+
+    /// A baseline staged from this peer earlier, whose digest and summary its Hello still announces, is resumed:
+    /// the first Want asks for the staged offset, later ones do not.
+    @Test func stagedBaselineIsResumedFromItsOffset() throws {
+        var options = SessionOptions(mode: .agent)
+        options.certifiedPeerID = nil
+        var machine = Self.machine(options)
+        let hello = Self.hello(summary: [Self.theirs: 9], baseline: [Self.theirs: 9], baselineDigest: [4, 2])
+        let staged = StagedBaseline(summary: [Self.theirs: 9], digest: [4, 2], total: 8_000, staged: 3_000)
+        let actions = try Self.greet(&machine, hello: hello, local: Self.status(summary: [:]), staged: staged)
+        #expect(!actions.contains { if case .discardStaged = $0 { true } else { false } })
+        #expect(Self.wants(actions) == [Want(have: [:], baselineOffset: 3_000)])
+        // The peer's Done, then a Notify of more: the next Want starts afresh.
+        _ = try machine.received(.done([:]))
+        _ = try machine.answered(.summary([:]))
+        var next = try machine.received(.notify([Self.theirs: 10], report: nil))
+        next = try machine.answered(.summary([:]))
+        next = try machine.answered(.summary([:]))
+        #expect(Self.wants(next) == [Want(have: [:], baselineOffset: nil)])
+    }
+
+    /// A staged baseline the peer no longer announces is dropped, and the Want starts afresh.
+    @Test func stagedBaselineOfAnotherBaselineIsDiscarded() throws {
+        var machine = Self.machine()
+        let hello = Self.hello(summary: [Self.theirs: 9], baseline: [Self.theirs: 9], baselineDigest: [4, 3])
+        let staged = StagedBaseline(summary: [Self.theirs: 9], digest: [4, 2], total: 8_000, staged: 3_000)
+        let actions = try Self.greet(&machine, hello: hello, local: Self.status(summary: [:]), staged: staged)
+        #expect(actions.contains { if case .discardStaged(Self.peerID, false) = $0 { true } else { false } })
+        #expect(Self.wants(actions) == [Want(have: [:], baselineOffset: nil)])
+    }
+
+    /// Chunks of a pulled baseline are staged (with the Hello's digest when they are its baseline) and the
+    /// last one adopted; a refusal drops the staging and ends the session.
+    @Test func pulledBaselineIsStagedThenAdopted() throws {
+        var machine = Self.machine()
+        let hello = Self.hello(summary: [Self.theirs: 9], baseline: [Self.theirs: 9], baselineDigest: [4, 2])
+        let early = BaselineChunk(
+            totalSize: 4, offset: 0, data: [1, 2], last: false, baselineSummary: [Self.theirs: 9])
+        #expect(Self.violation { _ = try machine.received(.baselineChunk(early)) })
+        machine = Self.machine()
+        _ = try Self.greet(&machine, hello: hello, local: Self.status(summary: [:]))
+        var actions = try machine.received(.baselineChunk(early))
+        guard case let .stageChunk(peer, summary, digest, total, offset, data) = actions.last else {
+            Issue.record("the chunk was not staged: \(actions)")
+            return
+        }
+        #expect(peer == Self.peerID && summary == [Self.theirs: 9] && digest == [4, 2])
+        #expect(total == 4 && offset == 0 && data == [1, 2])
+        #expect(try machine.answered(.staged).isEmpty)
+        let last = BaselineChunk(totalSize: 4, offset: 2, data: [3, 4], last: true, baselineSummary: [Self.theirs: 9])
+        actions = try machine.received(.baselineChunk(last))
+        actions = try machine.answered(.staged)
+        guard case .adoptBaseline(Self.peerID) = actions.last else { Issue.record("not adopted: \(actions)"); return }
+        actions = try machine.answered(
+            .adopted(BaselineAdoption(changed: true, summary: [Self.theirs: 9], foldedAway: 0, replayed: 0)))
+        #expect(Self.pulledCounts(actions) == [0])
+        #expect(machine.baselinesPulled == 1)
+        // Another chunk that the store refuses.
+        _ = try machine.received(.baselineChunk(early))
+        actions = try machine.answered(.baselineFailed(.rejected(.corruptSnapshot("bad baseline"))))
+        #expect(actions.count == 2)
+        #expect(actions.first.map { if case .discardStaged(Self.peerID, true) = $0 { true } else { false } } == true)
+        guard case let .fail(error) = actions.last, case .baselineRefused = error else {
+            Issue.record("the refusal did not end the session: \(actions)")
+            return
+        }
+    }
+
+    // MARK: Done
+
+    /// Done is accepted when this device now holds what it announced; short of it, the session fails.
+    @Test func doneChecksTheAnnouncedSummary() throws {
+        var machine = Self.machine()
+        #expect(Self.violation { _ = try machine.received(.done([:])) })
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 4]), local: Self.status(summary: [:]))
+        _ = try machine.received(.done([Self.theirs: 4]))
+        #expect {
+            _ = try machine.answered(.summary([Self.theirs: 2]))
+        } throws: { error in
+            guard case let .incompleteStream(missing) = error as? SessionError else { return false }
+            return missing.map(\.timeline) == [Self.theirs] && missing.map(\.seqs) == [3...4]
+        }
+        machine = Self.machine()
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 4]), local: Self.status(summary: [:]))
+        _ = try machine.received(.done([Self.theirs: 4]))
+        #expect(try machine.answered(.summary([Self.theirs: 4])).isEmpty)
+        #expect(!machine.isSynced, "the peer's Want is not answered yet")
+        _ = try Self.answerWant(&machine, have: [Self.theirs: 4], mine: [Self.theirs: 4], baseline: nil)
+        _ = try machine.nextOutgoing()
+        _ = try machine.answered(.page(baselineSummary: [:], changes: [], damaged: []))
+        #expect(machine.isSynced)
+        // One-shot: the state report, then Close.
+        guard case .readStatus = try machine.nextOutgoing().last else { Issue.record("no state report"); return }
+        let report = try machine.answered(.status(Self.status(summary: [Self.theirs: 4], digest: [3])))
+        guard case let .notify(summary, report?) = Self.sent(report).first else { Issue.record("no Notify"); return }
+        #expect(summary == [Self.theirs: 4] && report.stateDigest == [3])
+        #expect(Self.sent(try machine.nextOutgoing()) == [.close(reason: "done")])
+        #expect(try machine.nextOutgoing().isEmpty)
+    }
+
+    // MARK: Notify
+
+    /// Agent mode: a Notify of more than this device holds brings a Want; one of nothing new brings nothing; one
+    /// arriving while a Want is out brings a Want after its Done.
+    @Test func notifyOfMoreBringsAWant() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 2]), local: Self.status(summary: [:]))
+        // A Want is out (from the greeting): a Notify of more waits for its Done.
+        _ = try machine.received(.notify([Self.theirs: 3], report: nil))
+        #expect(try machine.answered(.summary([:])).isEmpty)
+        _ = try machine.received(.done([Self.theirs: 2]))
+        var actions = try machine.answered(.summary([Self.theirs: 2]))
+        guard case .readSummary = actions.last else { Issue.record("no Want after Done: \(actions)"); return }
+        actions = try machine.answered(.summary([Self.theirs: 2]))
+        #expect(Self.wants(actions) == [Want(have: [Self.theirs: 2], baselineOffset: nil)])
+        _ = try machine.received(.done([Self.theirs: 3]))
+        #expect(try machine.answered(.summary([Self.theirs: 3])).isEmpty)
+        // Nothing new: no Want.
+        _ = try machine.received(.notify([Self.theirs: 3], report: nil))
+        #expect(try machine.answered(.summary([Self.theirs: 3])).isEmpty)
+        // More: a Want at once.
+        _ = try machine.received(.notify([Self.theirs: 5], report: nil))
+        actions = try machine.answered(.summary([Self.theirs: 3]))
+        actions = try machine.answered(.summary([Self.theirs: 3]))
+        #expect(Self.wants(actions) == [Want(have: [Self.theirs: 3], baselineOffset: nil)])
+    }
+
+    /// One-shot sessions read nothing for a Notify without a report.
+    @Test func oneShotIgnoresNotify() throws {
+        var machine = Self.machine()
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 2]), local: Self.status(summary: [:]))
+        #expect(try machine.received(.notify([Self.theirs: 3], report: nil)).isEmpty)
+    }
+
+    /// A Notify's state report at equal summaries with another digest is a divergence: reported, recorded on the
+    /// peer's row, and cleared when a later report agrees.
+    @Test func stateReportOfAnotherDigestIsADivergence() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        let summary: Summary = [Self.theirs: 2]
+        let local = Self.status(summary: summary, digest: [1, 1])
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 1]), local: local, compareWith: [:])
+        let report = StateReport(stateDigest: [2, 2], baselineDigest: nil, unknownCount: 0)
+        var actions = try machine.received(.notify(summary, report: report))
+        actions = try machine.answered(.summary(summary))
+        guard case .readStatus = actions.last else { Issue.record("no digest read: \(actions)"); return }
+        actions = try machine.answered(.status(local))
+        let divergence = try #require(machine.divergence)
+        #expect(divergence.localDigest == [1, 1] && divergence.peerDigest == [2, 2])
+        #expect(Self.findingRecords(actions).map(\.diverged) == [divergence.description])
+        #expect(Self.findings(actions) == [divergence.description])
+        // Then the notify itself: at this summary nothing is wanted.
+        actions = try machine.answered(.summary(summary))
+        #expect(actions.isEmpty)
+        // Agreement clears it.
+        let agreeing = StateReport(stateDigest: [1, 1], baselineDigest: nil, unknownCount: 0)
+        _ = try machine.received(.notify(summary, report: agreeing))
+        _ = try machine.answered(.summary(summary))
+        actions = try machine.answered(.status(local))
+        #expect(machine.divergence == nil && machine.verifiedEqual)
+        #expect(Self.findingRecords(actions).map(\.diverged) == [nil])
+    }
+
+    /// A state report from a peer holding changes this build cannot interpret is not compared.
+    @Test func stateReportWithUnknownChangesIsNotCompared() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        let summary: Summary = [Self.theirs: 2]
+        _ = try Self.greet(
+            &machine, hello: Self.hello(summary: [Self.theirs: 1]), local: Self.status(summary: summary),
+            compareWith: [:])
+        let report = StateReport(stateDigest: [2, 2], baselineDigest: nil, unknownCount: 1)
+        let actions = try machine.received(.notify(summary, report: report))
+        // Straight to the Notify's own summary check: no comparison.
+        guard case .readSummary = actions.last else { Issue.record("\(actions)"); return }
+        #expect(try machine.answered(.summary(summary)).isEmpty)
+        #expect(machine.divergence == nil && !machine.verifiedEqual)
+    }
+
+    /// Agent mode: a local change sends a Notify with the state report of one status read.
+    @Test func localChangeSendsNotifyWithReport() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        #expect(try machine.localChanged().isEmpty, "nothing before Hello was sent")
+        _ = machine.start()
+        _ = try machine.answered(.status(Self.status(summary: [:])))
+        let actions = try machine.localChanged()
+        guard case .readStatus = actions.last else { Issue.record("\(actions)"); return }
+        let status = Self.status(summary: [Self.mine: 1], digest: [5], unknown: 2)
+        let sent = Self.sent(try machine.answered(.status(status)))
+        let report = StateReport(stateDigest: [5], baselineDigest: nil, unknownCount: 2)
+        #expect(sent == [.notify([Self.mine: 1], report: report)])
+    }
+
+    // MARK: Forks
+
+    /// A head hash that differs at a number both hold is a fork: recorded, reported, excluded from the Want,
+    /// and no state comparison is made.
+    @Test func forkAtGreetingIsRecordedAndExcluded() throws {
+        var machine = Self.machine()
+        let local = Self.status(summary: [Self.theirs: 5])
+        var hello = Self.hello(summary: [Self.theirs: 3])
+        hello.headHashes[Self.theirs] = HeadHash(seq: 3, hash: [0xBA, 0xD])
+        var actions = try machine.received(.hello(hello))
+        actions = try machine.answered(.greeting(staged: nil, view: local.view, quarantined: []))
+        actions = try machine.answered(.hashes([ChangeRef(timeline: Self.theirs, seq: 3): Self.hash(Self.theirs, 3)]))
+        let fork = try #require(machine.forkedTimelines.first)
+        #expect(fork.timeline == Self.theirs && fork.localHead == 5 && fork.peerHead == 3 && fork.detectedLocally)
+        let record = ForkRecordEntry(timeline: Self.theirs, seq: 3, detail: fork.description)
+        #expect(Self.forkRecords(actions) == [[record]])
+        #expect(Self.findings(actions) == [fork.description])
+        actions = try machine.answered(.summary(local.summary))
+        var have = local.summary
+        have[Self.theirs] = SessionMachine.excluded
+        #expect(Self.wants(actions) == [Want(have: have, baselineOffset: nil)])
+        #expect(!machine.isWaiting, "no state comparison with a fork")
+    }
+
+    /// The peer's Want excluding a timeline tells this side of a fork: recorded, reported, and the stream
+    /// excludes it too.
+    @Test func forkReportedByThePeersWant() throws {
+        var machine = Self.machine()
+        let mine: Summary = [Self.theirs: 5, Self.mine: 2]
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 7]), local: Self.status(summary: mine))
+        let excluding = Want(have: [Self.theirs: SessionMachine.excluded], baselineOffset: nil)
+        var actions = try machine.received(.want(excluding))
+        actions = try machine.answered(.summary(mine))
+        let fork = try #require(machine.forkedTimelines.first)
+        #expect(fork.timeline == Self.theirs && fork.localHead == 5 && fork.peerHead == 7 && !fork.detectedLocally)
+        let record = ForkRecordEntry(timeline: Self.theirs, seq: 5, detail: fork.description)
+        #expect(Self.forkRecords(actions) == [[record]])
+        #expect(Self.findings(actions) == [fork.description])
+        _ = try machine.answered(.baseline(nil))
+        guard case let .readPage(have, _, _, _, _) = try machine.nextOutgoing().last else {
+            Issue.record("no page")
+            return
+        }
+        #expect(have[Self.theirs] == SessionMachine.excluded)
+        // A baseline holding the forked timeline is never sent to this peer.
+        machine = Self.machine()
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 7]), local: Self.status(summary: mine))
+        #expect {
+            _ = try Self.answerWant(
+                &machine, have: [Self.theirs: SessionMachine.excluded], mine: mine,
+                baseline: EncodedBaseline(summary: [Self.theirs: 5], bytes: [1]))
+        } throws: { error in
+            guard case let .forkInsideBaseline(timeline) = error as? SessionError else { return false }
+            return timeline == Self.theirs
+        }
+    }
+
+    /// A fork found while integrating: its local head is read after the batch, it is recorded, and the
+    /// timeline's changes are skipped from then on.
+    @Test func forkFoundWhileIntegrating() throws {
+        var machine = Self.machine()
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 6]), local: Self.status(summary: [:]))
+        let batch = [Self.change(Self.theirs, 4)]
+        var actions = try machine.received(.changes(batch))
+        guard case let .integrate(sentBatch, skip) = actions.last else { Issue.record("\(actions)"); return }
+        #expect(sentBatch.map(\.change) == batch && skip.isEmpty)
+        let refusal = RefusedTimeline(timeline: Self.theirs, refusal: .fork(seq: 4, held: [1], arriving: [2]))
+        actions = try machine.answered(.integrated(Replica.IntegrateResult(added: 0, refused: [refusal])))
+        guard case .readSummary = actions.last else { Issue.record("no head read: \(actions)"); return }
+        actions = try machine.answered(.summary([Self.theirs: 4]))
+        let fork = try #require(machine.forkedTimelines.first)
+        #expect(fork.localHead == 4 && fork.peerHead == 6)
+        #expect(Self.forkRecords(actions).count == 1)
+        #expect(Self.findings(actions).count == 1 && Self.pulledCounts(actions).isEmpty)
+        guard case let .integrate(_, skipped) = try machine.received(.changes(batch)).last else {
+            Issue.record("no integration")
+            return
+        }
+        #expect(skipped == [Self.theirs])
+    }
+
+    // MARK: Stale claim
+
+    /// A peer holding this device's own timeline beyond its head: reported and recorded, never acted on.
+    @Test func staleClaimIsReported() throws {
+        var machine = Self.machine()
+        let actions = try Self.greet(
+            &machine, hello: Self.hello(summary: [Self.mine: 9]), local: Self.status(summary: [Self.mine: 4]))
+        let claim = try #require(machine.staleClaim)
+        #expect(claim.timeline == Self.mine && claim.localHead == 4 && claim.peerHead == 9)
+        #expect(Self.findings(actions) == [claim.description])
+        #expect(Self.findingRecords(actions).map(\.claim) == [claim.description])
+        #expect(Self.wants(actions) == [Want(have: [Self.mine: 4], baselineOffset: nil)], "the Want is unchanged")
+    }
+
+    /// Changes of the own timeline set aside as damaged are expected at a peer: healing, not a claim.
+    @Test func quarantinedOwnChangesAreNoClaim() throws {
+        var machine = Self.machine()
+        let setAside = QuarantinedRange(timeline: Self.mine, seqs: 5...9, reason: "damaged")
+        let actions = try Self.greet(
+            &machine, hello: Self.hello(summary: [Self.mine: 9]), local: Self.status(summary: [Self.mine: 4]),
+            quarantined: [setAside])
+        #expect(machine.staleClaim == nil && Self.findings(actions).isEmpty)
+    }
+
+    // MARK: Refusals
+
+    /// A timeline refused in a batch: reported, recorded, skipped in later batches, marked in later Wants, and
+    /// not expected at Done; the other timelines of the batch count as pulled.
+    @Test func refusedTimelineIsSkippedAfterwards() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        let hello = Self.hello(summary: [Self.theirs: 6, Self.other: 2])
+        _ = try Self.greet(&machine, hello: hello, local: Self.status(summary: [:]))
+        var actions = try machine.received(.changes([Self.change(Self.other, 1), Self.change(Self.theirs, 1)]))
+        let refusal = RefusedTimeline(timeline: Self.theirs, refusal: .brokenChain(seq: 1))
+        actions = try machine.answered(.integrated(Replica.IntegrateResult(added: 1, refused: [refusal])))
+        #expect(machine.refusedTimelines == [refusal] && machine.pulled == 1)
+        #expect(Self.findings(actions) == ["changes of \(Self.theirs) from the peer were refused: \(refusal.refusal)"])
+        #expect(Self.findingRecords(actions).map(\.refused) == [refusal.description])
+        #expect(Self.pulledCounts(actions) == [1])
+        guard case let .integrate(_, skip) = try machine.received(.changes([Self.change(Self.theirs, 2)])).last else {
+            Issue.record("no integration")
+            return
+        }
+        #expect(skip == [Self.theirs])
+        _ = try machine.answered(.integrated(Replica.IntegrateResult()))
+        // Done short of the refused timeline is complete.
+        _ = try machine.received(.done([Self.theirs: 6, Self.other: 2]))
+        #expect(try machine.answered(.summary([Self.other: 2])).isEmpty)
+        // The next Want says "send nothing of it".
+        actions = try machine.resync()
+        actions = try machine.answered(.summary([Self.other: 2]))
+        #expect(
+            Self.wants(actions)
+                == [Want(have: [Self.other: 2, Self.theirs: SessionMachine.refusedMarker], baselineOffset: nil)])
+    }
+
+    /// Changes nobody asked for break the protocol.
+    @Test func changesWithoutWantAreRefused() throws {
+        var machine = Self.machine()
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [:]))
+        _ = try machine.received(.done([:]))
+        _ = try machine.answered(.summary([:]))
+        #expect(Self.violation { _ = try machine.received(.changes([Self.change(Self.theirs, 1)])) })
+    }
+
+    // MARK: Damaged stored changes, Ping, Close
+
+    /// A damaged stored change found while paging: its timeline stops before it, it is set aside, and the rest
+    /// of the page goes.
+    @Test func damagedStoredChangeIsSetAside() throws {
+        var machine = Self.machine()
+        let mine: Summary = [Self.mine: 3, Self.other: 1]
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: mine))
+        _ = try Self.answerWant(&machine, have: [:], mine: mine, baseline: nil)
+        _ = try machine.nextOutgoing()
+        let page = [Self.change(Self.mine, 1), Self.change(Self.other, 1), Self.change(Self.mine, 2)]
+        let damagedRef = ChangeRef(timeline: Self.mine, seq: 2)
+        let actions = try machine.answered(.page(baselineSummary: [:], changes: page, damaged: [damagedRef]))
+        #expect(Self.sent(actions) == [.changes(Array(page[0..<2]))])
+        #expect(machine.damaged == [damagedRef] && Self.findings(actions).count == 1)
+        let setAside = DamagedChange(ref: damagedRef, following: 0)
+        #expect(actions.contains { if case .quarantine(setAside, _) = $0 { true } else { false } })
+        guard case let .readPage(_, cap, _, _, _) = try machine.nextOutgoing().last else {
+            Issue.record("no page")
+            return
+        }
+        #expect(cap == [Self.mine: 1, Self.other: 1])
+    }
+
+    /// Ping is answered with Pong of the same nonce; a one-shot peer closing before the sync finished is an error.
+    @Test func pingAndEarlyClose() throws {
+        var machine = Self.machine()
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [:]))
+        #expect(Self.sent(try machine.received(.ping(nonce: 42))) == [.pong(nonce: 42)])
+        #expect {
+            _ = try machine.received(.close(reason: "bored"))
+        } throws: { error in
+            guard case let .peerClosed(reason) = error as? SessionError else { return false }
+            return reason == "bored"
+        }
+    }
+
+    /// Agent mode: the peer's Close is answered with a Close, and the session is complete.
+    @Test func agentAnswersCloseWithClose() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [:]))
+        #expect(Self.sent(try machine.received(.close(reason: "stopped"))) == [.close(reason: "closing")])
+        #expect(machine.isComplete && machine.peerCloseReason == "stopped")
+    }
+
+    // MARK: Support
+
+    static let me = SessionIdentity(deviceID: "LOCAL-DEVICE", name: "here")
+    static let peerID = "PEER-DEVICE"
+    static let mine = TimelineID(0x1111)
+    static let theirs = TimelineID(0x2222)
+    static let other = TimelineID(0x3333)
+
+    static func machine(_ options: SessionOptions = SessionOptions()) -> SessionMachine {
+        SessionMachine(identity: me, options: options)
+    }
+
+    /// A stand-in hash of change `seq` of `timeline`.
+    static func hash(_ timeline: TimelineID, _ seq: UInt64) -> [UInt8] {
+        [UInt8(truncatingIfNeeded: timeline.rawValue), UInt8(truncatingIfNeeded: seq)]
+    }
+
+    static func change(_ timeline: TimelineID, _ seq: UInt64) -> Change {
+        Change(
+            timeline: timeline, seq: seq, lamport: seq, previousHash: Change.zeroHash, kind: "item.create", version: 1,
+            wallTime: 0, payload: [])
+    }
+
+    static func view(_ summary: Summary) -> LocalView {
+        var heads: [TimelineID: LocalView.Head] = [:]
+        for (timeline, seq) in summary.heads { heads[timeline] = LocalView.Head(seq: seq, hash: hash(timeline, seq)) }
+        return LocalView(ownTimeline: mine, summary: summary, heads: heads, baselineSummary: [:], baselineDigest: nil)
+    }
+
+    static func status(summary: Summary, digest: [UInt8] = [0], unknown: Int = 0) -> ReplicaStatus {
+        ReplicaStatus(view: view(summary), stateDigest: digest, uninterpretable: unknown)
+    }
+
+    static func hello(
+        summary: Summary, digest: [UInt8] = [0], baseline: Summary = [:], baselineDigest: [UInt8]? = nil,
+        maxFrameSize: Int = Frame.defaultMaxSize
+    ) -> Hello {
+        var heads: [TimelineID: HeadHash] = [:]
+        for (timeline, seq) in summary.heads { heads[timeline] = HeadHash(seq: seq, hash: hash(timeline, seq)) }
+        return Hello(
+            domainName: ListsDomain.name, domainVersion: ListsDomain.version, deviceID: peerID, name: "there",
+            summary: summary, headHashes: heads, baselineSummary: baseline, baselineDigest: baselineDigest,
+            stateDigest: digest, unknownCount: 0, maxFrameSize: maxFrameSize)
+    }
+
+    /// Receives `hello` and answers the reads of the greeting from `local`, up to the Want; then the state
+    /// comparison that follows (when there is one) with `compareWith` as this device's summary, and its status
+    /// read with `local` unless `stopAtStatus`. Returns every action in order.
+    @discardableResult
+    static func greet(
+        _ machine: inout SessionMachine, hello: Hello, local: ReplicaStatus, staged: StagedBaseline? = nil,
+        quarantined: [QuarantinedRange] = [], compareWith: Summary? = nil, stopAtStatus: Bool = false
+    ) throws -> [SessionAction] {
+        var all: [SessionAction] = []
+        var actions = try machine.received(.hello(hello))
+        all += actions
+        actions = try machine.answered(.greeting(staged: staged, view: local.view, quarantined: quarantined))
+        all += actions
+        if case let .lookUpHashes(refs) = actions.last {
+            var hashes: [ChangeRef: [UInt8]] = [:]
+            for ref in refs { hashes[ref] = hash(ref.timeline, ref.seq) }
+            actions = try machine.answered(.hashes(hashes))
+            all += actions
+        }
+        guard case .readSummary = actions.last else {
+            Issue.record("the greeting read no summary for the Want: \(actions)")
+            return all
+        }
+        actions = try machine.answered(.summary(local.summary))
+        all += actions
+        if case .readSummary = actions.last {
+            actions = try machine.answered(.summary(compareWith ?? local.summary))
+            all += actions
+            if !stopAtStatus, case .readStatus = actions.last { all += try machine.answered(.status(local)) }
+        }
+        return all
+    }
+
+    /// Receives a Want and answers its reads: this device's summary, then its baseline.
+    static func answerWant(
+        _ machine: inout SessionMachine, have: Summary, mine: Summary, baseline: EncodedBaseline?,
+        offset: UInt64? = nil
+    ) throws -> [SessionAction] {
+        var actions = try machine.received(.want(Want(have: have, baselineOffset: offset)))
+        actions += try machine.answered(.summary(mine))
+        actions += try machine.answered(.baseline(baseline))
+        return actions
+    }
+
+    static func sent(_ actions: [SessionAction]) -> [Message] {
+        actions.compactMap { if case let .send(message) = $0 { message } else { nil } }
+    }
+
+    static func wants(_ actions: [SessionAction]) -> [Want] {
+        sent(actions).compactMap { if case let .want(want) = $0 { want } else { nil } }
+    }
+
+    static func findings(_ actions: [SessionAction]) -> [String] {
+        actions.compactMap { if case let .finding(text) = $0 { text } else { nil } }
+    }
+
+    static func pulledCounts(_ actions: [SessionAction]) -> [Int] {
+        actions.compactMap { if case let .pulled(count) = $0 { count } else { nil } }
+    }
+
+    static func forkRecords(_ actions: [SessionAction]) -> [[ForkRecordEntry]] {
+        actions.compactMap { if case let .recordForks(peer, forks) = $0, peer == peerID { forks } else { nil } }
+    }
+
+    struct Findings: Equatable {
+        var diverged: String?
+        var refused: String?
+        var claim: String?
+    }
+
+    static func findingRecords(_ actions: [SessionAction]) -> [Findings] {
+        actions.compactMap {
+            if case let .recordFindings(peer, diverged, refused, claim) = $0, peer == peerID {
+                Findings(diverged: diverged, refused: refused, claim: claim)
+            } else {
+                nil
+            }
+        }
+    }
+
+    static func helloOf(_ message: Message) -> Hello? { if case let .hello(hello) = message { hello } else { nil } }
+    static func chunkOf(_ message: Message) -> BaselineChunk? {
+        if case let .baselineChunk(chunk) = message { chunk } else { nil }
+    }
+
+    static func violation(_ body: () throws -> Void) -> Bool {
+        do {
+            try body()
+            return false
+        } catch {
+            if case .protocolViolation = error as? SessionError { return true }
+            return false
+        }
+    }
+
+    static func incompatible(_ body: () throws -> Void) -> Bool {
+        do {
+            try body()
+            return false
+        } catch {
+            if case .incompatible = error as? SessionError { return true }
+            return false
+        }
+    }
+}
+
+extension Summary: ExpressibleByDictionaryLiteral {
+    public init(dictionaryLiteral elements: (TimelineID, UInt64)...) {
+        self.init(Dictionary(uniqueKeysWithValues: elements))
+    }
+}
