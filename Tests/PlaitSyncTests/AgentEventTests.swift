@@ -121,7 +121,10 @@ import Glibc
             try awaitConnected(recorder, a, b)
             let bID = try b.identity.deviceID.description
             try runPlait(["unpair", bID, "--home", a.path])
-            #expect(recorder.line(containing: ["unpaired \(bID)", "closing its connection"]) != nil)
+            let closed = waitUntil(seconds: 5) {
+                recorder.all.contains { $0.contains("unpaired \(bID)") && $0.contains("closing its connection") }
+            }
+            #expect(closed, "no connection closed:\n\(recorder.all.joined(separator: "\n"))")
         }
     }
 
