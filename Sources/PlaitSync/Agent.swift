@@ -123,10 +123,8 @@ public final class Agent: @unchecked Sendable {
         // Watching starts before the first read: a commit after that read wakes the watch thread.
         let watch: StoreWatch
         do {
-            watch = settings.watchesStore
-                ? .events(
-                    try StoreFileEvents(directory: home.path, files: [Home.storeFileName, Home.storeFileName + "-wal"]))
-                : .off
+            let files = [Home.storeFileName, Home.storeFileName + "-wal"]
+            watch = settings.watchesStore ? .events(try StoreFileEvents(directory: home.path, files: files)) : .off
         } catch {
             logger.warning("\(error); checking the store for other processes' changes every 250 ms instead")
             watch = .polling
@@ -604,12 +602,14 @@ public final class Agent: @unchecked Sendable {
         announce(try? home.store.generation())
         guard let peers = try? home.store.peers() else { return }
         let current = Set(peers.map(\.deviceID))
+        let targets = { (records: [PeerRecord]) in records.map { [$0.deviceID, $0.address ?? ""] } }
         let (dropped, moved) = lock.withLock { () -> ([Running], Bool) in
-            let moved = peers.map { [$0.deviceID, $0.address ?? ""] } != knownPeers.map { [$0.deviceID, $0.address ?? ""] }
+            let moved = targets(peers) != targets(knownPeers)
             knownPeers = peers
             guard current != trusted else { return ([], moved) }
             trusted = current
-            return ((Array(sessions.values) + Array(extraSessions.values)).filter { !current.contains($0.peer) }, moved)
+            let running = Array(sessions.values) + Array(extraSessions.values)
+            return (running.filter { !current.contains($0.peer) }, moved)
         }
         for entry in dropped {
             logger.notice("unpaired \(entry.peer): closing its connection")

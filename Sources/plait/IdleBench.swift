@@ -30,7 +30,8 @@ enum IdleBench {
         let homes = [directory + "/idle-a", directory + "/idle-b"]
         var ids: [String] = []
         for (index, home) in homes.enumerated() {
-            _ = try runToEnd(executable, ["init", "--home", home, "--name", "idle-\(index == 0 ? "a" : "b")"], environment)
+            let name = index == 0 ? "idle-a" : "idle-b"
+            _ = try runToEnd(executable, ["init", "--home", home, "--name", name], environment)
             let lines = try runToEnd(executable, ["id", "--home", home], environment).split(separator: "\n")
             guard let id = lines.last.map(String.init) else { throw Failure("`plait id` printed nothing") }
             ids.append(id)
@@ -58,7 +59,8 @@ enum IdleBench {
         }
         let percentA = Double(end.1 - start.1) / ticksPerSecond / wall * 100
         let percentB = Double(end.2 - start.2) / ticksPerSecond / wall * 100
-        log(String(format: "idle agents, two paired and connected on loopback, %.0f s: %.2f %% and %.2f %% of one core",
+        log(String(
+            format: "idle agents, two paired and connected on loopback, %.0f s: %.2f %% and %.2f %% of one core",
             wall, percentA, percentB))
         return ["idle_seconds": wall, "idle_cpu_percent_a": percentA, "idle_cpu_percent_b": percentB]
     }
@@ -75,7 +77,9 @@ enum IdleBench {
     }
 
     /// Runs `executable arguments` to completion; its standard output, or a failure naming its standard error.
-    static func runToEnd(_ executable: String, _ arguments: [String], _ environment: [String: String]) throws -> String {
+    static func runToEnd(
+        _ executable: String, _ arguments: [String], _ environment: [String: String]
+    ) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

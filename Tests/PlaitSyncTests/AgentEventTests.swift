@@ -52,7 +52,8 @@ import Glibc
             defer { agentA.stop() }
             try awaitConnected(recorder, a, b)
             let synced = waitUntil(seconds: 10) {
-                (try? a.store.summary() == b.store.summary()) ?? false && hex(a.replica.digest) == hex(b.replica.digest)
+                let same = (try? a.store.summary() == b.store.summary()) ?? false
+                return same && hex(a.replica.digest) == hex(b.replica.digest)
             }
             #expect(synced, "the two did not converge after connecting")
 
@@ -131,7 +132,9 @@ import Glibc
     // MARK: Helpers
 
     /// Two homes in `directory`, each trusting the other.
-    private func pairedHomes(_ directory: TemporaryDirectory, _ first: String, _ second: String) throws -> (Home, Home) {
+    private func pairedHomes(
+        _ directory: TemporaryDirectory, _ first: String, _ second: String
+    ) throws -> (Home, Home) {
         let a = try Home.create(at: directory.file(first), name: first, config: Config())
         let b = try Home.create(at: directory.file(second), name: second, config: Config())
         _ = try a.trust(b.identity.deviceID.description, address: nil, name: second)
@@ -201,8 +204,9 @@ import Glibc
             for _ in 0..<4 {
                 let candidate = directory.appendingPathComponent("plait").path
                 var isDirectory: ObjCBool = false
-                if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue,
-                    FileManager.default.isExecutableFile(atPath: candidate)
+                let manager = FileManager.default
+                if manager.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue,
+                    manager.isExecutableFile(atPath: candidate)
                 {
                     return candidate
                 }
