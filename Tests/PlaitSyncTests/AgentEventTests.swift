@@ -129,7 +129,53 @@ import Glibc
         }
     }
 
+    /// What the watch thread relies on: reads on open connections raise no event, so the agent's own reads never
+    /// wake it; a commit raises one once it is readable (the WAL mark), and the probe then sees it, once.
+    /// Opening a connection may raise one (SQLite, run as root, hands the WAL to the database's owner: an
+    /// `IN_ATTRIB`); the probe then finds no commit, so it costs one check and nothing more.
+    @Test func commitsWakeTheWatchAndReadsDoNot() throws {
+        try withTemporaryDirectory { directory in
+            let home = try Home.create(at: directory.file("home"), name: "home", config: Config())
+            let events = try StoreFileEvents(
+                directory: home.path, files: [Home.storeFileName, Home.storeFileName + "-wal"])
+            let probe = try home.store.makeCommitProbe()
+            #expect(try probe.changed(), "the first check has nothing to compare with")
+            // Another process's view: a store and replica of their own on the same file, its connections open.
+            let other = try Home.open(at: home.path, config: Config())
+            let reads = {
+                _ = try other.store.summary()
+                _ = try home.store.peers()
+                _ = try home.replica.status()
+            }
+            try reads()
+            while readable(events, within: 0.2) { _ = events.drain() }
+            #expect(try !probe.changed(), "opening connections counted as a commit")
+
+            for _ in 0..<3 { try reads() }
+            #expect(!readable(events, within: 0.2), "reads raised an event on the store's files")
+            #expect(try !probe.changed(), "reads counted as a commit")
+
+            // The first commit opens the other store's writing connection (an event of its own, as root).
+            var rng = SplitMix64(seed: 0xE7E7_0005)
+            try randomEdits(other.replica, count: 1, rng: &rng)
+            while readable(events, within: 0.2) { _ = events.drain() }
+            #expect(try probe.changed(), "the probe did not see the first commit")
+            for round in 0..<3 {
+                try randomEdits(other.replica, count: 1, rng: &rng)
+                #expect(readable(events, within: 5) && events.drain(), "round \(round): a commit raised no event")
+                #expect(try probe.changed(), "round \(round): the probe did not see the commit")
+                #expect(try !probe.changed(), "round \(round): one commit seen twice")
+            }
+        }
+    }
+
     // MARK: Helpers
+
+    /// Whether `events` has something to read within `seconds` (poll(2) on its descriptor).
+    private func readable(_ events: StoreFileEvents, within seconds: Double) -> Bool {
+        var entry = pollfd(fd: events.descriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, Int32(seconds * 1000)) > 0
+    }
 
     /// Two homes in `directory`, each trusting the other.
     private func pairedHomes(
