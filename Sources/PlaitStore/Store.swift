@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import PlaitCore
+import Synchronization
 
 /// One SQLite file per device home, in WAL mode so the CLI and the agent use it at once.
 ///
@@ -14,11 +15,16 @@ public final class Store: @unchecked Sendable {
     /// make a WAL file, which rewrites the schema cookie).
     let readers: DatabasePool
     private let synchronousFull: Bool
-    private let busyTimeout: Double
+    let busyTimeout: Double
     /// Opened on the first write; runs the migrations still pending then.
     private var writer: DatabasePool?
     private var migrationsPending: Bool
     private let writerLock = NSLock()
+    /// Transactions run through this store (reads, writes, commit probes): a test checks an idle agent runs none.
+    let transactionCounter = Atomic<Int>(0)
+
+    /// How many transactions this store ran (reads, writes and `CommitProbe` checks), since it was opened.
+    public var transactions: Int { transactionCounter.load(ordering: .relaxed) }
 
     /// How long a writer waits for another writer (another process or thread) before `busy`.
     public static let defaultBusyTimeout = 10.0
@@ -191,6 +197,7 @@ public final class Store: @unchecked Sendable {
     /// Runs `body` in a read transaction (a consistent snapshot, concurrent with writers). Errors the body
     /// throws pass through; SQLite's become `StoreError.sqlite`.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        transactionCounter.add(1, ordering: .relaxed)
         do {
             return try readers.read(body)
         } catch let error as DatabaseError {
@@ -202,8 +209,9 @@ public final class Store: @unchecked Sendable {
 
     /// Runs `body` in one write transaction: it commits whole or not at all.
     func write<T>(_ body: (Database) throws -> T) throws -> T {
+        transactionCounter.add(1, ordering: .relaxed)
         do {
-            return try writingPool().writeWithoutTransaction { db in
+            let value = try writingPool().writeWithoutTransaction { db in
                 var result: T?
                 try db.inTransaction(.immediate) {
                     result = try body(db)
@@ -211,6 +219,8 @@ public final class Store: @unchecked Sendable {
                 }
                 return result!
             }
+            markCommitted()
+            return value
         } catch let error as DatabaseError {
             throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
         } catch let error as CoreError {

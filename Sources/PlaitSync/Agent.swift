@@ -14,14 +14,17 @@ import PlaitWire
 /// after any change to the store (a local edit by any `plait` command, or changes pulled from another
 /// peer), and compacts on a schedule.
 ///
+/// It learns of changes by events, never by reading the store in a loop (DESIGN §12): a session that pulled
+/// changes says so at once, and the other sessions pass them on; a commit by another process wakes the watch
+/// thread through inotify on the store's files (`StoreFileEvents`), which confirms it with one `CommitProbe`
+/// check. An idle agent wakes only for pings, anti-entropy, compaction and discovery.
+///
 /// Threads: one accepts and drives every handshake (within `HandshakeLimits`), one dials, one watches the store,
 /// and one drives each session (its connection's only owner).
 public final class Agent: @unchecked Sendable {
     public struct Settings: Sendable {
         public var listen: PeerAddress?
         public var staticPeers: [PeerAddress] = []
-        /// How often the store is checked for changes to announce (the latency floor of Notify).
-        public var watchInterval: Duration = .milliseconds(5)
         public var dialTimeout: Duration = .seconds(5)
         public var maxBackoff: Duration = .seconds(30)
         public var compactionInterval: Duration = .seconds(3600)
@@ -36,6 +39,9 @@ public final class Agent: @unchecked Sendable {
         public var sumUpdateInterval: Duration = .seconds(1)
         /// Connections still handshaking (not yet proved paired): caps per address and in total, and a deadline.
         public var handshakeLimits = HandshakeLimits()
+        /// Whether the agent watches the store for other processes' commits (inotify on its files). Tests turn it
+        /// off to show what the sessions' own notices do alone.
+        var watchesStore = true
 
         public init() {}
     }
@@ -84,6 +90,18 @@ public final class Agent: @unchecked Sendable {
     /// A session that moved bytes this recently is alive, whatever a second connection from its peer suggests.
     static let activeWindow: Duration = .seconds(5)
     private let threads = DispatchGroup()
+    /// Wakes the accept thread (to stop) and the watch thread (to stop, or to update the TXT record).
+    private var acceptWake: Inbox<Wake>?
+    private var watchWake: Inbox<Wake>?
+    private enum Wake: Sendable { case wake }
+    /// The highest store generation whose changes the sessions were told of.
+    private var announcedGeneration: Int64 = -1
+    /// The paired devices as the store last listed them (the dial thread's targets), read when a commit is seen.
+    private var knownPeers: [PeerRecord] = []
+    /// The summary changed since the TXT record was last published.
+    private var txtStale = false
+    /// Used when inotify cannot be had (its limits reached): how often the store is checked then.
+    static let fallbackCheckInterval: Duration = .milliseconds(250)
     /// The port actually bound (useful with port 0).
     public private(set) var boundPort: UInt16?
 
@@ -100,8 +118,27 @@ public final class Agent: @unchecked Sendable {
         homeLock = try AgentLock.acquire(home: home.path)
         TLS.setUp()
         _ = try home.identity  // networking needs the certificate: say so before listening or dialling
-        let initial = try home.trustedDeviceIDs()
-        lock.withLock { trusted = initial }
+        acceptWake = try Inbox()
+        let watchWake = try Inbox<Wake>()
+        self.watchWake = watchWake
+        // Watching starts before the first read: a commit after that read wakes the watch thread.
+        let watch: StoreWatch
+        do {
+            let files = [Home.storeFileName, Home.storeFileName + "-wal"]
+            watch = settings.watchesStore ? .events(try StoreFileEvents(directory: home.path, files: files)) : .off
+        } catch {
+            logger.warning("\(error); checking the store for other processes' changes every 250 ms instead")
+            watch = .polling
+        }
+        let probe = try home.store.makeCommitProbe()
+        _ = try probe.changed()
+        let generation = try home.store.generation()
+        let peers = try home.store.peers()
+        lock.withLock {
+            announcedGeneration = generation
+            knownPeers = peers
+            trusted = Set(peers.map(\.deviceID))
+        }
         if let listen = settings.listen {
             let context = try TLSContext(identity: home.identity, role: .server(acceptsPairing: false))
             let listener = try TLSListener(host: listen.host, port: listen.port, context: context)
@@ -124,7 +161,7 @@ public final class Agent: @unchecked Sendable {
                 self.logger.error("checking the stored hash chains failed: \(error)")
             }
         }
-        spawn("watch") { self.watchLoop() }
+        spawn("watch") { self.watchLoop(watch, probe: probe, wake: watchWake) }
         spawn("dial") { self.dialLoop() }
     }
 
@@ -134,8 +171,11 @@ public final class Agent: @unchecked Sendable {
             stopped = true
             return Array(sessions.values) + Array(extraSessions.values)
         }
-        // The accept thread owns the listener and closes it when it sees `stopped` (within its timeout).
+        // The accept thread owns the listener and closes it when it sees `stopped`.
         for entry in running { entry.session.stop() }
+        acceptWake?.post(.wake)
+        watchWake?.post(.wake)
+        dialWake.signal()
         discovery?.close()
         threads.wait()
         discoveryTask?.cancel()
@@ -186,14 +226,19 @@ public final class Agent: @unchecked Sendable {
         var acceptFailureLogged: ContinuousClock.Instant?
         while !isStopped {
             let tickets = Array(handshaking.keys)
-            var descriptors = [pollfd(fd: listener.fileDescriptor, events: Int16(POLLIN), revents: 0)]
+            var descriptors = [
+                pollfd(fd: listener.fileDescriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: acceptWake?.readDescriptor ?? -1, events: Int16(POLLIN), revents: 0),
+            ]
             for ticket in tickets {
                 guard let entry = handshaking[ticket] else { continue }
                 descriptors.append(pollfd(fd: entry.connection.fileDescriptor, events: entry.waitsFor, revents: 0))
             }
-            let due = min(ContinuousClock.now + .milliseconds(250), admission.nextDue ?? .now + .seconds(1))
+            // Idle, this thread sleeps until a connection comes, a deadline or summary is due, or `stop` wakes it.
+            let due = admission.nextDue ?? .now + .seconds(3600)
             guard poll(&descriptors, nfds_t(descriptors.count), pollMilliseconds(until: due)) >= 0 else { continue }
-            for (ticket, descriptor) in zip(tickets, descriptors.dropFirst()) where descriptor.revents != 0 {
+            if descriptors[1].revents != 0 { _ = acceptWake?.take() }
+            for (ticket, descriptor) in zip(tickets, descriptors.dropFirst(2)) where descriptor.revents != 0 {
                 advance(ticket, &handshaking, &admission)
             }
             // At most a listener's backlog per turn, so the handshakes in progress are not kept waiting.
@@ -332,33 +377,42 @@ public final class Agent: @unchecked Sendable {
             for (id, device) in found.sorted(by: { $0.key < $1.key }) where !targets.contains(where: { $0.id == id }) {
                 targets.append((device.endpoint, id))
             }
-            if let peers = try? home.store.peers() {
-                for peer in peers where found[peer.deviceID] == nil {
-                    guard let text = peer.address, let address = try? PeerAddress(parsing: text) else { continue }
-                    if !targets.contains(where: { $0.address == address }) { targets.append((address, peer.deviceID)) }
-                }
+            // The peers as the watch thread last read them: this loop reads no store.
+            for peer in lock.withLock({ knownPeers }) where found[peer.deviceID] == nil {
+                guard let text = peer.address, let address = try? PeerAddress(parsing: text) else { continue }
+                if !targets.contains(where: { $0.address == address }) { targets.append((address, peer.deviceID)) }
             }
             let now = ContinuousClock.now
+            // Sleep until the first backoff ends, or a signal (a session ended, a dial failed, discovery found a
+            // device, the peers changed), at the latest at the next anti-entropy round.
+            var wake = now + settings.antiEntropyInterval
             for target in targets {
                 let key = target.id ?? target.address.description
                 let due = lock.withLock { () -> Bool in
                     if let id = target.id, sessions[id] != nil { return false }
                     if sessions.values.contains(where: { $0.peer == key }) || dialing.contains(key) { return false }
-                    if let wait = backoff[key], wait.next > now { return false }
+                    if let wait = backoff[key], wait.next > now {
+                        wake = min(wake, wait.next)
+                        return false
+                    }
                     dialing.insert(key)
                     return true
                 }
                 if due { spawn("dial-\(key.prefix(7))") { self.dial(target.address, key: key) } }
             }
-            dialWake.wait(timeout: .now() + 0.5)
+            _ = dialWake.wait(timeout: .now() + .milliseconds(Int(pollMilliseconds(until: wake))))
         }
     }
 
-    /// Signalled when discovery finds a device to dial at once.
+    /// Signalled when the dial thread should look again at once (discovery found a device, a session ended, a
+    /// dial failed, the paired devices changed).
     private let dialWake = DispatchSemaphore(value: 0)
 
     private func dial(_ address: PeerAddress, key: String) {
-        defer { _ = lock.withLock { dialing.remove(key) } }
+        defer {
+            _ = lock.withLock { dialing.remove(key) }
+            dialWake.signal()  // its backoff (if it failed) decides when it is dialled again
+        }
         do {
             let context = try TLSContext(identity: home.identity, role: .client(offering: .sync))
             let connection = try TLSConnection.connect(
@@ -388,6 +442,11 @@ public final class Agent: @unchecked Sendable {
         options.certifiedPeerID = peer
         let logger = self.logger
         options.onFinding = { finding in logger.error("with \(peer): \(finding.terminalSafe)") }
+        // Pulled changes go on to the other peers at once, without waiting for the watch thread.
+        options.onPulled = { [weak self] _ in
+            guard let self else { return }
+            self.announce(try? self.home.store.generation())
+        }
         let session: Session
         do {
             session = try Session(
@@ -459,51 +518,121 @@ public final class Agent: @unchecked Sendable {
 
     // MARK: Watching the store
 
-    private func watchLoop() {
-        var lastGeneration = (try? home.store.generation()) ?? -1
+    /// How often, with discovery on, the TXT tag is checked against the date (it changes at midnight UTC).
+    static let dayCheckInterval: Duration = .seconds(60)
+
+    /// How the watch thread learns of other processes' commits.
+    private enum StoreWatch: Sendable {
+        /// inotify on the store's files.
+        case events(StoreFileEvents)
+        /// A check every `fallbackCheckInterval` (inotify could not be had).
+        case polling
+        /// Not at all (tests of the sessions' own notices).
+        case off
+    }
+
+    /// Sleeps until the store's files change, `wake` is posted to, or a timer is due (anti-entropy, compaction,
+    /// the TXT record): it never reads the store on a timer (unless inotify could not be had).
+    private func watchLoop(_ watch: StoreWatch, probe: CommitProbe, wake: Inbox<Wake>) {
+        let events: StoreFileEvents?
+        if case let .events(watched) = watch { events = watched } else { events = nil }
         var lastCompaction = ContinuousClock.now
         var lastAntiEntropy = ContinuousClock.now
         var lastTXT = ContinuousClock.now
-        var txtStale = false
+        var lastDayCheck = ContinuousClock.now
         while !isStopped {
-            sleepInterruptibly(settings.watchInterval)
-            if let generation = try? home.store.generation(), generation != lastGeneration {
-                lastGeneration = generation
-                let running = lock.withLock { Array(sessions.values) }
-                for entry in running { entry.session.notify() }
-                txtStale = true
+            var due = min(lastAntiEntropy + settings.antiEntropyInterval, lastCompaction + settings.compactionInterval)
+            if discovery != nil {
+                due = min(due, lastDayCheck + Self.dayCheckInterval)
+                if lock.withLock({ txtStale }) { due = min(due, lastTXT + settings.sumUpdateInterval) }
             }
+            if case .polling = watch { due = min(due, .now + Self.fallbackCheckInterval) }
+            var descriptors = [
+                pollfd(fd: wake.readDescriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: events?.descriptor ?? -1, events: Int16(POLLIN), revents: 0),
+            ]
+            let ready = poll(&descriptors, 2, pollMilliseconds(until: due))
+            if isStopped { break }
+            if ready > 0 && descriptors[0].revents != 0 { _ = wake.take() }
+            // One check however many events a burst of commits queued (they are all read first).
+            switch watch {
+            case let .events(events):
+                if ready > 0 && descriptors[1].revents != 0 && events.drain() { storeMayHaveChanged(probe) }
+            case .polling:
+                storeMayHaveChanged(probe)
+            case .off:
+                break
+            }
+            let now = ContinuousClock.now
             // The TXT record follows the summary, at most once per `sumUpdateInterval`; the tag follows the date.
-            if discovery != nil, ContinuousClock.now - lastTXT >= settings.sumUpdateInterval {
-                let dayChanged = ContinuousClock.now - lastTXT >= .seconds(60)
-                    && DiscoveryTag.tag(deviceID: myID, date: Date()) != lock.withLock({ publishedTag })
-                if txtStale || dayChanged {
-                    lastTXT = ContinuousClock.now
-                    txtStale = false
+            if discovery != nil {
+                var dayChanged = false
+                if now - lastDayCheck >= Self.dayCheckInterval {
+                    lastDayCheck = now
+                    dayChanged = DiscoveryTag.tag(deviceID: myID, date: Date()) != lock.withLock({ publishedTag })
+                }
+                let stale = lock.withLock { txtStale }
+                if (stale && now - lastTXT >= settings.sumUpdateInterval) || dayChanged {
+                    lastTXT = now
+                    lock.withLock { txtStale = false }
                     updateTXT()
                 }
             }
-            if ContinuousClock.now - lastAntiEntropy >= settings.antiEntropyInterval {
-                lastAntiEntropy = ContinuousClock.now
+            if now - lastAntiEntropy >= settings.antiEntropyInterval {
+                lastAntiEntropy = now
                 let running = lock.withLock { Array(sessions.values) }
                 for entry in running { entry.session.resync() }
             }
-            if let current = try? home.trustedDeviceIDs() {
-                let dropped: [Running] = lock.withLock {
-                    guard current != trusted else { return [] }
-                    trusted = current
-                    return (Array(sessions.values) + Array(extraSessions.values)).filter { !current.contains($0.peer) }
-                }
-                for entry in dropped {
-                    logger.notice("unpaired \(entry.peer): closing its connection")
-                    entry.session.stop()
-                }
-            }
-            if ContinuousClock.now - lastCompaction >= settings.compactionInterval {
-                lastCompaction = ContinuousClock.now
+            if now - lastCompaction >= settings.compactionInterval {
+                lastCompaction = now
                 compact()
             }
         }
+    }
+
+    /// After an event on the store's files: if another connection committed (one `PRAGMA data_version`), tells
+    /// the sessions when the generation moved, and reads the paired devices again (pairing and unpairing are
+    /// commits too). The agent's own commits wake it as well; they cost these reads and nothing more.
+    private func storeMayHaveChanged(_ probe: CommitProbe) {
+        do {
+            guard try probe.changed() else { return }
+        } catch {
+            logger.debug("checking the store for commits failed: \(error)")
+            return
+        }
+        announce(try? home.store.generation())
+        guard let peers = try? home.store.peers() else { return }
+        let current = Set(peers.map(\.deviceID))
+        let targets = { (records: [PeerRecord]) in records.map { [$0.deviceID, $0.address ?? ""] } }
+        let (dropped, moved) = lock.withLock { () -> ([Running], Bool) in
+            let moved = targets(peers) != targets(knownPeers)
+            knownPeers = peers
+            guard current != trusted else { return ([], moved) }
+            trusted = current
+            let running = Array(sessions.values) + Array(extraSessions.values)
+            return (running.filter { !current.contains($0.peer) }, moved)
+        }
+        for entry in dropped {
+            logger.notice("unpaired \(entry.peer): closing its connection")
+            entry.session.stop()
+        }
+        if moved { dialWake.signal() }
+    }
+
+    /// Tells every session that the store reached `generation`, unless it was told of that one already: each
+    /// sends its peer a Notify. Called by a session that pulled changes (so they go on to the other peers at
+    /// once) and by the watch thread (another process's commit).
+    private func announce(_ generation: Int64?) {
+        guard let generation else { return }
+        let running = lock.withLock { () -> [Running]? in
+            guard generation > announcedGeneration else { return nil }
+            announcedGeneration = generation
+            txtStale = true
+            return Array(sessions.values)
+        }
+        guard let running else { return }
+        for entry in running { entry.session.notify() }
+        if discovery != nil { watchWake?.post(.wake) }  // the TXT record is now due within `sumUpdateInterval`
     }
 
     /// Scheduled compaction, never past what a paired peer seen within the grace has acknowledged.
@@ -529,10 +658,6 @@ public final class Agent: @unchecked Sendable {
         } catch {
             logger.error("compaction failed: \(error)")
         }
-    }
-
-    private func sleepInterruptibly(_ duration: Duration) {
-        Thread.sleep(forTimeInterval: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
     }
 }
 

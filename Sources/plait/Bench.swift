@@ -62,7 +62,10 @@ extension Plait {
         @Option(help: "Edits whose agent-to-agent latency is measured, per run.") var latencyEdits = 1_000
         @Option(help: ArgumentHelp("The pycrdt anchor script (default: scripts/pycrdt-anchor.py).", valueName: "file"))
         var pycrdtScript: String?
-        // Idle CPU (helper "events"): IdleBench.swift adds its flag here and its call in run(), marked below.
+        @Option(help: "Seconds two paired, connected agents are left idle while their CPU is measured (0 skips it).")
+        var idleSeconds = 60
+        /// Only the idle benchmark (IdleBench.swift), `--runs` times.
+        @Flag(help: .hidden) var idleOnly = false
         /// The measuring helper (see ChildMeasurement): runs the command after `--`, writes its rusage here.
         @Option(help: .hidden) var measureChild: String?
         @Argument(parsing: .postTerminator, help: .hidden) var childCommand: [String] = []
@@ -73,6 +76,7 @@ extension Plait {
             if lists < 1 { throw ValidationError("--lists must be at least 1") }
             if runs < 1 { throw ValidationError("--runs must be at least 1") }
             if networkChanges < 0 { throw ValidationError("--network-changes must be 0 or more") }
+            if idleSeconds < 0 { throw ValidationError("--idle-seconds must be 0 or more") }
         }
 
         var networkOptions: NetworkBench.Options {
@@ -101,6 +105,12 @@ extension Plait {
                 .appendingPathComponent("plait-bench-\(UUID().uuidString)").path
             defer { if !keep { try? FileManager.default.removeItem(atPath: directory) } }
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            if idleOnly {
+                let idle = try IdleBench.measure(directory: directory, seconds: max(1, idleSeconds), runs: runs,
+                    log: { if !json { print($0) } })
+                if json { printJSON(idle) }
+                return
+            }
             if networkOnly {
                 let network = try NetworkBench.run(directory: directory, options: networkOptions, log: { print($0) })
                 print(String(format: "peak resident memory: %.0f MiB", Double(Self.peakResidentKiB()) / 1024))
@@ -218,7 +228,11 @@ extension Plait {
                 results.merge(try NetworkBench.run(directory: directory, options: networkOptions, log: log)) { $1 }
             }
 
-            // Idle CPU of two paired, connected agents (helper "events", IdleBench.swift): its call goes here.
+            // Idle CPU of two paired, connected agents, each a process of its own (IdleBench.swift).
+            if idleSeconds > 0 {
+                let idle = try IdleBench.measure(directory: directory, seconds: idleSeconds, runs: runs, log: log)
+                results.merge(idle) { $1 }
+            }
 
             results["load_average_end"] = Self.loadAverage()
             log(String(format: "load average %.1f at the end (%d cores)", Self.loadAverage(), cores))

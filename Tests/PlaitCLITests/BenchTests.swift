@@ -45,7 +45,7 @@ import Testing
                 [
                     "bench", "--changes", "1000", "--network-changes", "600", "--batch-lines", "50",
                     "--latency-edits", "3", "--runs", "2", "--pycrdt-script", sandbox.root + "/no-such-script.py",
-                    "--json",
+                    "--idle-seconds", "1", "--json",
                 ], timeout: 180)
             #expect(run.succeeded, "\(run)")
             let json = try run.json()
@@ -64,7 +64,7 @@ import Testing
             #expect((json["pycrdt_skipped"] as? String)?.contains("does not exist") == true, "\(json)")
             for key in [
                 "full_replay_seconds", "late_change_ms", "late_change_cold_ms", "show_json_seconds", "add_ms",
-                "add_peak_rss_mib", "edit_latency_p50_ms", "edit_latency_p99_ms",
+                "add_peak_rss_mib", "edit_latency_p50_ms", "edit_latency_p99_ms", "idle_cpu_percent",
             ] {
                 let sample = try #require(json[key] as? [String: Any], "\(key) missing: \(json)")
                 #expect((sample["runs"] as? [Double])?.count == 2, "\(key): \(sample)")
