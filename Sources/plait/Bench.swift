@@ -108,7 +108,7 @@ extension Plait {
             if idleOnly {
                 let idle = try IdleBench.measure(directory: directory, seconds: max(1, idleSeconds), runs: runs,
                     log: { if !json { print($0) } })
-                if json { printJSON(idle) }
+                if json { try printFigures(idle) }
                 return
             }
             if networkOnly {
