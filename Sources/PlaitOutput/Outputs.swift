@@ -508,10 +508,14 @@ public struct RepairOutput: Codable, Sendable, Equatable {
 
 /// Named figures (`plait bench --json`): keys written in sorted order, each a whole number, a decimal or text.
 public struct Figures: Codable, Sendable, Equatable {
-    public enum Value: Codable, Sendable, Equatable {
+    public indirect enum Value: Codable, Sendable, Equatable {
         case integer(Int)
         case decimal(Double)
         case text(String)
+        /// A figure measured over several runs (`runs`), or a list of them.
+        case list([Value])
+        /// A figure with parts (a range: `min`, `median`, `max`, `runs`), written with sorted keys.
+        case object(Figures)
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
@@ -519,8 +523,12 @@ public struct Figures: Codable, Sendable, Equatable {
                 self = .integer(integer)
             } else if let decimal = try? container.decode(Double.self) {
                 self = .decimal(decimal)
+            } else if let text = try? container.decode(String.self) {
+                self = .text(text)
+            } else if let list = try? container.decode([Value].self) {
+                self = .list(list)
             } else {
-                self = .text(try container.decode(String.self))
+                self = .object(try container.decode(Figures.self))
             }
         }
 
@@ -530,6 +538,8 @@ public struct Figures: Codable, Sendable, Equatable {
             case let .integer(value): try container.encode(value)
             case let .decimal(value): try container.encode(value)
             case let .text(value): try container.encode(value)
+            case let .list(values): try container.encode(values)
+            case let .object(figures): try container.encode(figures)
             }
         }
     }

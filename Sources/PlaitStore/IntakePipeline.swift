@@ -20,6 +20,8 @@ public final class IntakePipeline: @unchecked Sendable {
     private var inFlight = 0
     private var failure: (any Error)?
     private var committed: [Replica.IntegrateResult] = []
+    /// Commits queued at most (one running, none waiting).
+    static let maxInFlight = 1
 
     /// Called on the commit thread with each batch's result once it is committed (the agent relays from here).
     private let onCommitted: (@Sendable (Replica.IntegrateResult) -> Void)?
@@ -39,7 +41,15 @@ public final class IntakePipeline: @unchecked Sendable {
         let validated = try replica.validate(batch, skip: skip, projected: heads, pendingHashes: hashes)
         guard !validated.verdict.accepted.isEmpty else { return validated.preliminary }
         let refs = validated.verdict.accepted.map(\.change.ref)
-        lock.withLock {
+        afterValidation?(validated.preliminary)
+        // One batch commits while the next is checked, no more: batches waiting to commit would pile up in
+        // memory when the disk is slower than the wire.
+        idle.lock()
+        while lock.withLock({ inFlight >= Self.maxInFlight }) { idle.wait() }
+        idle.unlock()
+        try lock.withLock {
+            // The batch before failed while this one was checked against the heads it would have left.
+            if let failure { throw failure }
             for (timeline, head) in validated.verdict.heads { projected[timeline] = head }
             for accepted in validated.verdict.accepted { pendingHashes[accepted.change.ref] = accepted.hash }
             inFlight += 1
@@ -86,6 +96,8 @@ public final class IntakePipeline: @unchecked Sendable {
 
     /// Tests: runs before each commit on the commit thread (to hold it while the next batch is validated).
     var beforeCommit: (@Sendable () -> Void)?
+    /// Tests: runs on the caller's thread once a batch is checked, before it waits for the commit before it.
+    var afterValidation: (@Sendable (Replica.IntegrateResult) -> Void)?
 }
 
 extension Replica {

@@ -23,13 +23,18 @@ extension Figures {
     /// The benchmark's figures, gathered as numbers and text by name (see Bench.swift).
     init(_ figures: [String: Any]) {
         self.init()
-        for (key, value) in figures {
-            switch value {
-            case let value as Int: self[key] = .integer(value)
-            case let value as UInt64: self[key] = value <= UInt64(Int.max) ? .integer(Int(value)) : .decimal(Double(value))
-            case let value as Double: self[key] = value.isFinite ? .decimal(value) : .text("\(value)")
-            default: self[key] = .text("\(value)")
-            }
+        for (key, value) in figures { self[key] = Self.value(value) }
+    }
+
+    /// A number, text, list or nested figures (a range over runs) as a typed value.
+    static func value(_ value: Any) -> Value {
+        switch value {
+        case let value as Int: return .integer(value)
+        case let value as UInt64: return value <= UInt64(Int.max) ? .integer(Int(value)) : .decimal(Double(value))
+        case let value as Double: return value.isFinite ? .decimal(value) : .text("\(value)")
+        case let value as [Any]: return .list(value.map(Self.value))
+        case let value as [String: Any]: return .object(Figures(value))
+        default: return .text("\(value)")
         }
     }
 }

@@ -243,7 +243,7 @@ struct LANPairAndSyncTests {
         defer { known.stop() }
         #expect(known.waitForExit(timeout: .seconds(60)) == 0, "\(known.transcript)")
         known.waitForEndOfOutput(timeout: .seconds(5))
-        #expect(known.lines().joined().contains("\"found_by\" : \"stored\""), "\(known.transcript)")
+        #expect(known.lines().joined().contains("\"found_by\": \"stored\""), "\(known.transcript)")
     }
 
     func summary(_ sandbox: Sandbox, _ home: String) throws -> String {

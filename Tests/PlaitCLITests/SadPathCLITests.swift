@@ -153,9 +153,11 @@ import Testing
             var script = "list add Big\n"
             for index in 1...2_000 { script += "add Big d\(index)\n" }
             try sandbox.ok(["batch", "--home", sender.home], stdin: script)
-            let healthyAgent = try RunningAgent(sandbox: sandbox, home: healthy.home)
-            defer { healthyAgent.stop() }
-            try sandbox.ok(["sync", "--peer", healthyAgent.address, "--home", sender.home])
+            let firstHealthy = try RunningAgent(sandbox: sandbox, home: healthy.home)
+            try sandbox.ok(["sync", "--peer", firstHealthy.address, "--home", sender.home])
+            // The healthy device goes away for now: with it reachable, the sender's agent heals at once (it sets
+            // the damage aside at start, and that commit wakes its session with the healthy peer).
+            #expect(firstHealthy.stop() == 0)
             let own = try TimelineID(parsing: try status(sandbox, sender.home)["timeline"] as? String ?? "")
             try sqlite(
                 sender.home + "/plait.db",
@@ -175,6 +177,8 @@ import Testing
             #expect(eventually { senderAgent.log.contains("damaged") }, "\(senderAgent.log)")
 
             // The sender pulls good copies back from the healthy peer; then everyone has all 2,001.
+            let healthyAgent = try RunningAgent(sandbox: sandbox, home: healthy.home)
+            defer { healthyAgent.stop() }
             try sandbox.ok(["sync", "--peer", healthyAgent.address, "--home", sender.home])
             #expect(try status(sandbox, sender.home)["summary"] as? String == "\(own):2001")
             #expect(try doctorFailures(sandbox, sender.home).filter { $0.contains("hash chains") }.isEmpty)

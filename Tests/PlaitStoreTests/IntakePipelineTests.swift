@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import GRDB
 import PlaitCore
 import PlaitTestSupport
@@ -60,12 +61,34 @@ import Testing
             let pipeline = b.replica.intakePipeline()
             let hold = DispatchSemaphore(value: 0)
             pipeline.beforeCommit = { hold.wait() }
+            let checked = Mutex<[Replica.IntegrateResult]>([])
+            let secondChecked = DispatchSemaphore(value: 0)
+            pipeline.afterValidation = { result in
+                checked.withLock { $0.append(result) }
+                if result.added == 100 && checked.withLock({ $0.count }) == 2 { secondChecked.signal() }
+            }
             let first = try pipeline.submit(pieces[0])
-            // Validated while batch 1 has not committed: it continues batch 1's heads.
-            let second = try pipeline.submit(pieces[1])
-            #expect(first.added == 100 && second.added == 100 && second.refused.isEmpty, "\(second.refused)")
+            // Batch 2 on another thread: it is checked at once, against the heads batch 1 will leave, then waits
+            // for batch 1's commit (one commit in flight at most).
+            let second = Mutex<Result<Replica.IntegrateResult, any Error>?>(nil)
+            let secondDone = DispatchSemaphore(value: 0)
+            let submitter = Thread {
+                let outcome = Result { try pipeline.submit(pieces[1]) }
+                second.withLock { $0 = outcome }
+                secondDone.signal()
+            }
+            submitter.start()
+            secondChecked.wait()
+            let checkedSecond = checked.withLock { $0.last }
+            #expect(first.added == 100 && checkedSecond?.added == 100 && checkedSecond?.refused.isEmpty == true)
+            // Batch 1 now commits, and fails; batch 2 is discarded, never committed.
             hold.signal()
-            hold.signal()
+            secondDone.wait()
+            let secondOutcome = second.withLock { $0 }
+            guard case .failure = secondOutcome else {
+                Issue.record("batch 2 was taken after batch 1 failed: \(String(describing: secondOutcome))")
+                return
+            }
             #expect(throws: (any Error).self) { try pipeline.finish() }
             #expect(throws: (any Error).self) { _ = try pipeline.submit(pieces[1]) }
             #expect(try dump(b.store) == withTrigger, "nothing of either batch was stored")
