@@ -54,49 +54,9 @@ public struct Change: Hashable, Sendable {
     /// SHA-256 of the canonical bytes: the head hash that identifies the whole history up to this change.
     public var hash: [UInt8] { SHA256.hash(canonicalBytes) }
 
-    /// Decodes the canonical bytes (the form a change travels and is hashed in).
-    public init(canonical bytes: ArraySlice<UInt8>) throws(CoreError) {
-        var reader = ProtoReader(bytes)
-        var timeline: UInt64?
-        var seq: UInt64?
-        var lamport: UInt64?
-        var previous: [UInt8] = Change.zeroHash
-        var kind: String?
-        var version: UInt64 = 1
-        var wall: UInt64 = 0
-        var payload: [UInt8] = []
-        // Changes are decoded from these bytes only when they arrive, so a failure is the sender's (badChange).
-        let ref = { () -> String? in
-            guard let timeline else { return nil }
-            return seq.map { "\(TimelineID(timeline)):\($0)" } ?? "\(TimelineID(timeline)):?"
-        }
-        do {
-            while let (field, value) = try reader.next() {
-                switch field {
-                case 1: timeline = try value.uint()
-                case 2: seq = try value.uint()
-                case 3: lamport = try value.uint()
-                case 4: previous = Array(try value.data())
-                case 5: kind = try value.string()
-                case 6: version = try value.uint()
-                case 7: wall = try value.uint()
-                case 8: payload = Array(try value.data())
-                default: continue
-                }
-            }
-        } catch {
-            throw .badChange(ref: ref(), reason: error.reason)
-        }
-        guard let timeline, let seq, let lamport, let kind else {
-            throw .badChange(ref: ref(), reason: "it lacks its timeline, number, Lamport time or kind")
-        }
-        guard seq >= 1, previous.count == 32, version <= UInt64(UInt32.max) else {
-            throw .badChange(ref: ref(), reason: "it has an invalid number, hash or version")
-        }
-        self.init(
-            timeline: TimelineID(timeline), seq: seq, lamport: lamport, previousHash: previous, kind: kind,
-            version: UInt32(version), wallTime: Int64(bitPattern: wall), payload: payload)
-    }
+    /// Decodes the canonical bytes (the form a change travels and is hashed in). Only the canonical form is
+    /// accepted (see `EncodedChange(decoding:)`); a failure is the sender's (`badChange`).
+    public init(canonical bytes: ArraySlice<UInt8>) throws(CoreError) { try self.init(strictCanonical: bytes) }
 }
 
 /// A change with the exact bytes it travels and is hashed in (DESIGN §12): decoded once from what arrived,
@@ -117,7 +77,7 @@ public struct EncodedChange: Hashable, Sendable {
     /// differently, so it is refused rather than rewritten; checking the form while decoding spares encoding
     /// the change again to compare.
     public init(decoding bytes: ArraySlice<UInt8>) throws(CoreError) {
-        change = try Change(strictCanonical: bytes)
+        change = try Change(canonical: bytes)
         self.bytes = bytes
     }
 }
@@ -214,7 +174,7 @@ private struct CanonicalReader {
     mutating func bytes(_ number: UInt8) throws(Problem) -> ArraySlice<UInt8> {
         try tag(number, 2)
         let length = try rawVarint(number)
-        guard length <= UInt64(bytes.endIndex - index) else { throw Problem("field \(number) runs past the end") }
+        guard length <= UInt64(bytes.endIndex - index) else { throw Problem("length beyond the end") }
         let slice = bytes[index..<index + Int(length)]
         index += Int(length)
         return slice

@@ -3,16 +3,16 @@ import PlaitCore
 
 /// Pulled batches through the intake and into the store, overlapped (DESIGN §12): batch n+1 is decoded and
 /// checked on the caller's thread against the heads batch n will leave, while batch n commits on the
-/// pipeline's own thread. If a commit fails, every batch validated behind it is discarded, uncommitted, and the
-/// failure is thrown by the next `submit` or by `finish`; what the store holds is then exactly the batches
-/// committed before it, as without the overlap.
+/// pipeline's own thread (one commit in flight at most). If a commit fails, the batch checked behind it is
+/// discarded, uncommitted, and the failure is thrown by that `submit`, the later ones and `finish`; the store
+/// then holds exactly the batches committed before it, as without the overlap.
 ///
 /// One pipeline serves one stream of batches (a session's pull); `finish` before reading the summary.
 public final class IntakePipeline: @unchecked Sendable {
     private let replica: Replica
     private let queue = DispatchQueue(label: "plait.intake.commit")
-    private let lock = NSLock()
-    private let idle = NSCondition()
+    /// Guards everything below; signalled when a commit ends.
+    private let state = NSCondition()
     /// Heads as the batches validated so far leave them (not all committed yet).
     private var projected: [TimelineID: HeldHead] = [:]
     /// Hashes of changes validated and not yet committed, for the fork check of a change sent again.
@@ -34,7 +34,7 @@ public final class IntakePipeline: @unchecked Sendable {
     /// Checks `batch` and queues its commit. Returns what the intake decided (changes taken, duplicates,
     /// refusals); throws the failure of an earlier commit, after which nothing more is committed.
     public func submit(_ batch: [EncodedChange], skip: Set<TimelineID> = []) throws -> Replica.IntegrateResult {
-        let (heads, hashes) = try lock.withLock { () throws -> ([TimelineID: HeldHead], [ChangeRef: [UInt8]]) in
+        let (heads, hashes) = try state.withLock { () throws -> ([TimelineID: HeldHead], [ChangeRef: [UInt8]]) in
             if let failure { throw failure }
             return (projected, pendingHashes)
         }
@@ -42,12 +42,10 @@ public final class IntakePipeline: @unchecked Sendable {
         guard !validated.verdict.accepted.isEmpty else { return validated.preliminary }
         let refs = validated.verdict.accepted.map(\.change.ref)
         afterValidation?(validated.preliminary)
-        // One batch commits while the next is checked, no more: batches waiting to commit would pile up in
-        // memory when the disk is slower than the wire.
-        idle.lock()
-        while lock.withLock({ inFlight >= Self.maxInFlight }) { idle.wait() }
-        idle.unlock()
-        try lock.withLock {
+        try state.withLock {
+            // One batch commits while the next is checked, no more: batches waiting to commit would pile up in
+            // memory when the disk is slower than the wire.
+            while inFlight >= Self.maxInFlight { state.wait() }
             // The batch before failed while this one was checked against the heads it would have left.
             if let failure { throw failure }
             for (timeline, head) in validated.verdict.heads { projected[timeline] = head }
@@ -55,28 +53,24 @@ public final class IntakePipeline: @unchecked Sendable {
             inFlight += 1
         }
         queue.async { [self] in
-            let discard = lock.withLock { failure != nil }
+            // (Queued only when nothing failed before it: `submit` checks under the lock it waits on.)
             var outcome: Replica.IntegrateResult?
             var error: (any Error)?
-            if !discard {
-                do {
-                    beforeCommit?()
-                    outcome = try replica.commit(validated)
-                } catch let thrown {
-                    error = thrown
-                }
+            do {
+                beforeCommit?()
+                outcome = try replica.commit(validated)
+            } catch let thrown {
+                error = thrown
             }
             if let outcome { onCommitted?(outcome) }
-            lock.withLock {
+            state.withLock {
                 if let error, failure == nil { failure = error }
                 if let outcome { committed.append(outcome) }
                 for ref in refs { pendingHashes[ref] = nil }
                 if failure != nil { projected = [:] }
                 inFlight -= 1
+                state.broadcast()
             }
-            idle.lock()
-            idle.broadcast()
-            idle.unlock()
         }
         return validated.preliminary
     }
@@ -84,10 +78,8 @@ public final class IntakePipeline: @unchecked Sendable {
     /// Waits for every queued commit; returns their results, or throws the first failure.
     @discardableResult
     public func finish() throws -> [Replica.IntegrateResult] {
-        idle.lock()
-        while lock.withLock({ inFlight > 0 }) { idle.wait() }
-        idle.unlock()
-        return try lock.withLock {
+        try state.withLock {
+            while inFlight > 0 { state.wait() }
             if let failure { throw failure }
             defer { committed = [] }
             return committed
