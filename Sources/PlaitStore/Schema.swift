@@ -168,6 +168,19 @@ enum Schema {
                     ALTER TABLE peers ADD COLUMN claim TEXT;
                     """)
         }
+        // Copied homes (DESIGN §11): one row per Device ID seen running from several homes at once, a peer's or
+        // this device's own; `instances` holds the instance nonces seen, hexadecimal, comma-separated.
+        migrator.registerMigration("v5-copied-homes") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE copied_homes (
+                        device_id TEXT PRIMARY KEY NOT NULL,
+                        instances TEXT NOT NULL,
+                        first_seen INTEGER NOT NULL,
+                        last_seen INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 }

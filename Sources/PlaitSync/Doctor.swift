@@ -39,7 +39,7 @@ public enum Doctor {
         if storeIsSound { checks += checkDerivedState(storePath: path + "/" + Home.storeFileName) }
         checks.append(checkListen(listen, identity: identity))
         checks.append(checkAvahi(enabled: config.discoveryEnabled))
-        if storeIsSound { checks += checkHistory(storePath: path + "/" + Home.storeFileName) }
+        if storeIsSound { checks += checkHistory(storePath: path + "/" + Home.storeFileName, own: identity?.deviceID) }
         if storeIsSound, let identity {
             checks += checkPeers(storePath: path + "/" + Home.storeFileName, identity: identity, timeout: peerTimeout)
         }

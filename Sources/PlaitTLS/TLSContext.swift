@@ -30,6 +30,9 @@ public final class TLSContext: @unchecked Sendable {
     /// What the ALPN select callback reads; retained here because OpenSSL holds it unretained.
     private let alpnList: ALPNList
 
+    /// The ALPN names this context offers (a client) or selects from (a server), in order.
+    public var alpnNames: [String] { alpnList.names.map { String(decoding: $0, as: UTF8.self) } }
+
     /// Whether this context accepts connections.
     public var isServer: Bool {
         if case .server = role { return true }
@@ -51,6 +54,19 @@ public final class TLSContext: @unchecked Sendable {
         self.role = role
         self.identity = identity
         alpnList = ALPNList(applicationProtocols.map(\.rawValue))
+        context = try Self.makeContext(identity: identity, isServer: isServer, alpnList: alpnList)
+    }
+
+    /// A context speaking exactly the ALPN `names` given (offered as a client, selected in this order as a
+    /// server), whatever this build speaks: how tests play a device running another plait version (an older one
+    /// offers or selects only `plait-sync/1`). The names are not `TLSApplicationProtocol`s, so such a connection's
+    /// `applicationProtocol` is nil and no session runs on it.
+    package init(identity: Identity, isServer: Bool, rawApplicationProtocols names: [String]) throws {
+        TLS.setUp()
+        role = isServer ? .server(acceptsPairing: false) : .client(offering: .sync)
+        self.identity = identity
+        applicationProtocols = []
+        alpnList = ALPNList(names)
         context = try Self.makeContext(identity: identity, isServer: isServer, alpnList: alpnList)
     }
 

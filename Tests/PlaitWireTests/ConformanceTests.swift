@@ -56,7 +56,7 @@ struct WireConformanceTests {
         let entry = frames.first { $0["name"] as! String == "Notify (with its state report)" }!
         var decoder = FrameDecoder()
         decoder.append(try bytes(entry["bytes"]))
-        guard case let .notify(summary, report) = try Message.decode(try #require(try decoder.next())) else {
+        guard case let .notify(summary, report, _) = try Message.decode(try #require(try decoder.next())) else {
             Issue.record("the Notify vector is not a Notify")
             return
         }
