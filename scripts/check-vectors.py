@@ -502,7 +502,10 @@ def message_payload(name, f, by_name):
             out += f_bytes(7, entry)
         out += summary_field(8, f["baseline_summary"]) + p3_bytes(9, unhex(f["baseline_digest"]))
         out += p3_bytes(10, unhex(f["state_digest"])) + p3_varint(11, f["unknown_count"])
-        return out + p3_varint(12, f["max_frame_size"])
+        out += p3_varint(12, f["max_frame_size"])
+        nonce = unhex(f.get("instance_nonce", ""))  # §13.2: 16 bytes, or absent
+        check(len(nonce) in (0, 16), f"frame {name}: an instance nonce of {len(nonce)} bytes")
+        return out + p3_bytes(14, nonce)
     if kind == "Want":
         out = summary_field(1, f["have"])
         return out + (f_varint(2, f["baseline_offset"]) if "baseline_offset" in f else b"")  # optional
@@ -518,6 +521,9 @@ def message_payload(name, f, by_name):
         if "state_digest" in f:  # the state report, §14.4
             out += p3_bytes(2, unhex(f["state_digest"])) + p3_bytes(3, unhex(f.get("baseline_digest", "")))
             out += p3_varint(4, f.get("unknown_count", 0))
+        for nonce in f.get("copied_instances", []):  # §13.2: the receiver's home was copied
+            check(len(unhex(nonce)) == 16, f"frame {name}: a copied instance of {len(unhex(nonce))} bytes")
+            out += f_bytes(5, unhex(nonce))
         return out
     if kind in ("Ping", "Pong"):
         return p3_varint(1, f["nonce"])

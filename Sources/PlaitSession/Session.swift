@@ -363,7 +363,9 @@ public final class Session: @unchecked Sendable {
             // The agent keeps one connection per instance of a device (DESIGN §11): this one, or another one.
             if let admit = options.admitPeer, !admit(hello) { throw .notKept }
         case let .recordCopiedHome(copied):
-            try local { try store.recordCopiedHome(deviceID: copied.deviceID, instances: copied.instances, now: Replica.now()) }
+            try local {
+                try store.recordCopiedHome(deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())
+            }
         case .pulled:
             // Reported by the pipeline once the batch is committed (see `intake`), not when it is checked.
             break

@@ -739,8 +739,9 @@ struct SessionMachine {
         }
         if hello.deviceID == identity.deviceID {
             // This Device ID from another process that is not this home's: the two copies of a copied home met.
-            if !hello.instanceNonce.isEmpty, !identity.instanceNonce.isEmpty, hello.instanceNonce != identity.instanceNonce {
-                throw .copiedHome(CopiedHome(deviceID: hello.deviceID, instances: [identity.instanceNonce, hello.instanceNonce]))
+            let (mine, theirs) = (identity.instanceNonce, hello.instanceNonce)
+            if !mine.isEmpty, !theirs.isEmpty, mine != theirs {
+                throw .copiedHome(CopiedHome(deviceID: hello.deviceID, instances: [mine, theirs]))
             }
             throw .incompatible("it is this very device")
         }

@@ -231,6 +231,8 @@ public final class Agent: @unchecked Sendable {
     static let pendingInterval: Duration = .seconds(60)
     /// When each address was last told in the log that it speaks another protocol version.
     private var versionRefusalLogged: [String: ContinuousClock.Instant] = [:]
+    /// Peers dialled that speak another protocol version, told in the log once.
+    private var versionWarned: Set<String> = []
     /// Lists unpaired devices as pending off the accept thread: a store write may wait for another writer.
     private let pendingQueue = DispatchQueue(label: "plait.agent.pending")
 
@@ -475,6 +477,12 @@ public final class Agent: @unchecked Sendable {
                 backoff[key] = (ContinuousClock.now + next, next)
                 return next
             }
+            // A peer running another plait version: said once per address (it is retried, and says so each time).
+            if case let TLSError.alpnMismatch(offered) = error, offered.contains(TLSApplicationProtocol.sync.rawValue),
+                lock.withLock({ versionWarned.insert(key).inserted })
+            {
+                logger.warning("\(Home.explain(TLSError.alpnMismatch(offered: offered), address: address))")
+            }
             logger.debug("could not reach \(address): \(error); retrying in \(delay)")
         }
     }
@@ -622,7 +630,8 @@ public final class Agent: @unchecked Sendable {
             let (alive, dead) = self.lock.withLock { () -> ([Running], [Running]) in
                 guard !self.stopped, self.sessions[ObjectIdentifier(newcomer)] != nil else { return ([], []) }
                 let running = others.filter { self.sessions[ObjectIdentifier($0)] != nil }
-                return (running.filter { $0.session.lastHeard > since }, running.filter { $0.session.lastHeard <= since })
+                let answered = running.filter { $0.session.lastHeard > since }
+                return (answered, running.filter { entry in !answered.contains { $0 === entry } })
             }
             for entry in dead {
                 self.logger.info("the older connection with \(entry.peer) did not answer; replaced")

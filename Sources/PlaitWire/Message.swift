@@ -328,7 +328,9 @@ extension Message {
             let proto = try parse(Plait_Wire_V1_Notify.self, payload)
             let summary = try Summary(wireEntries: proto.summary, field: "summary")
             var copies: [[UInt8]] = []
-            for copy in proto.copiedInstances { copies.append(try validInstanceNonce(copy, field: "a copied instance")) }
+            for copy in proto.copiedInstances {
+                copies.append(try validInstanceNonce(copy, field: "a copied instance"))
+            }
             guard !proto.stateDigest.isEmpty else {
                 guard proto.baselineDigest.isEmpty, proto.unknownCount == 0 else {
                     throw Invalid("a state report without its state digest")
