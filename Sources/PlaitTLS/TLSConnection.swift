@@ -63,7 +63,7 @@ public final class TLSConnection: @unchecked Sendable {
     /// The DER encoding of the certificate the peer presented in the handshake, once it is done;
     /// the pairing protocol binds its codes to these bytes.
     public private(set) var peerCertificateDER: [UInt8]?
-    /// The application protocol both sides agreed on (e.g. `plait-sync/1`), once the handshake is done.
+    /// The application protocol both sides agreed on (e.g. `plait-sync/2`), once the handshake is done.
     public private(set) var negotiatedALPN: String?
     /// The subject common name of the peer's certificate (the name that device gave itself at `plait
     /// init`; empty if none), once the handshake is done. It travels inside the certificate whose hash is

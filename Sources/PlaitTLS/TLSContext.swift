@@ -9,7 +9,7 @@ import COpenSSL
 public final class TLSContext: @unchecked Sendable {
     /// Which side of the handshake a context is for, and the application protocols it speaks.
     public enum Role: Sendable, Equatable {
-        /// Accepts connections; selects `plait-sync/1`, and `plait-pair/1` too when `acceptsPairing`.
+        /// Accepts connections; selects `plait-sync/2`, and `plait-pair/1` too when `acceptsPairing`.
         /// A pairing connection admits a client whatever its certificate (the pairing protocol is what
         /// authenticates it); a sync connection only a client the trust predicate accepts.
         case server(acceptsPairing: Bool)
