@@ -94,7 +94,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     /// Whether the peer should be told with Close (not when it is gone or closed first).
     var tellsPeer: Bool {
         switch self {
-        case .transport, .tls, .connectionLost, .peerClosed: return false
+        // A connection not kept is simply closed (PROTOCOL.md §13.5): its dialer sees it fail and backs off.
+        case .transport, .tls, .connectionLost, .peerClosed, .notKept: return false
         default: return true
         }
     }

@@ -85,9 +85,12 @@ public final class Agent: @unchecked Sendable {
     /// Every session running, admitted or still waiting for its peer's Hello. A device has one admitted session per
     /// instance (one per copy of a copied home), and extra ones for other processes of one home.
     private var sessions: [ObjectIdentifier: Running] = [:]
-    /// Per peer and instance (hexadecimal nonce), the summary its last session ended with, while this agent runs:
-    /// the copies of a copied home acknowledge apart, and the peers table stores what all of them hold.
+    /// Per peer and instance (hexadecimal nonce), the summary its last session ended with, for the devices found
+    /// running from several homes while this agent runs: the copies acknowledge apart, and the peers table stores
+    /// what all of them hold.
     private var acknowledged: [String: [String: Summary]] = [:]
+    /// The instances (hexadecimal nonces) of each device confirmed as copies of one home while this agent runs.
+    private var copiedInstances: [String: Set<String>] = [:]
     private var dialing: Set<String> = []
     private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
     private var trusted: Set<String> = []
@@ -563,13 +566,15 @@ public final class Agent: @unchecked Sendable {
     }
 
     /// What the peers table records as acknowledged by `entry`'s device: its final summary, or, when the device
-    /// runs from several homes (copies with their own instance nonces), what every copy seen by this agent holds
-    /// (per timeline, the least): compaction must not fold what one copy still lacks.
+    /// was found running from several homes (copies with their own instance nonces), what every copy's last
+    /// session ended with (per timeline, the least): compaction must not fold what one copy still lacks.
     private func acknowledgement(_ entry: Running, _ summary: Summary) -> Summary {
         lock.withLock {
-            guard let instance = entry.instance, !instance.isEmpty, !entry.extra else { return summary }
+            guard let instance = entry.instance, !entry.extra, let copies = copiedInstances[entry.peer],
+                copies.contains(instance.hexString)
+            else { return summary }
             acknowledged[entry.peer, default: [:]][instance.hexString] = summary
-            let all = Array(acknowledged[entry.peer]!.values)
+            let all = acknowledged[entry.peer]!.filter { copies.contains($0.key) }.map(\.value)
             guard all.count > 1 else { return summary }
             var least = all[0].heads
             for other in all.dropFirst() {
@@ -640,6 +645,9 @@ public final class Agent: @unchecked Sendable {
             guard !alive.isEmpty else { return }
             let copied = CopiedHome(deviceID: newcomer.peer, instances: ([newcomer] + alive).compactMap(\.instance))
             guard copied.instances.count > 1 else { return }
+            self.lock.withLock {
+                self.copiedInstances[copied.deviceID, default: []].formUnion(copied.instances.map(\.hexString))
+            }
             self.logger.error("\(copied.description.terminalSafe)")
             try? self.home.store.recordCopiedHome(
                 deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())

@@ -147,6 +147,21 @@ import Testing
             #expect(connections(agentC) == 2 && !agentC.log.contains("ended"), "\(agentC.log)")
             let doctor = try sandbox.run(["doctor", "--home", c.home])
             #expect(doctor.status != 0 && doctor.stdout.contains(alarm), "\(doctor)")
+
+            // Acknowledgements per instance: the copy leaves holding `want`; the original then takes one more change
+            // and leaves too. The third device records for the Device ID what both copies hold (so compaction
+            // keeps what the copy lacks), not the summary of whichever session ended last.
+            #expect(agentCopy.stop() == 0)
+            let ended = { agentC.log.components(separatedBy: "ended: pulled").count - 1 }
+            #expect(eventually(10) { ended() == 1 }, "\(agentC.log)")
+            try sandbox.ok(["add", "From c", "one more", "--home", c.home])
+            let newer = try summary(sandbox, c.home)
+            #expect(try eventually(20) { try summary(sandbox, a.home) == newer }, "\(agentA.log)")
+            #expect(agentA.stop() == 0)
+            #expect(eventually(10) { ended() == 2 }, "\(agentC.log)")
+            let rows = try sandbox.ok(["peers", "--json", "--home", c.home]).json()["peers"] as? [[String: Any]] ?? []
+            let acknowledged = rows.first { $0["device"] as? String == a.id }?["summary"] as? String
+            #expect(acknowledged == want && want != newer, "recorded \(acknowledged ?? "nothing"), copy held \(want)")
         }
     }
 
