@@ -870,6 +870,15 @@ extension Agent {
                 logger.debug("found '\(service.name.terminalSafe)' on the LAN: not a paired device")
                 return
             }
+            // Another protocol version (DESIGN §11 "Versions"): no session could run, so it is not dialled here.
+            guard txt.proto == Int(Hello.currentProtocolVersion) else {
+                if lock.withLock({ versionWarned.insert("proto " + id).inserted }) {
+                    let line = "paired device \(service.name.terminalSafe) (\(id)) announces plait protocol \(txt.proto); "
+                        + "this device speaks protocol \(Hello.currentProtocolVersion): upgrade plait on the older one"
+                    logger.warning("\(line)")
+                }
+                return
+            }
             let isNew: Bool
             let (previous, all) = lock.withLock { () -> (Discovered?, [Running]) in
                 let previous = discovered[id]
