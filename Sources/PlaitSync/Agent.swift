@@ -630,7 +630,8 @@ public final class Agent: @unchecked Sendable {
     private func probeCopies(newcomer: Running, others: [Running]) {
         let since = ContinuousClock.now
         for other in others { other.session.probe() }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(2000)) { [weak self] in
+        let wait = Int(Self.copyProbeWait.components.seconds * 1000)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(wait)) { [weak self] in
             guard let self else { return }
             let (alive, dead) = self.lock.withLock { () -> ([Running], [Running]) in
                 guard !self.stopped, self.sessions[ObjectIdentifier(newcomer)] != nil else { return ([], []) }
@@ -873,8 +874,8 @@ extension Agent {
             // Another protocol version (DESIGN §11 "Versions"): no session could run, so it is not dialled here.
             guard txt.proto == Int(Hello.currentProtocolVersion) else {
                 if lock.withLock({ versionWarned.insert("proto " + id).inserted }) {
-                    let line = "paired device \(service.name.terminalSafe) (\(id)) announces plait protocol \(txt.proto); "
-                        + "this device speaks protocol \(Hello.currentProtocolVersion): upgrade plait on the older one"
+                    let line = "paired device \(service.name.terminalSafe) (\(id)) announces plait protocol "
+                        + "\(txt.proto); this device speaks protocol \(Hello.currentProtocolVersion): upgrade plait on the older one"
                     logger.warning("\(line)")
                 }
                 return

@@ -25,7 +25,8 @@ import Testing
                 }
             }
             let lock = home + "/" + AgentLock.fileName
-            try "\(agent.processIdentifier)\n\(nonce.hexString)\n".write(toFile: lock, atomically: true, encoding: .utf8)
+            let text = "\(agent.processIdentifier)\n\(nonce.hexString)\n"
+            try text.write(toFile: lock, atomically: true, encoding: .utf8)
             #expect(AgentLock.runningInstance(home: home) == nonce)
             kill(agent.processIdentifier, SIGKILL)
             agent.waitUntilExit()
@@ -35,8 +36,8 @@ import Testing
             let own = try AgentLock.acquire(home: home, instanceNonce: InstanceNonce.process)
             defer { own.release() }
             #expect(AgentLock.runningInstance(home: home) == nil)
-            let text = try String(contentsOfFile: lock, encoding: .utf8)
-            #expect(text == "\(getpid())\n\(InstanceNonce.process.hexString)\n")
+            let written = try String(contentsOfFile: lock, encoding: .utf8)
+            #expect(written == "\(getpid())\n\(InstanceNonce.process.hexString)\n")
         }
     }
 }

@@ -96,11 +96,17 @@ import Testing
         var told = try teller.tellCopies([Self.mine, Self.twin])
         guard case .readStatus? = told.last else { Issue.record("no status read for the Notify: \(told)"); return }
         told = try teller.answered(.status(Values.status(summary: [:])))
-        guard case let .notify(_, _, copies)? = Values.sent(told).first else { Issue.record("no Notify: \(told)"); return }
+        guard case let .notify(_, _, copies)? = Values.sent(told).first else {
+            Issue.record("no Notify: \(told)")
+            return
+        }
         #expect(copies == [Self.mine, Self.twin])
         _ = try teller.localChanged()
         let next = try teller.answered(.status(Values.status(summary: [:])))
-        guard case let .notify(_, _, later)? = Values.sent(next).first else { Issue.record("no Notify: \(next)"); return }
+        guard case let .notify(_, _, later)? = Values.sent(next).first else {
+            Issue.record("no Notify: \(next)")
+            return
+        }
         #expect(later.isEmpty)
     }
 }
