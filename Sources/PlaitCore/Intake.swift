@@ -182,7 +182,7 @@ public struct Intake<D: Domain>: Sendable {
         _ batch: [Change], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
         heldHash: (ChangeRef) throws -> [UInt8]?
     ) rethrows -> Result {
-        try check(batch.map(EncodedChange.init), skip: skip, head: head, heldHash: heldHash)
+        try check(batch.map { EncodedChange($0) }, skip: skip, head: head, heldHash: heldHash)
     }
 
     private enum Verdict {

@@ -861,7 +861,7 @@ struct SessionMachine {
         current.cursor = last.orderKey
         stream = current
         sent += page.count
-        return actions + [.send(.changes(page.map(EncodedChange.init)))]
+        return actions + [.send(.changes(page.map { EncodedChange($0) }))]
     }
 
     private mutating func integrated(_ result: Replica.IntegrateResult, heads: Summary?) -> [SessionAction] {

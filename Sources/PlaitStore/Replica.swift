@@ -373,7 +373,7 @@ public final class Replica: @unchecked Sendable {
     /// timeline that fails is refused from that change on and reported, and the rest is taken (DESIGN §10).
     /// `skip` timelines are dropped silently (refused earlier in the session, or forked with this peer).
     public func integrate(_ batch: [Change], skip: Set<TimelineID> = []) throws -> IntegrateResult {
-        try integrate(encoded: batch.map(EncodedChange.init), skip: skip)
+        try integrate(encoded: batch.map { EncodedChange($0) }, skip: skip)
     }
 
     /// `integrate` for changes as they arrived: decoded once, with the bytes they travelled in.

@@ -187,7 +187,7 @@ public enum WireLimits {
 
 extension Message {
     /// A `changes` message of changes held as values: each is encoded once, here.
-    public static func changes(_ changes: [Change]) -> Message { .changes(changes.map(EncodedChange.init)) }
+    public static func changes(_ changes: [Change]) -> Message { .changes(changes.map { EncodedChange($0) }) }
 
     /// The whole frame: length prefix, type byte, protobuf payload.
     public func encode() -> [UInt8] { encodeFrame(type: type, payload: payload()) }
