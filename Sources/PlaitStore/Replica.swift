@@ -720,7 +720,7 @@ public final class Replica: @unchecked Sendable {
             }
             var allLimits = limits
             if let unknown = try Store.earliestUninterpretable(db, understands: { kind, version in
-                kind == Change.timelineEndKind || self.domain.canInterpret(kind: kind, version: version)
+                Change.isEngineKind(kind) || self.domain.canInterpret(kind: kind, version: version)
             }) {
                 allLimits.append(.uninterpretable(lamport: unknown.lamport - 1))
             }
@@ -763,6 +763,6 @@ public final class Replica: @unchecked Sendable {
 
 extension Domain {
     func understands(kind: String, version: UInt32) -> Bool {
-        kind == Change.timelineEndKind || canInterpret(kind: kind, version: version)
+        Change.isEngineKind(kind) || canInterpret(kind: kind, version: version)
     }
 }
