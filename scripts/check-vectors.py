@@ -723,8 +723,9 @@ def begin_payload(b):
 
 
 def begin_is_accepted(data):
-    """§20: a begin payload decodes when it has a certificate, a 16-byte nonce and, if it supersedes, a
-    superseded head with seq ≥ 1 and a 32-byte hash."""
+    """§20.5: a begin payload decodes when it has a certificate, a 16-byte nonce and, if it supersedes, a
+    superseded head with seq ≥ 1 and a 32-byte hash; bytes fields length-delimited, integers varint or fixed64;
+    unknown fields skipped."""
     try:
         fields = {number: (wire, value) for number, wire, value in decode_fields(data)}
         certificate, nonce = fields.get(1, (2, b"")), fields.get(2, (2, b""))
@@ -734,8 +735,10 @@ def begin_is_accepted(data):
             if fields[3][0] != 2:
                 return False
             sup = {number: (wire, value) for number, wire, value in decode_fields(fields[3][1])}
-            seq, head = sup.get(2, (0, 0)), sup.get(3, (2, b""))
-            if seq[0] == 2 or seq[1] < 1 or head[0] != 2 or len(head[1]) != 32:
+            timeline, seq, head = sup.get(1, (1, 0)), sup.get(2, (0, 0)), sup.get(3, (2, b""))
+            if timeline[0] not in (0, 1) or seq[0] not in (0, 1) or seq[1] < 1:
+                return False
+            if head[0] != 2 or len(head[1]) != 32:
                 return False
         return True
     except ValueError:
@@ -821,6 +824,8 @@ def decode_fields(data):
     while i < len(data):
         key = read_varint()
         number, wire = key >> 3, key & 7
+        if number == 0:
+            raise ValueError("field number 0")
         if wire == 0:
             out.append((number, wire, read_varint()))
         elif wire == 1:
@@ -830,6 +835,9 @@ def decode_fields(data):
             length = read_varint()
             out.append((number, wire, data[i:i + length]))
             i += length
+        elif wire == 5:
+            out.append((number, wire, int.from_bytes(data[i:i + 4], "little")))
+            i += 4
         else:
             raise ValueError("unsupported wire type")
         if i > len(data):
@@ -891,6 +899,12 @@ def check_document(vectors, root):
         check(value in text, f"PROTOCOL.md does not show the vector value {value}")
     for t in vectors["timeline_ids"][:2]:
         check(f"`{t['text']}`" in text, f"PROTOCOL.md does not show timeline {t['text']}")
+    # §20: the constants written out are the curve's, and the worked begin is the first vector.
+    check(f"n     = {P256_N:064X}" in text and f"⌊n/2⌋ = {P256_N // 2:064X}" in text,
+          "PROTOCOL.md §20.3 does not write out n and ⌊n/2⌋ of P-256")
+    begin = vectors["timeline_begin"]["begins"][0]
+    check(f"`0x{begin['timeline']}`, text `{begin['timeline_text']}`" in text,
+          "PROTOCOL.md §20.5 does not show the first begin's timeline")
 
 
 def main():
