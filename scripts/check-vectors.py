@@ -641,7 +641,7 @@ OID_PRIME256V1 = bytes.fromhex("2a8648ce3d030107")  # 1.2.840.10045.3.1.7
 
 
 def p256_public_key(certificate):
-    """§20: the P-256 point of an X.509 certificate (exactly one DER value), or None: not P-256, or not parsed."""
+    """§20.1: the P-256 point of an X.509 certificate (exactly one DER value), or None: not P-256, or not parsed."""
     try:
         tag_byte, cert, end = der_read(certificate, 0)
         if tag_byte != 0x30 or end != len(certificate):
@@ -674,8 +674,8 @@ def ecdsa_valid(point, message, r, s):
 
 
 def change_signature_valid(certificate, change_hash, signature):
-    """§20: what a verifier accepts — 64 bytes r‖s, 1 ≤ r, s < n, s ≤ ⌊n/2⌋, valid under the certificate's P-256
-    key over SHA-256(context ‖ hash)."""
+    """§20.4: what a verifier accepts — 64 bytes r‖s, 1 ≤ r, s < n, s ≤ ⌊n/2⌋, valid under the certificate's
+    P-256 key over SHA-256(context ‖ hash)."""
     point = p256_public_key(certificate)
     if point is None or len(signature) != 64 or len(change_hash) != 32:
         return False
