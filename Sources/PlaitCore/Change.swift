@@ -14,10 +14,13 @@ public struct Change: Hashable, Sendable {
     public var wallTime: Int64
     /// The kind's payload, stored and forwarded as the exact bytes that travel.
     public var payload: [UInt8]
+    /// The Lamport witness (DESIGN §11): when `lamport` is more than the previous change's + 1, the change of
+    /// the author's store whose Lamport time is exactly `lamport - 1`. Nil otherwise. Hashed (field 9).
+    public var witness: ChangeRef?
 
     public init(
         timeline: TimelineID, seq: UInt64, lamport: UInt64, previousHash: [UInt8],
-        kind: String, version: UInt32, wallTime: Int64, payload: [UInt8]
+        kind: String, version: UInt32, wallTime: Int64, payload: [UInt8], witness: ChangeRef? = nil
     ) {
         self.timeline = timeline
         self.seq = seq
@@ -27,12 +30,19 @@ public struct Change: Hashable, Sendable {
         self.version = version
         self.wallTime = wallTime
         self.payload = payload
+        self.witness = witness
     }
 
     public static let zeroHash = [UInt8](repeating: 0, count: 32)
 
     /// The kind that closes a timeline (`plait rejoin`); engine-level, not a domain kind.
     public static let timelineEndKind = "timeline.end"
+
+    /// Kinds the engine itself defines (`timeline.begin`, `timeline.end`): understood by every build of this
+    /// protocol, no-ops for every domain's state.
+    public static func isEngineKind(_ kind: String) -> Bool {
+        kind == timelineEndKind || kind == TimelineBegin.kind
+    }
 
     public var ref: ChangeRef { ChangeRef(timeline: timeline, seq: seq) }
     public var orderKey: OrderKey { OrderKey(lamport: lamport, timeline: timeline, seq: seq) }
@@ -48,6 +58,14 @@ public struct Change: Hashable, Sendable {
         writer.uint(6, UInt64(version))
         writer.uint(7, UInt64(bitPattern: wallTime))
         writer.data(8, payload)
+        if let witness {
+            // `ChangeRef { fixed64 timeline = 1; uint64 seq = 2; }`, written only when present, so a change
+            // without a witness keeps the bytes (and hash) protocol 1 gave it.
+            var inner = ProtoWriter()
+            inner.fixed64(1, witness.timeline.rawValue)
+            inner.uint(2, witness.seq)
+            writer.data(9, inner.bytes)
+        }
         return writer.bytes
     }
 
@@ -65,20 +83,32 @@ public struct EncodedChange: Hashable, Sendable {
     public let change: Change
     /// The canonical bytes: what the hash covers and what is forwarded.
     public let bytes: ArraySlice<UInt8>
+    /// The author's signature over the change hash (DESIGN §11), when the change carries one. Not part of the
+    /// hashed bytes: it travels beside them, and a receiver keeps it only once verified.
+    public let signature: [UInt8]?
 
     /// Encodes `change` once.
-    public init(_ change: Change) {
+    public init(_ change: Change, signature: [UInt8]? = nil) {
         self.change = change
         bytes = change.canonicalBytes[...]
+        self.signature = signature
     }
 
-    /// Decodes bytes that must be in canonical form: fields 1 to 8, each once, in order, with their wire types,
-    /// varints in their shortest form, nothing after. Any other encoding of the same change would hash
+    /// Pairs a change with bytes already known to be its canonical encoding (read back from the store).
+    public init(change: Change, bytes: ArraySlice<UInt8>, signature: [UInt8]?) {
+        self.change = change
+        self.bytes = bytes
+        self.signature = signature
+    }
+
+    /// Decodes bytes that must be in canonical form: fields 1 to 8 (and 9 when present), each once, in order,
+    /// with their wire types, varints in their shortest form, nothing after. Any other encoding of the same change would hash
     /// differently, so it is refused rather than rewritten; checking the form while decoding spares encoding
     /// the change again to compare.
-    public init(decoding bytes: ArraySlice<UInt8>) throws(CoreError) {
+    public init(decoding bytes: ArraySlice<UInt8>, signature: [UInt8]? = nil) throws(CoreError) {
         change = try Change(canonical: bytes)
         self.bytes = bytes
+        self.signature = signature
     }
 }
 
@@ -98,7 +128,16 @@ extension Change {
             let version = try reader.varint(6)
             let wall = try reader.varint(7)
             let payload = try reader.bytes(8)
-            guard reader.index == bytes.endIndex else { throw .init("bytes after the payload (field 8)") }
+            var witness: ChangeRef?
+            if reader.index < bytes.endIndex {
+                var inner = CanonicalReader(bytes: try reader.bytes(9))
+                let witnessTimeline = try inner.fixed64(1)
+                let witnessSeq = try inner.varint(2)
+                guard inner.index == inner.bytes.endIndex else { throw .init("bytes after the witness's number") }
+                guard witnessSeq >= 1 else { throw .init("its witness has number 0") }
+                witness = ChangeRef(timeline: TimelineID(witnessTimeline), seq: witnessSeq)
+            }
+            guard reader.index == bytes.endIndex else { throw .init("bytes after the witness (field 9)") }
             guard let seq, seq >= 1, previous.count == 32, version <= UInt64(UInt32.max) else {
                 throw .init("it has an invalid number, hash or version")
             }
@@ -107,7 +146,8 @@ extension Change {
             }
             self.init(
                 timeline: TimelineID(timelineValue), seq: seq, lamport: lamport, previousHash: Array(previous),
-                kind: kindText, version: UInt32(version), wallTime: Int64(bitPattern: wall), payload: Array(payload))
+                kind: kindText, version: UInt32(version), wallTime: Int64(bitPattern: wall), payload: Array(payload),
+                witness: witness)
         } catch {
             // What of `timeline:seq` could be read names the change.
             let ref = timeline.map { "\(TimelineID($0)):" + (seq.map(String.init) ?? "?") }

@@ -57,7 +57,7 @@ import Testing
 
     @Test func acceptedChangesCarryTheirHashAndDecodedPayload() {
         let (a, b) = Self.twoTimelines()
-        let batch = (a + b).sorted { $0.orderKey < $1.orderKey }.map(EncodedChange.init)
+        let batch = (a + b).sorted { $0.orderKey < $1.orderKey }.map { EncodedChange($0) }
         let result = Held().check(batch, using: Self.intake())
         #expect(result.refused.isEmpty)
         #expect(result.accepted.count == 10)
@@ -89,7 +89,7 @@ import Testing
         // shows the intake hashes with what it was given and nothing else.
         let (a, _) = Self.twoTimelines()
         let bogus = Intake(domain: ListsDomain(), maxChangeBytes: 1 << 20) { _ in [UInt8](repeating: 7, count: 32) }
-        let result = Held().check(a.map(EncodedChange.init), using: bogus)
+        let result = Held().check(a.map { EncodedChange($0) }, using: bogus)
         #expect(result.accepted.count == 1)
         #expect(result.refused.first?.refusal == .brokenChain(seq: 2))
     }
@@ -134,7 +134,7 @@ import Testing
         }
         // Changes after the bad one chain onto it, as a sender with the bad change would send them.
         for index in 3..<batchA.count { batchA[index] = Self.after(batchA[index - 1], payload: a[index].payload) }
-        let batch = (batchA + b).sorted { $0.orderKey < $1.orderKey }.map(EncodedChange.init)
+        let batch = (batchA + b).sorted { $0.orderKey < $1.orderKey }.map { EncodedChange($0) }
         let result = held.check(batch, using: Self.intake(maxChangeBytes: kind == 5 ? 256 : 1 << 20))
         #expect(result.refused.count == 1, "\(result.refused)")
         let refusal = result.refused.first?.refusal
@@ -149,7 +149,7 @@ import Testing
 
     @Test func skippedTimelinesAreDroppedSilently() {
         let (a, b) = Self.twoTimelines()
-        let result = Held().check((a + b).map(EncodedChange.init), skip: [TimelineID(0xA)], using: Self.intake())
+        let result = Held().check((a + b).map { EncodedChange($0) }, skip: [TimelineID(0xA)], using: Self.intake())
         #expect(result.refused.isEmpty)
         #expect(result.accepted.map(\.change.timeline) == Array(repeating: TimelineID(0xB), count: 5))
     }

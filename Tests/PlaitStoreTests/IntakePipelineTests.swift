@@ -11,7 +11,7 @@ import Testing
 @Suite struct IntakePipelineTests {
     /// `count` changes of `a` that `b` lacks, cut into batches of `size`.
     func batches(_ a: Device, for b: Device, size: Int) throws -> [[EncodedChange]] {
-        let all = try a.changesMissing(from: b).map(EncodedChange.init)
+        let all = try a.changesMissing(from: b).map { EncodedChange($0) }
         return stride(from: 0, to: all.count, by: size).map { Array(all[$0..<min($0 + size, all.count)]) }
     }
 
