@@ -318,6 +318,9 @@ public enum Doctor {
                 + "`plait pair --trust \(peer.deviceID) --address HOST:PORT`."
         case .closedDuringHandshake:
             return "the agent there closed the connection mid-handshake (overloaded, or restarting); try again shortly."
+        case .alpnMismatch:
+            return "install a plait that speaks protocol \(TLSApplicationProtocol.syncVersion) on \(peer.name), then "
+                + "restart its agent."
         default:
             return "start `plait agent` on \(peer.name), and check the address and any firewall between the two."
         }
