@@ -272,11 +272,14 @@ public struct PeerOutput: Codable, Sendable, Equatable {
     @Nullable public var pairedAt: String?
     @Nullable public var refused: String?
     public var state: String
+    /// The Device ID a statement signed by this device's key named as its successor (`plait rejoin --new-key`).
+    @Nullable public var succeededBy: String?
     @Nullable public var summary: String?
 
     public init(
         address: String?, claim: String?, device: String, diverged: String?, forked: [String], inSync: Bool,
-        lastSeen: String?, name: String, pairedAt: String?, refused: String?, state: String, summary: String?
+        lastSeen: String?, name: String, pairedAt: String?, refused: String?, state: String, summary: String?,
+        succeededBy: String? = nil
     ) {
         self.address = address
         self.claim = claim
@@ -289,12 +292,13 @@ public struct PeerOutput: Codable, Sendable, Equatable {
         self.pairedAt = pairedAt
         self.refused = refused
         self.state = state
+        self.succeededBy = succeededBy
         self.summary = summary
     }
 
     enum CodingKeys: String, CodingKey {
         case address, claim, device, diverged, forked, inSync = "in_sync", lastSeen = "last_seen", name
-        case pairedAt = "paired_at", refused, state, summary
+        case pairedAt = "paired_at", refused, state, succeededBy = "succeeded_by", summary
     }
 }
 

@@ -278,7 +278,7 @@ public final class Session: @unchecked Sendable {
     private func performOne(_ action: SessionAction) throws(SessionError) -> SessionAnswer? {
         let store = replica.store
         switch action {
-        case .send, .integrate, .readPage, .finding, .pulled:
+        case .send, .integrate, .readPage, .finding, .pulled, .succession:
             break
         default:
             // Every other read or write sees the store with the pulled batches committed.
@@ -338,6 +338,10 @@ public final class Session: @unchecked Sendable {
             try local { try replica.quarantine(damage, reason: reason) }
         case let .finding(sentence):
             options.onFinding?(sentence)
+        case let .succession(statement):
+            // Without a handler (a session nobody set up for it) the statement is refused, never silently taken.
+            let refusal = options.onSuccession.map { $0(statement) } ?? "this device does not take succession statements"
+            if let refusal { throw .successionRefused(refusal) }
         case .pulled:
             // Reported by the pipeline once the batch is committed (see `intake`), not when it is checked.
             break

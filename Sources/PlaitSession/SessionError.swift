@@ -40,6 +40,9 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case timedOut(after: Duration)
     /// `stop()` was called before a one-shot session finished.
     case stopped
+    /// The peer's Hello carried a succession statement this device refused (PROTOCOL.md §21): nothing was trusted
+    /// because of it, and the session is closed so that the peer does not count this device as told.
+    case successionRefused(String)
 
     public var description: String {
         switch self {
@@ -80,6 +83,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "the peer did not answer for \(duration) (not even a Ping)."
         case .stopped:
             return "the session was stopped before it finished."
+        case let .successionRefused(reason):
+            return "its succession statement was refused (\(reason)); nothing was trusted because of it."
         }
     }
 

@@ -50,6 +50,14 @@ public struct SessionOptions: Sendable {
     /// Called on the session's thread with one sentence for each thing found wrong (a fork, refused changes, a
     /// divergence, a claim on the own timeline, a damaged stored change): the agent logs them as errors.
     public var onFinding: (@Sendable (String) -> Void)?
+    /// Put in this device's Hello: it dials with a retired identity to tell the peer the Device ID that replaces it
+    /// (`plait rejoin --new-key`, PROTOCOL.md §21).
+    public var succession: SuccessionStatement?
+    /// Called on the session's thread when the peer's Hello carries a succession statement, before anything else
+    /// of the session: it checks the statement against the connection's certificate and records what it proves.
+    /// It returns nil when the statement was taken, else why it was refused: the session then ends with a Close
+    /// naming that reason, so the sender never counts this device as told.
+    public var onSuccession: (@Sendable (SuccessionStatement) -> String?)?
 
     public init(mode: SessionMode = .oneShot) { self.mode = mode }
 
@@ -195,6 +203,8 @@ enum SessionAction {
     case quarantine(DamagedChange, reason: String)
 
     // Reports to the session's owner.
+    /// The peer's Hello carried a succession statement (`SessionOptions.onSuccession`).
+    case succession(SuccessionStatement)
     /// One sentence about something found wrong (`SessionOptions.onFinding`).
     case finding(String)
     /// A pulled batch added this many changes, or (0) an adopted baseline changed the state
@@ -615,7 +625,7 @@ struct SessionMachine {
                 headHashes: view.heads.mapValues { HeadHash(seq: $0.seq, hash: $0.hash) },
                 baselineSummary: view.baselineSummary, baselineDigest: view.baselineDigest,
                 stateDigest: status.stateDigest, unknownCount: UInt64(status.uninterpretable),
-                maxFrameSize: options.frameLimit))
+                maxFrameSize: options.frameLimit, succession: options.succession))
     }
 
     /// Notify with this device's summary and a state report read in the same instant.
@@ -682,7 +692,8 @@ struct SessionMachine {
         peer = hello
         peerBaseline = hello.baselineSummary
         awaiting = .greeting(hello)
-        return [.readGreeting(peer: hello.deviceID)]
+        let told: [SessionAction] = hello.succession.map { [.succession($0)] } ?? []
+        return told + [.readGreeting(peer: hello.deviceID)]
     }
 
     private mutating func greetingRead(

@@ -84,12 +84,14 @@ public struct Hello: Hashable, Sendable {
     public var unknownCount: UInt64
     /// The largest frame length the sender accepts; frames sent to it must not be larger.
     public var maxFrameSize: Int
+    /// Sent by a device dialling with a retired identity: the Device ID that replaces it (PROTOCOL.md §21).
+    public var succession: SuccessionStatement?
 
     public init(
         protocolVersion: UInt32 = Hello.currentProtocolVersion, domainName: String, domainVersion: UInt32,
         deviceID: String, name: String, summary: Summary, headHashes: [TimelineID: HeadHash],
         baselineSummary: Summary, baselineDigest: [UInt8]?, stateDigest: [UInt8], unknownCount: UInt64,
-        maxFrameSize: Int = Frame.defaultMaxSize
+        maxFrameSize: Int = Frame.defaultMaxSize, succession: SuccessionStatement? = nil
     ) {
         self.protocolVersion = protocolVersion
         self.domainName = domainName
@@ -103,6 +105,24 @@ public struct Hello: Hashable, Sendable {
         self.stateDigest = stateDigest
         self.unknownCount = unknownCount
         self.maxFrameSize = maxFrameSize
+        self.succession = succession
+    }
+}
+
+/// A succession statement as it travels in Hello (field 15): the canonical `Succession` bytes and the old key's
+/// signature over them, both opaque here. PlaitTLS's `Succession.verify` checks them against the connection.
+public struct SuccessionStatement: Hashable, Sendable {
+    /// Bytes of a statement at most (two certificates of plait's kind take about 800).
+    public static let maxStatementBytes = 16 << 10
+    /// A signature is 64 bytes r ‖ s.
+    public static let signatureBytes = 64
+
+    public var statement: [UInt8]
+    public var signature: [UInt8]
+
+    public init(statement: [UInt8], signature: [UInt8]) {
+        self.statement = statement
+        self.signature = signature
     }
 }
 
@@ -219,6 +239,12 @@ extension Message {
                     $0.stateDigest = Data(hello.stateDigest)
                     $0.unknownCount = hello.unknownCount
                     $0.maxFrameSize = UInt32(clamping: hello.maxFrameSize)
+                    if let succession = hello.succession {
+                        $0.succession = Plait_Wire_V1_SuccessionStatement.with {
+                            $0.statement = Data(succession.statement)
+                            $0.signature = Data(succession.signature)
+                        }
+                    }
                 })
         case let .want(want):
             return serialize(
@@ -458,7 +484,20 @@ extension Hello {
             protocolVersion: proto.protocolVersion, domainName: proto.domainName, domainVersion: proto.domainVersion,
             deviceID: deviceID, name: proto.name, summary: summary, headHashes: heads,
             baselineSummary: baselineSummary, baselineDigest: baselineDigest, stateDigest: stateDigest,
-            unknownCount: proto.unknownCount, maxFrameSize: Int(proto.maxFrameSize))
+            unknownCount: proto.unknownCount, maxFrameSize: Int(proto.maxFrameSize),
+            succession: proto.hasSuccession ? try SuccessionStatement(validating: proto.succession) : nil)
+    }
+}
+
+extension SuccessionStatement {
+    fileprivate init(validating proto: Plait_Wire_V1_SuccessionStatement) throws(Invalid) {
+        guard !proto.statement.isEmpty, proto.statement.count <= Self.maxStatementBytes else {
+            throw Invalid("succession statement is \(proto.statement.count) bytes, not 1 to \(Self.maxStatementBytes)")
+        }
+        guard proto.signature.count == Self.signatureBytes else {
+            throw Invalid("succession signature is \(proto.signature.count) bytes, not \(Self.signatureBytes)")
+        }
+        self.init(statement: [UInt8](proto.statement), signature: [UInt8](proto.signature))
     }
 }
 

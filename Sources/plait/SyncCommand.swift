@@ -130,6 +130,7 @@ extension Plait {
             var text = "\(result.peerLabel) (\(outcome.address)): pulled \(result.pulled) changes\(pulledBaseline), "
                 + "sent \(result.sent)\(sentBaseline), "
                 + "now at \(result.finalSummary.isEmpty ? "(empty)" : result.finalSummary.description)"
+            if outcome.toldSuccessor { text += "; told it this device's new Device ID" }
             for problem in outcome.problems { text += "\n  ERROR: \(problem.terminalSafe)" }
             return text
         }
