@@ -115,12 +115,31 @@ import Testing
         }
     }
 
+    @Test func theCopysAgentTellsItsPeerByItselfThenConnectsWithTheNewID() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let newID = try sandbox.ok(["id", "--home", a2]).lines.last!
+            let copy = try RunningAgent(sandbox: sandbox, home: a2)
+            defer { #expect(copy.stop() == 0, "the copy's agent exits cleanly on SIGTERM: \(copy.log)") }
+            #expect(
+                try eventually { copy.log.contains("told ") && agent.log.contains("connected to \(newID)") },
+                "the copy's agent told B, then dialled it as itself. copy: \(copy.log)\nB: \(agent.log)")
+            let rows = try peers(sandbox, b.home)
+            #expect(peer(rows, a.id)?["succeeded_by"] as? String == newID, "\(rows)")
+            #expect(peer(rows, newID)?["name"] as? String == "laptop", "\(rows)")
+        }
+    }
+
     @Test func aForgedStatementIsRefusedAndChangesNothing() throws {
         try withSandbox { sandbox in
             let (a, b, a2, agent) = try copiedHome(sandbox)
             defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
             try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            // Another device B trusts: a statement from its key, carried on A's connection, must not count.
             let stranger = try device(sandbox, "c")
+            try sandbox.ok(["pair", "--trust", stranger.id, "--name", "phone", "--home", b.home])
             let old = try Identity.load(directory: a.home)
             let new = try Identity.load(directory: a2)
             let other = try Identity.load(directory: stranger.home)
