@@ -132,6 +132,28 @@ import Testing
         }
     }
 
+    @Test func theHelpSaysWhenAndWhatAndTheCommandRefusesWhileAnAgentRuns() throws {
+        try withSandbox { sandbox in
+            let help = try sandbox.ok(["rejoin", "--help"]).stdout
+            for phrase in ["--new-key", "home copied", "next sync", "retired/", "no longer used"] {
+                #expect(help.contains(phrase), "`rejoin --help` says \(phrase): \(help)")
+            }
+            let a = try device(sandbox, "a")
+            let b = try device(sandbox, "b")
+            try sandbox.ok(["pair", "--trust", b.id, "--home", a.home])
+            let agent = try RunningAgent(sandbox: sandbox, home: a.home)
+            let refused = try sandbox.fails(["rejoin", "--new-key", "--home", a.home])
+            #expect(agent.stop() == 0, "\(agent.log)")
+            #expect(refused.stderr.contains("agent"), "\(refused)")
+            #expect(try sandbox.ok(["id", "--home", a.home]).lines.last == a.id, "nothing changed")
+            #expect(!FileManager.default.fileExists(atPath: a.home + "/retired/" + a.id.filter { $0 != "-" }))
+            // Without another copy writing on it, the old timeline is ended.
+            let rejoin = try sandbox.ok(["rejoin", "--new-key", "--home", a.home])
+            #expect(rejoin.stdout.contains("ended timeline"), "\(rejoin)")
+            #expect(try sandbox.ok(["id", "--home", a.home]).lines.last != a.id)
+        }
+    }
+
     @Test func aForgedStatementIsRefusedAndChangesNothing() throws {
         try withSandbox { sandbox in
             let (a, b, a2, agent) = try copiedHome(sandbox)
