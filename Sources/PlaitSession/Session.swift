@@ -340,7 +340,8 @@ public final class Session: @unchecked Sendable {
             options.onFinding?(sentence)
         case let .succession(statement):
             // Without a handler (a session nobody set up for it) the statement is refused, never silently taken.
-            let refusal = options.onSuccession.map { $0(statement) } ?? "this device does not take succession statements"
+            let refusal = options.onSuccession.map { $0(statement) }
+                ?? "this device does not take succession statements"
             if let refusal { throw .successionRefused(refusal) }
         case .pulled:
             // Reported by the pipeline once the batch is committed (see `intake`), not when it is checked.

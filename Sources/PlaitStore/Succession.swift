@@ -39,8 +39,8 @@ extension Store {
     /// trusting `old`. Returns the name `new` is trusted under, or nil (nothing written) if `old` is not trusted.
     public func acceptSuccession(old: String, new: String, now: Int64) throws -> String? {
         try write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT name, address FROM peers WHERE device_id = ?", arguments: [old])
-            else { return nil }
+            let sql = "SELECT name, address FROM peers WHERE device_id = ?"
+            guard let row = try Row.fetchOne(db, sql: sql, arguments: [old]) else { return nil }
             let (name, address) = (row[0] as String, row[1] as String?)
             try db.execute(
                 sql: """

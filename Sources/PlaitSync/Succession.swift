@@ -130,7 +130,8 @@ extension Home {
         let split = bytes.count - SuccessionStatement.signatureBytes
         return SuccessionCredentials(
             identity: identity,
-            statement: SuccessionStatement(statement: Array(bytes.prefix(split)), signature: Array(bytes.suffix(from: split))))
+            statement: SuccessionStatement(
+                statement: Array(bytes.prefix(split)), signature: Array(bytes.suffix(from: split))))
     }
 
     /// Whether some paired device has still to learn this device's new Device ID.
@@ -185,7 +186,8 @@ extension Home {
         if mkdir(path, 0o700) != 0 {
             let code = errno
             if code == EEXIST && mayExist { return }
-            throw PlaitError.file(path: path, problem: "cannot create the directory (\(String(cString: strerror(code))))")
+            let reason = String(cString: strerror(code))
+            throw PlaitError.file(path: path, problem: "cannot create the directory (\(reason))")
         }
     }
 

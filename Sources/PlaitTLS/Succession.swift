@@ -97,8 +97,8 @@ public struct Succession: Hashable, Sendable {
         guard succession.oldCertificate == connectionCertificate else {
             throw .succession(.notFromOldKey)
         }
-        guard P256Signature.verify(signature, message: message(statement: statement), certificate: connectionCertificate)
-        else {
+        let signed = message(statement: statement)
+        guard P256Signature.verify(signature, message: signed, certificate: connectionCertificate) else {
             throw .succession(.badSignature)
         }
         guard succession.newCertificate != succession.oldCertificate else {

@@ -149,10 +149,11 @@ extension Plait {
             }
             let rekeyed = try home.rejoinWithNewKey()
             if rekeyed.endedOldTimeline {
-                print("ended timeline \(rekeyed.oldTimeline); now on \(rekeyed.newTimeline); re-sent \(rekeyed.emitted) changes")
+                print("ended timeline \(rekeyed.oldTimeline); now on \(rekeyed.newTimeline); "
+                    + "re-sent \(rekeyed.emitted) changes")
             } else {
-                print("left timeline \(rekeyed.oldTimeline) as it is (another copy of this home may be writing on it); "
-                    + "now on \(rekeyed.newTimeline); re-sent \(rekeyed.emitted) changes")
+                print("left timeline \(rekeyed.oldTimeline) as it is (another copy of this home may be writing "
+                    + "on it); now on \(rekeyed.newTimeline); re-sent \(rekeyed.emitted) changes")
             }
             print("old Device ID \(rekeyed.oldDeviceID) retired to \(rekeyed.retiredPath)")
             let count = rekeyed.peersToTell.count
