@@ -115,9 +115,12 @@ extension Store {
         }
     }
 
-    /// Remembers a device that connected without being paired, keeping at most `pendingLimit`.
+    /// Remembers a device that connected without being paired, keeping at most `pendingLimit`. A device trusted
+    /// meanwhile (a succession statement can arrive before a refusal of its new ID is recorded) is left out.
     public func recordPending(deviceID: String, claimedName: String, address: String?, now: Int64) throws {
         try write { db in
+            let trusted = "SELECT 1 FROM peers WHERE device_id = ?"
+            guard try Bool.fetchOne(db, sql: trusted, arguments: [deviceID]) != true else { return }
             try db.execute(
                 sql: """
                     INSERT INTO pending_peers (device_id, name, address, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)

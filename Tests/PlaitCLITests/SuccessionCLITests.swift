@@ -132,6 +132,51 @@ import Testing
         }
     }
 
+    /// `plait sync --peer ADDRESS` does not know beforehand which device answers: the new identity is tried first,
+    /// B refuses it (and lists it as pending), and the retired identity then tells B, which takes the new ID off
+    /// its pending list.
+    @Test func syncToAnAddressTriesTheNewIdentityThenTellsWithTheRetiredOne() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let newID = try sandbox.ok(["id", "--home", a2]).lines.last!
+            let told = try sandbox.ok(["sync", "--peer", agent.address, "--home", a2])
+            #expect(told.stdout.contains("told it this device's new Device ID"), "\(told)")
+            let rows = try peers(sandbox, b.home)
+            #expect(peer(rows, a.id)?["succeeded_by"] as? String == newID, "\(rows)")
+            #expect(
+                try eventually { agent.log.contains("refused unpaired device \(newID)") },
+                "the new ID was tried first: \(agent.log)")
+            let pending = try sandbox.ok(["peers", "--pending", "--json", "--home", b.home]).json()
+            #expect((pending["pending"] as? [[String: Any]])?.isEmpty == true, "\(pending)")
+            let again = try sandbox.ok(["sync", "--peer", agent.address, "--home", a2])
+            #expect(!again.stdout.contains("told"), "\(again)")
+        }
+    }
+
+    /// Two `--new-key` runs before the peer heard of the first: the peer trusts only the first ID, so the first
+    /// key's statement is signed again to name the newest certificate, and the peer goes straight to it.
+    @Test func aSecondNewKeyBeforeThePeerHeardOfTheFirstLeadsItToTheNewest() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let between = try sandbox.ok(["id", "--home", a2]).lines.last!
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let newest = try sandbox.ok(["id", "--home", a2]).lines.last!
+            #expect(Set([a.id, between, newest]).count == 3)
+            let told = try sandbox.ok(["sync", "--no-discovery", "--home", a2])
+            #expect(told.stdout.contains("told it this device's new Device ID"), "\(told)")
+            let rows = try peers(sandbox, b.home)
+            #expect(peer(rows, a.id)?["succeeded_by"] as? String == newest, "\(rows)")
+            #expect(peer(rows, newest)?["name"] as? String == "laptop", "\(rows)")
+            #expect(peer(rows, between) == nil, "\(rows)")
+            try sandbox.ok(["sync", "--no-discovery", "--home", a2])
+            #expect(try eventually { peer(try peers(sandbox, b.home), newest)?["last_seen"] is String })
+        }
+    }
+
     @Test func theHelpSaysWhenAndWhatAndTheCommandRefusesWhileAnAgentRuns() throws {
         try withSandbox { sandbox in
             let help = try sandbox.ok(["rejoin", "--help"]).stdout

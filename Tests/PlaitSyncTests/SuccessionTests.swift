@@ -41,6 +41,10 @@ import Testing
             #expect(rows.first { $0.deviceID == old }?.succeededBy == new)
             #expect(try b.store.isTrusted(deviceID: old), "the other copy still uses the old ID")
             #expect(try b.store.pendingPeers().isEmpty, "the new ID is no longer a pending stranger")
+            // The agent lists a refused device from another thread: a refusal of the new ID recorded only now
+            // (after the statement was taken) does not list a trusted device as pending.
+            try b.store.recordPending(deviceID: new, claimedName: "x", address: nil, now: 2)
+            #expect(try b.store.pendingPeers().isEmpty, "a trusted device is never pending")
             // Told again (the sender did not record it the first time): nothing more changes.
             #expect(b.acceptSuccession(told, connectionCertificate: try a.identity.certificateDER).refusal == nil)
             #expect(try b.store.peers() == rows)
