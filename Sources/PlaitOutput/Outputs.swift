@@ -362,12 +362,14 @@ public struct SyncPeerOutput: Codable, Sendable, Equatable {
     public var pulled: Int
     public var sent: Int
     @Nullable public var summary: String?
+    /// The session was made with a retired identity and the peer took this device's new Device ID from it.
+    public var toldNewID: Bool
     public var verifiedEqual: Bool
 
     public init(
         address: String, baselinesPulled: Int, baselinesSent: Int, bytesReceived: Int, bytesSent: Int,
         device: String?, diverged: Bool, error: String?, forked: [String], foundBy: String, name: String?, ok: Bool,
-        problems: [String], pulled: Int, sent: Int, summary: String?, verifiedEqual: Bool
+        problems: [String], pulled: Int, sent: Int, summary: String?, verifiedEqual: Bool, toldNewID: Bool = false
     ) {
         self.address = address
         self.baselinesPulled = baselinesPulled
@@ -385,13 +387,15 @@ public struct SyncPeerOutput: Codable, Sendable, Equatable {
         self.pulled = pulled
         self.sent = sent
         self.summary = summary
+        self.toldNewID = toldNewID
         self.verifiedEqual = verifiedEqual
     }
 
     enum CodingKeys: String, CodingKey {
         case address, baselinesPulled = "baselines_pulled", baselinesSent = "baselines_sent"
         case bytesReceived = "bytes_received", bytesSent = "bytes_sent", device, diverged, error, forked
-        case foundBy = "found_by", name, ok, problems, pulled, sent, summary, verifiedEqual = "verified_equal"
+        case foundBy = "found_by", name, ok, problems, pulled, sent, summary, toldNewID = "told_new_id"
+        case verifiedEqual = "verified_equal"
     }
 }
 

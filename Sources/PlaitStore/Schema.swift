@@ -168,7 +168,7 @@ enum Schema {
                     ALTER TABLE peers ADD COLUMN claim TEXT;
                     """)
         }
-        migrator.registerMigration("v5-succession") { db in
+        migrator.registerMigration("v6-succession") { db in
             try db.execute(
                 sql: """
                     -- Receiving side of `plait rejoin --new-key` (PROTOCOL.md §21): the Device ID a peer's signed

@@ -88,7 +88,7 @@ extension Plait {
                                 foundBy: source == .discovered ? "mdns" : source.rawValue, name: outcome.name,
                                 ok: outcome.succeeded, problems: outcome.problems, pulled: result?.pulled ?? 0,
                                 sent: result?.sent ?? 0, summary: result?.finalSummary.description,
-                                verifiedEqual: result?.verifiedEqual ?? false)
+                                verifiedEqual: result?.verifiedEqual ?? false, toldNewID: outcome.toldSuccessor)
                         }))
             }
             if outcomes.contains(where: { !$0.outcome.succeeded }) { throw ExitCode(1) }

@@ -150,8 +150,9 @@ import Testing
                 "the new ID was tried first: \(agent.log)")
             let pending = try sandbox.ok(["peers", "--pending", "--json", "--home", b.home]).json()
             #expect((pending["pending"] as? [[String: Any]])?.isEmpty == true, "\(pending)")
-            let again = try sandbox.ok(["sync", "--peer", agent.address, "--home", a2])
-            #expect(!again.stdout.contains("told"), "\(again)")
+            let again = try sandbox.ok(["sync", "--peer", agent.address, "--home", a2, "--json"]).json()
+            let first = (again["peers"] as? [[String: Any]])?.first
+            #expect(first?["told_new_id"] as? Bool == false && first?["device"] as? String == b.id, "\(again)")
         }
     }
 
