@@ -109,7 +109,10 @@ extension Home {
         do {
             rejoined = try replica.rejoin(now: now)
         } catch {
-            throw Self.wrap(error)
+            // The key is replaced and the peers are recorded: only the timeline is left, which `plait rejoin` does.
+            throw PlaitError.usage(
+                "the new key is in place (Device ID \(new.deviceID)) but the new timeline could not be started "
+                    + "(\(Self.wrap(error))); run `plait rejoin` to start it.")
         }
         return Rekeyed(
             oldDeviceID: old.deviceID, newDeviceID: new.deviceID, retiredPath: retired, peersToTell: peers,
