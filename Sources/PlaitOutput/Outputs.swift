@@ -276,11 +276,14 @@ public struct PeerOutput: Codable, Sendable, Equatable {
     @Nullable public var pairedAt: String?
     @Nullable public var refused: String?
     public var state: String
+    /// The Device ID a statement signed by this device's key named as its successor (`plait rejoin --new-key`).
+    @Nullable public var succeededBy: String?
     @Nullable public var summary: String?
 
     public init(
         address: String?, claim: String?, device: String, diverged: String?, forked: [String], inSync: Bool,
-        lastSeen: String?, name: String, pairedAt: String?, refused: String?, state: String, summary: String?
+        lastSeen: String?, name: String, pairedAt: String?, refused: String?, state: String, summary: String?,
+        succeededBy: String? = nil
     ) {
         self.address = address
         self.claim = claim
@@ -293,12 +296,13 @@ public struct PeerOutput: Codable, Sendable, Equatable {
         self.pairedAt = pairedAt
         self.refused = refused
         self.state = state
+        self.succeededBy = succeededBy
         self.summary = summary
     }
 
     enum CodingKeys: String, CodingKey {
         case address, claim, device, diverged, forked, inSync = "in_sync", lastSeen = "last_seen", name
-        case pairedAt = "paired_at", refused, state, summary
+        case pairedAt = "paired_at", refused, state, succeededBy = "succeeded_by", summary
     }
 }
 
@@ -362,12 +366,14 @@ public struct SyncPeerOutput: Codable, Sendable, Equatable {
     public var pulled: Int
     public var sent: Int
     @Nullable public var summary: String?
+    /// The session was made with a retired identity and the peer took this device's new Device ID from it.
+    public var toldNewID: Bool
     public var verifiedEqual: Bool
 
     public init(
         address: String, baselinesPulled: Int, baselinesSent: Int, bytesReceived: Int, bytesSent: Int,
         device: String?, diverged: Bool, error: String?, forked: [String], foundBy: String, name: String?, ok: Bool,
-        problems: [String], pulled: Int, sent: Int, summary: String?, verifiedEqual: Bool
+        problems: [String], pulled: Int, sent: Int, summary: String?, verifiedEqual: Bool, toldNewID: Bool = false
     ) {
         self.address = address
         self.baselinesPulled = baselinesPulled
@@ -385,13 +391,15 @@ public struct SyncPeerOutput: Codable, Sendable, Equatable {
         self.pulled = pulled
         self.sent = sent
         self.summary = summary
+        self.toldNewID = toldNewID
         self.verifiedEqual = verifiedEqual
     }
 
     enum CodingKeys: String, CodingKey {
         case address, baselinesPulled = "baselines_pulled", baselinesSent = "baselines_sent"
         case bytesReceived = "bytes_received", bytesSent = "bytes_sent", device, diverged, error, forked
-        case foundBy = "found_by", name, ok, problems, pulled, sent, summary, verifiedEqual = "verified_equal"
+        case foundBy = "found_by", name, ok, problems, pulled, sent, summary, toldNewID = "told_new_id"
+        case verifiedEqual = "verified_equal"
     }
 }
 

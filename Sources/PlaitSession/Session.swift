@@ -299,7 +299,7 @@ public final class Session: @unchecked Sendable {
     private func performOne(_ action: SessionAction) throws(SessionError) -> SessionAnswer? {
         let store = replica.store
         switch action {
-        case .send, .integrate, .readPage, .finding, .pulled, .admit:
+        case .send, .integrate, .readPage, .finding, .pulled, .admit, .succession:
             break
         default:
             // Every other read or write sees the store with the pulled batches committed.
@@ -368,6 +368,11 @@ public final class Session: @unchecked Sendable {
             try local {
                 try store.recordCopiedHome(deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())
             }
+        case let .succession(statement):
+            // Without a handler (a session nobody set up for it) the statement is refused, never silently taken.
+            let refusal = options.onSuccession.map { $0(statement) }
+                ?? "this device does not take succession statements"
+            if let refusal { throw .successionRefused(refusal) }
         case .pulled:
             // Reported by the pipeline once the batch is committed (see `intake`), not when it is checked.
             break

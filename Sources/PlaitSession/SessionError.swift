@@ -44,6 +44,9 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case notKept
     /// The peer presents this very Device ID from another instance: this home and the peer's are copies.
     case copiedHome(CopiedHome)
+    /// The peer's Hello carried a succession statement this device refused (PROTOCOL.md §21): nothing was trusted
+    /// because of it, and the session is closed so that the peer does not count this device as told.
+    case successionRefused(String)
 
     public var description: String {
         switch self {
@@ -88,6 +91,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "another connection between the same two devices was kept instead of this one."
         case let .copiedHome(copied):
             return "the peer is this device's own ID from another home: \(copied)."
+        case let .successionRefused(reason):
+            return "its succession statement was refused (\(reason)); nothing was trusted because of it."
         }
     }
 

@@ -90,6 +90,14 @@ public struct SessionOptions: Sendable {
     /// Called on the session's thread with the peer's Hello once it is valid (the agent keeps one connection per
     /// instance of a device): false ends the session with `SessionError.notKept`.
     public var admitPeer: (@Sendable (Hello) -> Bool)?
+    /// Put in this device's Hello: it dials with a retired identity to tell the peer the Device ID that replaces it
+    /// (`plait rejoin --new-key`, PROTOCOL.md §21).
+    public var succession: SuccessionStatement?
+    /// Called on the session's thread when the peer's Hello carries a succession statement, before anything else
+    /// of the session: it checks the statement against the connection's certificate and records what it proves.
+    /// It returns nil when the statement was taken, else why it was refused: the session then ends with a Close
+    /// naming that reason, so the sender never counts this device as told.
+    public var onSuccession: (@Sendable (SuccessionStatement) -> String?)?
 
     public init(mode: SessionMode = .oneShot) { self.mode = mode }
 
@@ -238,6 +246,8 @@ enum SessionAction {
     case quarantine(DamagedChange, reason: String)
 
     // Reports to the session's owner.
+    /// The peer's Hello carried a succession statement (`SessionOptions.onSuccession`).
+    case succession(SuccessionStatement)
     /// One sentence about something found wrong (`SessionOptions.onFinding`).
     case finding(String)
     /// The peer's Hello is valid: may the session go on (`SessionOptions.admitPeer`)? If not, it ends.
@@ -684,7 +694,8 @@ struct SessionMachine {
                 headHashes: view.heads.mapValues { HeadHash(seq: $0.seq, hash: $0.hash) },
                 baselineSummary: view.baselineSummary, baselineDigest: view.baselineDigest,
                 stateDigest: status.stateDigest, unknownCount: UInt64(status.uninterpretable),
-                maxFrameSize: options.frameLimit, instanceNonce: identity.instanceNonce))
+                maxFrameSize: options.frameLimit, instanceNonce: identity.instanceNonce,
+                succession: options.succession))
     }
 
     /// Notify with this device's summary and a state report read in the same instant.
@@ -760,7 +771,8 @@ struct SessionMachine {
         peer = hello
         peerBaseline = hello.baselineSummary
         awaiting = .greeting(hello)
-        return [.admit(hello), .readGreeting(peer: hello.deviceID)]
+        let told: [SessionAction] = hello.succession.map { [.succession($0)] } ?? []
+        return told + [.admit(hello), .readGreeting(peer: hello.deviceID)]
     }
 
     private mutating func greetingRead(

@@ -18,6 +18,8 @@ public struct PeerRecord: Hashable, Sendable {
     public var diverged: String?
     public var refused: String?
     public var claim: String?
+    /// The Device ID that a statement signed by this device's key named as its successor (PROTOCOL.md §21).
+    public var succeededBy: String?
 }
 
 /// A device that tried to connect without being paired. Its name is what it claimed: unverified.
@@ -84,14 +86,14 @@ extension Store {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT device_id, name, address, paired_at, last_seen, last_summary, diverged, refused, claim
-                    FROM peers ORDER BY name, device_id
+                    SELECT device_id, name, address, paired_at, last_seen, last_summary, diverged, refused, claim,
+                    succeeded_by FROM peers ORDER BY name, device_id
                     """
             ).map { row in
                 PeerRecord(
                     deviceID: row[0], name: row[1], address: row[2], pairedAt: row[3], lastSeen: row[4],
                     lastSummary: try (row[5] as String?).map { try Summary(parsing: $0) }, diverged: row[6],
-                    refused: row[7], claim: row[8])
+                    refused: row[7], claim: row[8], succeededBy: row[9])
             }
     }
 
@@ -113,9 +115,12 @@ extension Store {
         }
     }
 
-    /// Remembers a device that connected without being paired, keeping at most `pendingLimit`.
+    /// Remembers a device that connected without being paired, keeping at most `pendingLimit`. A device trusted
+    /// meanwhile (a succession statement can arrive before a refusal of its new ID is recorded) is left out.
     public func recordPending(deviceID: String, claimedName: String, address: String?, now: Int64) throws {
         try write { db in
+            let trusted = "SELECT 1 FROM peers WHERE device_id = ?"
+            guard try Bool.fetchOne(db, sql: trusted, arguments: [deviceID]) != true else { return }
             try db.execute(
                 sql: """
                     INSERT INTO pending_peers (device_id, name, address, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)

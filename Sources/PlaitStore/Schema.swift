@@ -181,6 +181,23 @@ enum Schema {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v6-succession") { db in
+            try db.execute(
+                sql: """
+                    -- Receiving side of `plait rejoin --new-key` (PROTOCOL.md §21): the Device ID a peer's signed
+                    -- succession statement named as its successor; the peer itself stays trusted (the other copy of
+                    -- a copied home still uses that ID).
+                    ALTER TABLE peers ADD COLUMN succeeded_by TEXT;
+
+                    -- Sending side: the peers that still have to learn this device's new Device ID, each with the
+                    -- retired Device ID it trusts (the identity in `retired/` to dial it with). A row goes once a
+                    -- session carrying the statement succeeded with that peer.
+                    CREATE TABLE succession_pending (
+                        peer TEXT PRIMARY KEY NOT NULL CHECK (length(peer) = 63),
+                        retired TEXT NOT NULL CHECK (length(retired) = 63)
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 }

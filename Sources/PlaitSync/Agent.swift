@@ -450,7 +450,7 @@ public final class Agent: @unchecked Sendable {
                     dialing.insert(key)
                     return true
                 }
-                if due { spawn("dial-\(key.prefix(7))") { self.dial(target.address, key: key) } }
+                if due { spawn("dial-\(key.prefix(7))") { self.dial(target.address, key: key, peer: target.id) } }
             }
             _ = dialWake.wait(timeout: .now() + .milliseconds(Int(pollMilliseconds(until: wake))))
         }
@@ -460,19 +460,22 @@ public final class Agent: @unchecked Sendable {
     /// dial failed, the paired devices changed).
     private let dialWake = DispatchSemaphore(value: 0)
 
-    private func dial(_ address: PeerAddress, key: String) {
+    private func dial(_ address: PeerAddress, key: String, peer: String?) {
         defer {
             _ = lock.withLock { dialing.remove(key) }
             dialWake.signal()  // its backoff (if it failed) decides when it is dialled again
         }
         do {
-            let context = try TLSContext(identity: home.identity, role: .client(offering: .sync))
+            // A peer that has still to learn this device's new Device ID is dialled with the retired identity it
+            // trusts, once, to tell it (PROTOCOL.md §21); the next dial uses the current identity.
+            let telling = peer.flatMap { home.successionCredentials(for: $0) }
+            let context = try TLSContext(identity: telling?.identity ?? home.identity, role: .client(offering: .sync))
             let connection = try TLSConnection.connect(
                 host: address.host, port: address.port, context: context,
                 trust: { [weak self] in self?.trust($0) ?? false }, timeout: settings.dialTimeout)
             lock.withLock { backoff[key] = nil }
             // A static peer is dialled by its address: a session that failed at once backs that off too.
-            if run(connection, dialedByMe: true, address: address) { backOff(key) }
+            if run(connection, dialedByMe: true, address: address, telling: telling) { backOff(key) }
         } catch {
             let delay = lock.withLock { () -> Duration in
                 let previous = backoff[key]?.delay ?? .zero
@@ -494,10 +497,16 @@ public final class Agent: @unchecked Sendable {
 
     /// Runs a session on `connection` until it ends. Returns whether it failed at once (its dialer backs off).
     @discardableResult
-    private func run(_ connection: TLSConnection, dialedByMe: Bool, address: PeerAddress?) -> Bool {
+    private func run(
+        _ connection: TLSConnection, dialedByMe: Bool, address: PeerAddress?, telling: SuccessionCredentials? = nil
+    ) -> Bool {
         defer { connection.close() }
         guard let peer = connection.peerDeviceID?.description else { return false }
-        var options = SessionOptions(mode: .agent)
+        // Telling a peer the new Device ID is one one-shot session under the retired identity.
+        var options = SessionOptions(mode: telling == nil ? .agent : .oneShot)
+        options.succession = telling?.statement
+        let certificate = connection.peerCertificateDER
+        options.onSuccession = { [weak self] statement in self?.tookSuccession(statement, certificate: certificate) }
         options.maxBatchChanges = home.config.batchChanges
         options.idleTimeout = .seconds(60)
         options.certifiedPeerID = peer
@@ -515,9 +524,10 @@ public final class Agent: @unchecked Sendable {
         }
         let session: Session
         do {
+            var me = try home.sessionIdentity
+            if let telling { me.deviceID = telling.identity.deviceID.description }
             session = try Session(
-                transport: TLSFrameTransport(connection), replica: home.replica, identity: home.sessionIdentity,
-                options: options)
+                transport: TLSFrameTransport(connection), replica: home.replica, identity: me, options: options)
         } catch {
             logger.error("cannot start a session with \(peer): \(error)")
             return false
@@ -542,6 +552,14 @@ public final class Agent: @unchecked Sendable {
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: acknowledgement(entry, result.finalSummary),
                 now: Replica.now())
+            if telling != nil {
+                do {
+                    try home.store.successionTold(peer: peer)
+                    logger.notice("told \(label) this device's new Device ID; it is dialled with it from now on")
+                } catch {
+                    logger.error("\(label) took this device's new Device ID, but recording it failed: \(error)")
+                }
+            }
         } catch {
             switch error {
             case .notKept:
@@ -654,6 +672,22 @@ public final class Agent: @unchecked Sendable {
                 deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())
             for entry in [newcomer] + alive { entry.session.tellCopies(copied.instances) }
         }
+    }
+
+    /// Checks a succession statement from the peer that presented `certificate`; trusts its new Device ID at once
+    /// (not only once the watch thread reads the peers again), so it can connect with it right away.
+    private func tookSuccession(_ statement: SuccessionStatement, certificate: [UInt8]?) -> String? {
+        let (accepted, refusal) = home.acceptSuccession(statement, connectionCertificate: certificate)
+        guard let accepted else {
+            let reason = refusal ?? "unknown"
+            logger.warning("refused a succession statement: \(reason); nothing was trusted because of it")
+            return reason
+        }
+        lock.withLock { trusted.insert(accepted.new) }
+        let line = "device \(accepted.old) (\(accepted.name.terminalSafe)) has a new key: now trusting "
+            + "\(accepted.new) under the same name; \(accepted.old) stays trusted, marked as succeeded"
+        logger.notice("\(line)")
+        return nil
     }
 
     /// Waits before dialing `peer` again, longer each time (up to `maxBackoff`): the peer stopped or refused the

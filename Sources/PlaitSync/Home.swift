@@ -52,6 +52,11 @@ public final class Home: @unchecked Sendable {
         }
     }
 
+    /// Makes `identity` the one in force (`plait rejoin --new-key` replaced the files under it).
+    func replaceIdentity(_ identity: Identity) {
+        identityLock.withLock { loadedIdentity = .success(identity) }
+    }
+
     /// `identity` for the pairing code, whose functions throw only `PairingError`.
     func pairingIdentity() throws(PairingError) -> Identity {
         do {

@@ -13,6 +13,9 @@ public struct PeerSyncOutcome: Sendable {
     public var result: SessionResult?
     /// Why it failed, one sentence; nil on success.
     public var failure: String?
+    /// The session was made with a retired identity and the peer took this device's new Device ID from it
+    /// (`plait rejoin --new-key`, PROTOCOL.md §21).
+    public var toldSuccessor = false
 
     /// What the session found wrong although it ran to the end, one sentence each (DESIGN §10): forks,
     /// refused changes, a divergence, a claim on this device's own timeline, damaged stored changes.
@@ -63,14 +66,36 @@ extension Home {
 
     /// Connects to `address` over TLS (sync protocol), requires the peer to be paired, and runs one session
     /// both ways. Never throws: failures are reported in the outcome, so `plait sync` can go on.
+    ///
+    /// A peer that has still to learn this device's new Device ID (`plait rejoin --new-key`) is dialled with the
+    /// retired identity it trusts, and the signed statement goes in Hello. `expecting` is the peer's Device ID
+    /// when known; when not (`--peer`), the current identity is tried first, and if the peer that refused it is
+    /// one still to be told, the retired one.
     public func syncOnce(
-        with address: PeerAddress, timeout: Duration, onPulled: (@Sendable (Int) -> Void)? = nil
+        with address: PeerAddress, expecting peer: String? = nil, timeout: Duration,
+        onPulled: (@Sendable (Int) -> Void)? = nil
+    ) -> PeerSyncOutcome {
+        if let peer, let credentials = successionCredentials(for: peer) {
+            return syncOnce(with: address, telling: credentials, timeout: timeout, onPulled: onPulled)
+        }
+        let outcome = syncOnce(with: address, telling: nil, timeout: timeout, onPulled: onPulled)
+        if peer == nil, outcome.result == nil, let refusing = outcome.deviceID,
+            let credentials = successionCredentials(for: refusing)
+        {
+            return syncOnce(with: address, telling: credentials, timeout: timeout, onPulled: onPulled)
+        }
+        return outcome
+    }
+
+    private func syncOnce(
+        with address: PeerAddress, telling credentials: SuccessionCredentials?, timeout: Duration,
+        onPulled: (@Sendable (Int) -> Void)?
     ) -> PeerSyncOutcome {
         var outcome = PeerSyncOutcome(address: address)
         do {
             TLS.setUp()
             let trusted = try trustedDeviceIDs()
-            let context = try TLSContext(identity: identity, role: .client(offering: .sync))
+            let context = try TLSContext(identity: credentials?.identity ?? identity, role: .client(offering: .sync))
             let connection = try TLSConnection.connect(
                 host: address.host, port: address.port, context: context,
                 trust: { trusted.contains($0.description) }, timeout: timeout)
@@ -84,11 +109,22 @@ extension Home {
             options.maxBatchChanges = config.batchChanges
             options.idleTimeout = timeout
             options.onPulled = onPulled
+            options.succession = credentials?.statement
+            let certificate = connection.peerCertificateDER
+            options.onSuccession = { [self] statement in
+                self.acceptSuccession(statement, connectionCertificate: certificate).refusal
+            }
+            var me = try sessionIdentity
+            if let credentials { me.deviceID = credentials.identity.deviceID.description }
             let session = try Session(
-                transport: TLSFrameTransport(connection), replica: replica, identity: sessionIdentity, options: options)
+                transport: TLSFrameTransport(connection), replica: replica, identity: me, options: options)
             let result = try session.run()
             outcome.name = result.peerName
             outcome.result = result
+            if credentials != nil {
+                try store.successionTold(peer: peer)
+                outcome.toldSuccessor = true
+            }
             try store.peerSeen(deviceID: peer, address: address.description, summary: result.finalSummary, now: Replica.now())
         } catch let error as TLSError {
             outcome.failure = Self.explain(error, address: address)

@@ -158,7 +158,7 @@ extension Home {
         precondition(!target.addresses.isEmpty, "a sync target has at least one address (SyncTarget.plan)")
         var outcome: PeerSyncOutcome?
         for address in target.addresses {
-            outcome = syncOnce(with: address, timeout: timeout, onPulled: onPulled)
+            outcome = syncOnce(with: address, expecting: target.deviceID, timeout: timeout, onPulled: onPulled)
             if outcome?.succeeded == true { break }
         }
         return outcome!

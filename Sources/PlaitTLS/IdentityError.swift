@@ -26,6 +26,8 @@ public enum IdentityError: Error, Equatable, CustomStringConvertible {
     case keyDoesNotMatchCertificate(directory: String)
     /// An OpenSSL call failed while making or encoding an identity.
     case openSSL(operation: String, message: String)
+    /// A succession statement (`plait rejoin --new-key`) was refused; nothing was trusted because of it.
+    case succession(SuccessionProblem)
 
     public var description: String {
         switch self {
@@ -63,6 +65,8 @@ public enum IdentityError: Error, Equatable, CustomStringConvertible {
                 + "the same backup or create a new identity with `plait init`."
         case .openSSL(let operation, let message):
             return "OpenSSL failed to \(operation) (\(message)); check the OpenSSL 3 installation."
+        case .succession(let problem):
+            return "The succession statement was refused: \(problem); the device keeps its old trust only."
         }
     }
 }

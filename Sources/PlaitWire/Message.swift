@@ -89,12 +89,15 @@ public struct Hello: Hashable, Sendable {
     /// 16 random bytes drawn once per process: two live connections from one Device ID with different nonces
     /// reveal a copied home (DESIGN §11). Empty when the sender sent none.
     public var instanceNonce: [UInt8]
+    /// Sent by a device dialling with a retired identity: the Device ID that replaces it (PROTOCOL.md §21).
+    public var succession: SuccessionStatement?
 
     public init(
         protocolVersion: UInt32 = Hello.currentProtocolVersion, domainName: String, domainVersion: UInt32,
         deviceID: String, name: String, summary: Summary, headHashes: [TimelineID: HeadHash],
         baselineSummary: Summary, baselineDigest: [UInt8]?, stateDigest: [UInt8], unknownCount: UInt64,
-        maxFrameSize: Int = Frame.defaultMaxSize, instanceNonce: [UInt8] = []
+        maxFrameSize: Int = Frame.defaultMaxSize, instanceNonce: [UInt8] = [],
+        succession: SuccessionStatement? = nil
     ) {
         self.protocolVersion = protocolVersion
         self.domainName = domainName
@@ -109,6 +112,24 @@ public struct Hello: Hashable, Sendable {
         self.unknownCount = unknownCount
         self.maxFrameSize = maxFrameSize
         self.instanceNonce = instanceNonce
+        self.succession = succession
+    }
+}
+
+/// A succession statement as it travels in Hello (field 15): the canonical `Succession` bytes and the old key's
+/// signature over them, both opaque here. PlaitTLS's `Succession.verify` checks them against the connection.
+public struct SuccessionStatement: Hashable, Sendable {
+    /// Bytes of a statement at most (two certificates of plait's kind take about 800).
+    public static let maxStatementBytes = 16 << 10
+    /// A signature is 64 bytes r ‖ s.
+    public static let signatureBytes = 64
+
+    public var statement: [UInt8]
+    public var signature: [UInt8]
+
+    public init(statement: [UInt8], signature: [UInt8]) {
+        self.statement = statement
+        self.signature = signature
     }
 }
 
@@ -228,6 +249,12 @@ extension Message {
                     $0.unknownCount = hello.unknownCount
                     $0.maxFrameSize = UInt32(clamping: hello.maxFrameSize)
                     $0.instanceNonce = Data(hello.instanceNonce)
+                    if let succession = hello.succession {
+                        $0.succession = Plait_Wire_V1_SuccessionStatement.with {
+                            $0.statement = Data(succession.statement)
+                            $0.signature = Data(succession.signature)
+                        }
+                    }
                 })
         case let .want(want):
             return serialize(
@@ -523,7 +550,20 @@ extension Hello {
             baselineSummary: baselineSummary, baselineDigest: baselineDigest, stateDigest: stateDigest,
             unknownCount: proto.unknownCount, maxFrameSize: Int(proto.maxFrameSize),
             instanceNonce: proto.instanceNonce.isEmpty
-                ? [] : try validInstanceNonce(proto.instanceNonce, field: "instance nonce"))
+                ? [] : try validInstanceNonce(proto.instanceNonce, field: "instance nonce"),
+            succession: proto.hasSuccession ? try SuccessionStatement(validating: proto.succession) : nil)
+    }
+}
+
+extension SuccessionStatement {
+    fileprivate init(validating proto: Plait_Wire_V1_SuccessionStatement) throws(Invalid) {
+        guard !proto.statement.isEmpty, proto.statement.count <= Self.maxStatementBytes else {
+            throw Invalid("succession statement is \(proto.statement.count) bytes, not 1 to \(Self.maxStatementBytes)")
+        }
+        guard proto.signature.count == Self.signatureBytes else {
+            throw Invalid("succession signature is \(proto.signature.count) bytes, not \(Self.signatureBytes)")
+        }
+        self.init(statement: [UInt8](proto.statement), signature: [UInt8](proto.signature))
     }
 }
 

@@ -227,6 +227,40 @@ package nonisolated struct Plait_Wire_V1_Hello: Sendable {
   /// when the sender has none. Two live connections from one Device ID with different nonces reveal a copied home.
   package var instanceNonce: Data = Data()
 
+  /// Protocol 2 (PROTOCOL.md §21): sent by a device dialling with a retired identity, to tell a peer that
+  /// trusted it the Device ID that replaces it. Absent otherwise.
+  package var succession: Plait_Wire_V1_SuccessionStatement {
+    get {_succession ?? Plait_Wire_V1_SuccessionStatement()}
+    set {_succession = newValue}
+  }
+  /// Returns true if `succession` has been explicitly set.
+  package var hasSuccession: Bool {self._succession != nil}
+  /// Clears the value of `succession`. Subsequent reads from it will return its default value.
+  package mutating func clearSuccession() {self._succession = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _succession: Plait_Wire_V1_SuccessionStatement? = nil
+}
+
+/// `plait rejoin --new-key` (PROTOCOL.md §21). `statement` is the canonical encoding of
+///
+///   message Succession { bytes old_certificate = 1; bytes new_certificate = 2; int64 issued_at = 3; }
+///
+/// (fields in number order, nothing else; at most 16 KiB), and `signature` is 64 bytes r||s, low S, ECDSA P-256
+/// by the old certificate's key over SHA-256("plait-succession-v1\0" || statement). A receiver takes the old
+/// certificate to check against from the TLS handshake of the connection it came on, never from the message.
+package nonisolated struct Plait_Wire_V1_SuccessionStatement: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var statement: Data = Data()
+
+  package var signature: Data = Data()
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -294,6 +328,27 @@ package nonisolated struct Plait_Wire_V1_Changes: Sendable {
   // methods supported on all messages.
 
   package var changes: [Data] = []
+
+  /// Protocol 2: the signatures the batch carries, beside the changes' hashed bytes (PROTOCOL.md §20). A
+  /// sender ends each signed timeline's part of a batch at a signed change. Written after every change, in
+  /// ascending index order, at most one per change.
+  package var signatures: [Plait_Wire_V1_ChangeSignature] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+package nonisolated struct Plait_Wire_V1_ChangeSignature: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the change it signs: its position in `changes`, from 0
+  package var index: UInt32 = 0
+
+  /// 64 bytes r||s (low-S), ECDSA P-256 over SHA-256("plait-change-v1\0" || change hash)
+  package var signature: Data = Data()
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -522,7 +577,7 @@ nonisolated extension Plait_Wire_V1_HeadHash: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Hello"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{4}\u{2}instance_nonce\0\u{b}fork_records\0\u{c}\u{d}\u{1}")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{4}\u{2}instance_nonce\0\u{1}succession\0\u{b}fork_records\0\u{c}\u{d}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -543,12 +598,17 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
       case 11: try { try decoder.decodeSingularUInt64Field(value: &self.unknownCount) }()
       case 12: try { try decoder.decodeSingularUInt32Field(value: &self.maxFrameSize) }()
       case 14: try { try decoder.decodeSingularBytesField(value: &self.instanceNonce) }()
+      case 15: try { try decoder.decodeSingularMessageField(value: &self._succession) }()
       default: break
       }
     }
   }
 
   package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.protocolVersion != 0 {
       try visitor.visitSingularUInt32Field(value: self.protocolVersion, fieldNumber: 1)
     }
@@ -588,6 +648,9 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.instanceNonce.isEmpty {
       try visitor.visitSingularBytesField(value: self.instanceNonce, fieldNumber: 14)
     }
+    try { if let v = self._succession {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -605,6 +668,42 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.unknownCount != rhs.unknownCount {return false}
     if lhs.maxFrameSize != rhs.maxFrameSize {return false}
     if lhs.instanceNonce != rhs.instanceNonce {return false}
+    if lhs._succession != rhs._succession {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Plait_Wire_V1_SuccessionStatement: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SuccessionStatement"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}statement\0\u{1}signature\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.statement) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.signature) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.statement.isEmpty {
+      try visitor.visitSingularBytesField(value: self.statement, fieldNumber: 1)
+    }
+    if !self.signature.isEmpty {
+      try visitor.visitSingularBytesField(value: self.signature, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Plait_Wire_V1_SuccessionStatement, rhs: Plait_Wire_V1_SuccessionStatement) -> Bool {
+    if lhs.statement != rhs.statement {return false}
+    if lhs.signature != rhs.signature {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -701,7 +800,7 @@ nonisolated extension Plait_Wire_V1_BaselineChunk: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Plait_Wire_V1_Changes: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Changes"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}changes\0\u{b}signatures\0\u{c}\u{2}\u{1}")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}changes\0\u{1}signatures\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -710,6 +809,7 @@ nonisolated extension Plait_Wire_V1_Changes: SwiftProtobuf.Message, SwiftProtobu
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedBytesField(value: &self.changes) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.signatures) }()
       default: break
       }
     }
@@ -719,11 +819,50 @@ nonisolated extension Plait_Wire_V1_Changes: SwiftProtobuf.Message, SwiftProtobu
     if !self.changes.isEmpty {
       try visitor.visitRepeatedBytesField(value: self.changes, fieldNumber: 1)
     }
+    if !self.signatures.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.signatures, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   package static func ==(lhs: Plait_Wire_V1_Changes, rhs: Plait_Wire_V1_Changes) -> Bool {
     if lhs.changes != rhs.changes {return false}
+    if lhs.signatures != rhs.signatures {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Plait_Wire_V1_ChangeSignature: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ChangeSignature"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}index\0\u{1}signature\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.index) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.signature) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.index != 0 {
+      try visitor.visitSingularUInt32Field(value: self.index, fieldNumber: 1)
+    }
+    if !self.signature.isEmpty {
+      try visitor.visitSingularBytesField(value: self.signature, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Plait_Wire_V1_ChangeSignature, rhs: Plait_Wire_V1_ChangeSignature) -> Bool {
+    if lhs.index != rhs.index {return false}
+    if lhs.signature != rhs.signature {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -123,14 +123,47 @@ extension Plait {
                 Appends `timeline.end` to the old timeline, so it no longer holds compaction back, starts a \
                 new timeline and re-emits every list and item as create changes; other devices collapse the \
                 duplicates.
+
+                --new-key: use it on one of two copies of a home, when plait reports "home copied" (the home \
+                was copied with cp, restored from a backup while the original lives on, or cloned with a \
+                disk image). Both copies then hold the same key and Device ID; this gives this copy a key and \
+                Device ID of its own. The old key and certificate are moved to retired/<old ID>/ in the home \
+                with a statement, signed by the old key, that names the new Device ID; a new timeline is \
+                started (the old one is ended only if no other copy may be writing on it). Paired devices learn \
+                the new ID by themselves at the next sync with them (`plait sync` or the agent): this device \
+                connects to each once more with its old identity and hands over the statement, and each \
+                trusts the new ID under the old one's name. Once all have been told, the retired identity is \
+                no longer used; its files stay in retired/ (keep them private). Stop `plait agent` on this \
+                home first.
                 """)
 
         @OptionGroup var global: GlobalOptions
 
+        @Flag(help: "Also make a new key and Device ID for this device (after \"home copied\"; see below).")
+        var newKey = false
+
         func run() throws {
             let home = try global.openHome()
-            let result = try home.replica.rejoin()
-            print("ended timeline \(result.old); now on \(result.new); re-sent \(result.emitted) changes")
+            guard newKey else {
+                let result = try home.replica.rejoin()
+                print("ended timeline \(result.old); now on \(result.new); re-sent \(result.emitted) changes")
+                return
+            }
+            let rekeyed = try home.rejoinWithNewKey()
+            if rekeyed.endedOldTimeline {
+                print("ended timeline \(rekeyed.oldTimeline); now on \(rekeyed.newTimeline); "
+                    + "re-sent \(rekeyed.emitted) changes")
+            } else {
+                print("left timeline \(rekeyed.oldTimeline) as it is (another copy of this home may be writing "
+                    + "on it); now on \(rekeyed.newTimeline); re-sent \(rekeyed.emitted) changes")
+            }
+            print("old Device ID \(rekeyed.oldDeviceID) retired to \(rekeyed.retiredPath)")
+            let count = rekeyed.peersToTell.count
+            print(count == 0
+                ? "no paired device to tell"
+                : "\(count) paired device\(count == 1 ? "" : "s") will learn the new ID at the next sync")
+            print("Device ID (new):")
+            print(rekeyed.newDeviceID.description)
         }
     }
 

@@ -264,7 +264,8 @@ extension Plait {
                                 address: $0.address, claim: $0.claim, device: $0.deviceID, diverged: $0.diverged,
                                 forked: (forks[$0.deviceID] ?? []).map(\.detail), inSync: state($0) == "in sync",
                                 lastSeen: time($0.lastSeen), name: $0.name, pairedAt: time($0.pairedAt),
-                                refused: $0.refused, state: state($0), summary: $0.lastSummary?.description)
+                                refused: $0.refused, state: state($0), summary: $0.lastSummary?.description,
+                                succeededBy: $0.succeededBy)
                         }))
                 return
             }
@@ -276,6 +277,7 @@ extension Plait {
                 let seen = time(row.lastSeen) ?? "never"
                 print("\(row.name.terminalSafe)  \(row.deviceID)  \(row.address ?? "-")  seen \(seen)  \(state(row))")
                 for fork in forks[row.deviceID] ?? [] { print("  forked: \(fork.detail.terminalSafe)") }
+                if let successor = row.succeededBy { print("  succeeded by \(successor) (it has a new key)") }
                 for finding in [row.diverged, row.refused, row.claim].compactMap({ $0 }) {
                     print("  \(finding.terminalSafe)")
                 }

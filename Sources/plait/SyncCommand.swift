@@ -88,7 +88,7 @@ extension Plait {
                                 foundBy: source == .discovered ? "mdns" : source.rawValue, name: outcome.name,
                                 ok: outcome.succeeded, problems: outcome.problems, pulled: result?.pulled ?? 0,
                                 sent: result?.sent ?? 0, summary: result?.finalSummary.description,
-                                verifiedEqual: result?.verifiedEqual ?? false)
+                                verifiedEqual: result?.verifiedEqual ?? false, toldNewID: outcome.toldSuccessor)
                         }))
             }
             if outcomes.contains(where: { !$0.outcome.succeeded }) { throw ExitCode(1) }
@@ -130,6 +130,7 @@ extension Plait {
             var text = "\(result.peerLabel) (\(outcome.address)): pulled \(result.pulled) changes\(pulledBaseline), "
                 + "sent \(result.sent)\(sentBaseline), "
                 + "now at \(result.finalSummary.isEmpty ? "(empty)" : result.finalSummary.description)"
+            if outcome.toldSuccessor { text += "; told it this device's new Device ID" }
             for problem in outcome.problems { text += "\n  ERROR: \(problem.terminalSafe)" }
             return text
         }

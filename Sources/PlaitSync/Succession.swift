@@ -1,0 +1,204 @@
+import Foundation
+import PlaitCore
+import PlaitSession
+import PlaitStore
+import PlaitTLS
+import PlaitWire
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What `plait rejoin --new-key` did.
+public struct Rekeyed: Sendable {
+    public var oldDeviceID: DeviceID
+    public var newDeviceID: DeviceID
+    /// Where the old key, certificate and the signed statement now are (`<home>/retired/<old ID>`).
+    public var retiredPath: String
+    /// The paired devices that learn the new Device ID at the next sync with them.
+    public var peersToTell: [String]
+    public var oldTimeline: TimelineID
+    public var newTimeline: TimelineID
+    /// False when the old timeline was left as it was: another copy of this home may own its head.
+    public var endedOldTimeline: Bool
+    /// Changes re-sent on the new timeline.
+    public var emitted: Int
+}
+
+/// A retired identity to dial a peer with, and the statement to put in Hello (PROTOCOL.md §21).
+public struct SuccessionCredentials: @unchecked Sendable {
+    /// The retired key and certificate: the Device ID the peer trusts.
+    public let identity: Identity
+    public let statement: SuccessionStatement
+}
+
+extension Home {
+    /// The directory in a home where `rejoin --new-key` keeps retired identities, one directory per Device ID.
+    public static let retiredDirectoryName = "retired"
+    /// The statement in a retired identity's directory: the canonical `Succession` bytes, then the 64-byte
+    /// signature by that directory's key.
+    public static let successionFileName = "succession.bin"
+
+    /// The directory of the retired identity `id`: its grouped form without dashes.
+    public func retiredPath(_ id: String) -> String {
+        path + "/" + Self.retiredDirectoryName + "/" + id.filter { $0 != "-" }
+    }
+
+    /// Replaces this device's key and Device ID (`plait rejoin --new-key`, PROTOCOL.md §21): the old key and
+    /// certificate move to `retired/<old ID>/` beside a statement signed by the old key naming the new
+    /// certificate; every paired device is recorded as one to tell; then the store's rejoin starts a new timeline
+    /// (ending the old one unless another copy of this home may own its head). Refused while an agent runs here.
+    public func rejoinWithNewKey(now: Int64 = Replica.now()) throws -> Rekeyed {
+        let agentLock = try AgentLock.acquire(home: path)
+        defer { agentLock.release() }
+        let old = try identity
+        let oldID = old.deviceID.description
+        let root = path + "/" + Self.retiredDirectoryName
+        let retired = retiredPath(oldID)
+        let staging = retired + "/next"
+        try Self.makeDirectory(root, mayExist: true)
+        do {
+            try Self.makeDirectory(retired, mayExist: false)
+        } catch {
+            throw PlaitError.file(
+                path: retired,
+                problem: "a retired identity of this Device ID is already there (an earlier `rejoin --new-key` "
+                    + "stopped half way?); move it aside and run the command again")
+        }
+        let new: Identity
+        let peers: [String]
+        do {
+            try Self.makeDirectory(staging, mayExist: false)
+            let name = old.commonName.isEmpty ? String(deviceName.prefix(64)) : old.commonName
+            new = try Identity.create(directory: staging, commonName: name.isEmpty ? "plait" : name)
+            try Self.writeStatement(old: old, new: new, directory: retired, now: now)
+            // A peer still waiting for an earlier succession trusts that older ID only: it gets a statement from
+            // that key naming this new certificate.
+            for earlier in Set(try store.successionPending().values) where earlier != oldID {
+                let earlierIdentity = try Identity.load(directory: retiredPath(earlier))
+                try Self.writeStatement(old: earlierIdentity, new: new, directory: retiredPath(earlier), now: now)
+            }
+            peers = try store.peers().map(\.deviceID)
+            try store.recordSuccessionPending(retired: oldID, peers: peers)
+        } catch {
+            for file in [Identity.keyFileName, Identity.certificateFileName] { unlink(staging + "/" + file) }
+            rmdir(staging)
+            unlink(retired + "/" + Self.successionFileName)
+            rmdir(retired)
+            throw Self.wrap(error)
+        }
+        // The old identity goes aside, then the new one takes its place: each a rename within the home.
+        for file in [Identity.keyFileName, Identity.certificateFileName] {
+            try Self.rename(path + "/" + file, to: retired + "/" + file)
+        }
+        for file in [Identity.keyFileName, Identity.certificateFileName] {
+            try Self.rename(staging + "/" + file, to: path + "/" + file)
+        }
+        rmdir(staging)
+        do {
+            replaceIdentity(try Identity.load(directory: path))
+        } catch {
+            throw Self.wrap(error)
+        }
+        let suspect = try store.ownTimelineSuspicion()
+        let rejoined: (old: TimelineID, new: TimelineID, emitted: Int)
+        do {
+            rejoined = try replica.rejoin(now: now)
+        } catch {
+            // The key is replaced and the peers are recorded: only the timeline is left, which `plait rejoin` does.
+            throw PlaitError.usage(
+                "the new key is in place (Device ID \(new.deviceID)) but the new timeline could not be started "
+                    + "(\(Self.wrap(error))); run `plait rejoin` to start it.")
+        }
+        return Rekeyed(
+            oldDeviceID: old.deviceID, newDeviceID: new.deviceID, retiredPath: retired, peersToTell: peers,
+            oldTimeline: rejoined.old, newTimeline: rejoined.new, endedOldTimeline: suspect == nil,
+            emitted: rejoined.emitted)
+    }
+
+    /// The retired identity and statement to dial `peer` with while it has not learned the new Device ID; nil
+    /// when it has (or was never to be told). A retired identity that cannot be read is nil too: the current one
+    /// is used, and the peer refuses it until paired again.
+    public func successionCredentials(for peer: String) -> SuccessionCredentials? {
+        guard let retired = (try? store.successionPending())?[peer] else { return nil }
+        let directory = retiredPath(retired)
+        guard let identity = try? Identity.load(directory: directory),
+            let bytes = try? Data(contentsOf: URL(fileURLWithPath: directory + "/" + Self.successionFileName)),
+            bytes.count > SuccessionStatement.signatureBytes
+        else { return nil }
+        let split = bytes.count - SuccessionStatement.signatureBytes
+        return SuccessionCredentials(
+            identity: identity,
+            statement: SuccessionStatement(
+                statement: Array(bytes.prefix(split)), signature: Array(bytes.suffix(from: split))))
+    }
+
+    /// Whether some paired device has still to learn this device's new Device ID.
+    public var awaitsSuccession: Bool { !((try? store.successionPending()) ?? [:]).isEmpty }
+
+    /// Checks a succession statement that arrived on a connection whose peer presented `connectionCertificate`
+    /// and, if it holds, trusts the new Device ID under the old one's name (PROTOCOL.md §21). Returns nil when
+    /// taken, else why not (one sentence); a refused statement changes nothing.
+    public func acceptSuccession(
+        _ statement: SuccessionStatement, connectionCertificate: [UInt8]?
+    ) -> (accepted: (old: String, new: String, name: String)?, refusal: String?) {
+        guard let connectionCertificate else { return (nil, "the connection presented no certificate") }
+        let succession: Succession
+        do {
+            succession = try Succession.verify(
+                statement: statement.statement, signature: statement.signature,
+                connectionCertificate: connectionCertificate)
+        } catch {
+            if case let .succession(problem) = error { return (nil, problem.description) }
+            return (nil, error.description)
+        }
+        let (old, new) = (succession.oldDeviceID.description, succession.newDeviceID.description)
+        if let mine = try? identity.deviceID.description, new == mine {
+            return (nil, "it names this very device as the successor")
+        }
+        do {
+            guard let name = try store.acceptSuccession(old: old, new: new, now: Replica.now()) else {
+                return (nil, "device \(old) is not paired here")
+            }
+            return ((old, new, name), nil)
+        } catch {
+            return (nil, "the store failed: \(error)")
+        }
+    }
+
+    // MARK: Files
+
+    private static func writeStatement(old: Identity, new: Identity, directory: String, now: Int64) throws {
+        let (statement, signature) = try Succession.sign(old: old, newCertificate: new.certificateDER, issuedAt: now)
+        let path = directory + "/" + successionFileName
+        let temporary = path + ".new"
+        unlink(temporary)
+        guard FileManager.default.createFile(
+            atPath: temporary, contents: Data(statement + signature), attributes: [.posixPermissions: 0o600])
+        else {
+            throw PlaitError.file(path: temporary, problem: "cannot write the succession statement")
+        }
+        try rename(temporary, to: path)
+    }
+
+    private static func makeDirectory(_ path: String, mayExist: Bool) throws {
+        if mkdir(path, 0o700) != 0 {
+            let code = errno
+            if code == EEXIST && mayExist { return }
+            let reason = String(cString: strerror(code))
+            throw PlaitError.file(path: path, problem: "cannot create the directory (\(reason))")
+        }
+    }
+
+    private static func rename(_ from: String, to: String) throws {
+        guard Glibc.rename(from, to) == 0 else {
+            let code = errno
+            throw PlaitError.file(
+                path: from, problem: "cannot move it to \(to) (\(String(cString: strerror(code))))")
+        }
+    }
+}

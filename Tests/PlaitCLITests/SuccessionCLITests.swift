@@ -1,0 +1,249 @@
+import Foundation
+import PlaitTLS
+import Testing
+
+/// `plait rejoin --new-key` on a copied home, and the signed statement that lets its peers trust the new Device ID
+/// (PROTOCOL.md §21): the real binary, real TLS on loopback, B's agent receiving.
+@Suite(.serialized) struct SuccessionCLITests {
+    struct Device {
+        let home: String
+        let id: String
+    }
+
+    func device(_ sandbox: Sandbox, _ name: String) throws -> Device {
+        let home = sandbox.root + "/" + name
+        try sandbox.ok(["init", "--name", name, "--home", home])
+        return Device(home: home, id: try sandbox.ok(["id", "--home", home]).lines.last!)
+    }
+
+    func peers(_ sandbox: Sandbox, _ home: String) throws -> [[String: Any]] {
+        try sandbox.ok(["peers", "--json", "--home", home]).json()["peers"] as? [[String: Any]] ?? []
+    }
+
+    func peer(_ rows: [[String: Any]], _ id: String) -> [String: Any]? { rows.first { $0["device"] as? String == id } }
+
+    func copyHome(_ from: String, to: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/cp")
+        process.arguments = ["-a", from, to]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw CLITestFailure("cp -a \(from) \(to) failed") }
+    }
+
+    func mode(_ path: String) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? -1
+    }
+
+    func pendingItems(_ sandbox: Sandbox, _ home: String, list: String) throws -> Set<String> {
+        let shown = try sandbox.ok(["show", "--json", "--home", home]).json()
+        let lists = shown["lists"] as? [[String: Any]] ?? []
+        let found = lists.first { $0["title"] as? String == list }
+        return Set((found?["pending"] as? [[String: Any]])?.compactMap { $0["text"] as? String } ?? [])
+    }
+
+    /// A and B paired, B's agent running and A knowing its address; A's home then copied to A2 (no agent runs on
+    /// A), and A2 made suspect the way a copy finds out: A writes and syncs, then A2 pulls A's change on its own
+    /// timeline.
+    func copiedHome(_ sandbox: Sandbox) throws -> (a: Device, b: Device, a2: String, agent: RunningAgent) {
+        let a = try device(sandbox, "a")
+        let b = try device(sandbox, "b")
+        try sandbox.ok(["pair", "--trust", a.id, "--name", "laptop", "--home", b.home])
+        try sandbox.ok(["batch", "--home", a.home], stdin: "list add Groceries\nadd Groceries milk\n")
+        let agent = try RunningAgent(sandbox: sandbox, home: b.home)
+        do {
+            try sandbox.ok(["pair", "--trust", b.id, "--address", agent.address, "--home", a.home])
+            try sandbox.ok(["sync", "--no-discovery", "--home", a.home])
+            let a2 = sandbox.root + "/a2"
+            try copyHome(a.home, to: a2)
+            try sandbox.ok(["add", "Groceries", "eggs", "--home", a.home])
+            try sandbox.ok(["sync", "--no-discovery", "--home", a.home])
+            // A2 pulls a change of "its own" timeline beyond its head: it now knows another copy writes on it.
+            let claim = try sandbox.fails(["sync", "--no-discovery", "--home", a2])
+            #expect(claim.stderr.contains("rejoin"), "\(claim)")
+            return (a, b, a2, agent)
+        } catch {
+            agent.stop()
+            throw error
+        }
+    }
+
+    @Test func aCopyTakesANewKeyAndItsPeerTrustsItAfterTheNextSync() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+
+            let rejoin = try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            #expect(rejoin.stdout.contains("left timeline"), "another copy writes on it: not ended. \(rejoin)")
+            #expect(rejoin.stdout.contains("1 paired device will learn the new ID"), "\(rejoin)")
+            let newID = try sandbox.ok(["id", "--home", a2]).lines.last!
+            #expect(newID != a.id && rejoin.lines.last == newID)
+            let retired = a2 + "/retired/" + a.id.filter { $0 != "-" }
+            #expect(try mode(retired) == 0o700)
+            #expect(try mode(retired + "/key.pem") == 0o600)
+            #expect(FileManager.default.fileExists(atPath: retired + "/succession.bin"))
+            #expect(try Identity.load(directory: retired).deviceID.description == a.id, "the old key, kept")
+            #expect(peer(try peers(sandbox, b.home), newID) == nil, "B has not heard of the new ID yet")
+
+            try sandbox.ok(["add", "Groceries", "bread", "--home", a2])
+            let told = try sandbox.ok(["sync", "--no-discovery", "--home", a2])
+            #expect(told.stdout.contains("told it this device's new Device ID"), "\(told)")
+            let rows = try peers(sandbox, b.home)
+            #expect(rows.count == 2, "\(rows)")
+            #expect(peer(rows, newID)?["name"] as? String == "laptop", "the new ID under the old one's name: \(rows)")
+            #expect(peer(rows, a.id)?["succeeded_by"] as? String == newID, "\(rows)")
+            #expect(agent.log.contains("has a new key"), "\(agent.log)")
+            let shown = try sandbox.ok(["peers", "--home", b.home])
+            #expect(shown.stdout.contains("succeeded by \(newID)"), "\(shown)")
+
+            // The next sync is made with the new identity, which B now trusts (and records as seen).
+            let again = try sandbox.ok(["sync", "--no-discovery", "--home", a2])
+            #expect(!again.stdout.contains("told"), "\(again)")
+            #expect(
+                try eventually { peer(try peers(sandbox, b.home), newID)?["last_seen"] is String },
+                "B saw a session from the new ID: \(agent.log)")
+            #expect(agent.log.contains("connected to \(newID)"), "\(agent.log)")
+
+            // The original keeps its ID and its trust: it still syncs with B, and nothing was lost on either side.
+            try sandbox.ok(["add", "Groceries", "butter", "--home", a.home])
+            try sandbox.ok(["sync", "--no-discovery", "--home", a.home])
+            try sandbox.ok(["sync", "--no-discovery", "--home", a2])
+            let everything: Set<String> = ["milk", "eggs", "bread", "butter"]
+            for home in [a.home, b.home, a2] {
+                #expect(try pendingItems(sandbox, home, list: "Groceries") == everything, "\(home)")
+            }
+        }
+    }
+
+    @Test func theCopysAgentTellsItsPeerByItselfThenConnectsWithTheNewID() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let newID = try sandbox.ok(["id", "--home", a2]).lines.last!
+            let copy = try RunningAgent(sandbox: sandbox, home: a2)
+            defer { #expect(copy.stop() == 0, "the copy's agent exits cleanly on SIGTERM: \(copy.log)") }
+            #expect(
+                try eventually { copy.log.contains("told ") && agent.log.contains("connected to \(newID)") },
+                "the copy's agent told B, then dialled it as itself. copy: \(copy.log)\nB: \(agent.log)")
+            let rows = try peers(sandbox, b.home)
+            #expect(peer(rows, a.id)?["succeeded_by"] as? String == newID, "\(rows)")
+            #expect(peer(rows, newID)?["name"] as? String == "laptop", "\(rows)")
+        }
+    }
+
+    /// `plait sync --peer ADDRESS` does not know beforehand which device answers: the new identity is tried first,
+    /// B refuses it (and lists it as pending), and the retired identity then tells B, which takes the new ID off
+    /// its pending list.
+    @Test func syncToAnAddressTriesTheNewIdentityThenTellsWithTheRetiredOne() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let newID = try sandbox.ok(["id", "--home", a2]).lines.last!
+            let told = try sandbox.ok(["sync", "--peer", agent.address, "--home", a2])
+            #expect(told.stdout.contains("told it this device's new Device ID"), "\(told)")
+            let rows = try peers(sandbox, b.home)
+            #expect(peer(rows, a.id)?["succeeded_by"] as? String == newID, "\(rows)")
+            #expect(
+                try eventually { agent.log.contains("refused unpaired device \(newID)") },
+                "the new ID was tried first: \(agent.log)")
+            let pending = try sandbox.ok(["peers", "--pending", "--json", "--home", b.home]).json()
+            #expect((pending["pending"] as? [[String: Any]])?.isEmpty == true, "\(pending)")
+            let again = try sandbox.ok(["sync", "--peer", agent.address, "--home", a2, "--json"]).json()
+            let first = (again["peers"] as? [[String: Any]])?.first
+            #expect(first?["told_new_id"] as? Bool == false && first?["device"] as? String == b.id, "\(again)")
+        }
+    }
+
+    /// Two `--new-key` runs before the peer heard of the first: the peer trusts only the first ID, so the first
+    /// key's statement is signed again to name the newest certificate, and the peer goes straight to it.
+    @Test func aSecondNewKeyBeforeThePeerHeardOfTheFirstLeadsItToTheNewest() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let between = try sandbox.ok(["id", "--home", a2]).lines.last!
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let newest = try sandbox.ok(["id", "--home", a2]).lines.last!
+            #expect(Set([a.id, between, newest]).count == 3)
+            let told = try sandbox.ok(["sync", "--no-discovery", "--home", a2])
+            #expect(told.stdout.contains("told it this device's new Device ID"), "\(told)")
+            let rows = try peers(sandbox, b.home)
+            #expect(peer(rows, a.id)?["succeeded_by"] as? String == newest, "\(rows)")
+            #expect(peer(rows, newest)?["name"] as? String == "laptop", "\(rows)")
+            #expect(peer(rows, between) == nil, "\(rows)")
+            try sandbox.ok(["sync", "--no-discovery", "--home", a2])
+            #expect(try eventually { peer(try peers(sandbox, b.home), newest)?["last_seen"] is String })
+        }
+    }
+
+    @Test func theHelpSaysWhenAndWhatAndTheCommandRefusesWhileAnAgentRuns() throws {
+        try withSandbox { sandbox in
+            let help = try sandbox.ok(["rejoin", "--help"]).stdout
+            for phrase in ["--new-key", "home copied", "next sync", "retired/", "no longer used"] {
+                #expect(help.contains(phrase), "`rejoin --help` says \(phrase): \(help)")
+            }
+            let a = try device(sandbox, "a")
+            let b = try device(sandbox, "b")
+            try sandbox.ok(["pair", "--trust", b.id, "--home", a.home])
+            let agent = try RunningAgent(sandbox: sandbox, home: a.home)
+            let refused = try sandbox.fails(["rejoin", "--new-key", "--home", a.home])
+            #expect(agent.stop() == 0, "\(agent.log)")
+            #expect(refused.stderr.contains("agent"), "\(refused)")
+            #expect(try sandbox.ok(["id", "--home", a.home]).lines.last == a.id, "nothing changed")
+            #expect(!FileManager.default.fileExists(atPath: a.home + "/retired/" + a.id.filter { $0 != "-" }))
+            // Without another copy writing on it, the old timeline is ended.
+            let rejoin = try sandbox.ok(["rejoin", "--new-key", "--home", a.home])
+            #expect(rejoin.stdout.contains("ended timeline"), "\(rejoin)")
+            #expect(try sandbox.ok(["id", "--home", a.home]).lines.last != a.id)
+        }
+    }
+
+    @Test func aForgedStatementIsRefusedAndChangesNothing() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            // Another device B trusts: a statement from its key, carried on A's connection, must not count.
+            let stranger = try device(sandbox, "c")
+            try sandbox.ok(["pair", "--trust", stranger.id, "--name", "phone", "--home", b.home])
+            let old = try Identity.load(directory: a.home)
+            let new = try Identity.load(directory: a2)
+            let other = try Identity.load(directory: stranger.home)
+            let file = a2 + "/retired/" + a.id.filter { $0 != "-" } + "/succession.bin"
+            let genuine = try Data(contentsOf: URL(fileURLWithPath: file))
+
+            let named = Succession(oldCertificate: old.certificateDER, newCertificate: new.certificateDER, issuedAt: 1)
+                .encoded()
+            let byOtherKey = named + (try Succession.signature(over: named, by: other))
+            let otherCertificate = try Succession.sign(old: other, newCertificate: new.certificateDER, issuedAt: 1)
+            var flipped = [UInt8](genuine)
+            flipped[flipped.count - 40] ^= 0x01
+            let forgeries: [(String, [UInt8], String)] = [
+                ("signed by another key", byOtherKey, "does not verify"),
+                (
+                    "naming another certificate than the connection's",
+                    otherCertificate.statement + otherCertificate.signature, "not the certificate this connection"
+                ),
+                ("with a damaged signature", flipped, "does not verify"),
+            ]
+            let before = try sandbox.ok(["peers", "--json", "--home", b.home]).stdout
+            let pendingBefore = try sandbox.ok(["peers", "--pending", "--json", "--home", b.home]).stdout
+            for (label, bytes, reason) in forgeries {
+                try Data(bytes).write(to: URL(fileURLWithPath: file))
+                let run = try sandbox.fails(["sync", "--no-discovery", "--home", a2])
+                #expect(run.stderr.contains("succession statement was refused"), "\(label): \(run)")
+                #expect(run.stderr.contains(reason), "\(label): \(run)")
+                #expect(try sandbox.ok(["peers", "--json", "--home", b.home]).stdout == before, "\(label)")
+                #expect(try sandbox.ok(["peers", "--pending", "--json", "--home", b.home]).stdout == pendingBefore)
+                #expect(agent.log.contains("refused a succession statement"), "\(label): \(agent.log)")
+            }
+            // The same steps with the genuine statement do change B's trust: the refusals above were the forgeries'.
+            try genuine.write(to: URL(fileURLWithPath: file))
+            let told = try sandbox.ok(["sync", "--no-discovery", "--home", a2])
+            #expect(told.stdout.contains("told it this device's new Device ID"), "\(told)")
+            #expect(try sandbox.ok(["peers", "--json", "--home", b.home]).stdout != before)
+        }
+    }
+}

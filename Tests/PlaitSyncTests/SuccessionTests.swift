@@ -1,0 +1,126 @@
+import Foundation
+import PlaitCore
+import PlaitSession
+import PlaitStore
+import PlaitSync
+import PlaitTLS
+import PlaitTestSupport
+import PlaitWire
+import Testing
+
+/// The receiving side of a succession statement (PROTOCOL.md §21) against real stores, and the session's
+/// handling of Hello field 15.
+@Suite struct SuccessionReceiverTests {
+    /// B trusts A as "laptop" at a remembered address; `fresh` is a new identity for A.
+    func setUp(_ directory: TemporaryDirectory) throws -> (a: Home, b: Home, fresh: Identity) {
+        let a = try Home.create(at: directory.file("a"), name: "a", config: Config())
+        let b = try Home.create(at: directory.file("b"), name: "b", config: Config())
+        _ = try b.trust(a.identity.deviceID.description, address: "192.0.2.7:7400", name: "laptop")
+        try FileManager.default.createDirectory(atPath: directory.file("fresh"), withIntermediateDirectories: false)
+        return (a, b, try Identity.create(directory: directory.file("fresh"), commonName: "a"))
+    }
+
+    func statement(old: Identity, new: [UInt8]) throws -> SuccessionStatement {
+        let (bytes, signature) = try Succession.sign(old: old, newCertificate: new, issuedAt: 1)
+        return SuccessionStatement(statement: bytes, signature: signature)
+    }
+
+    @Test func aVerifiedStatementTrustsTheNewIDUnderTheOldNameAndKeepsTheOld() throws {
+        try withTemporaryDirectory { directory in
+            let (a, b, fresh) = try setUp(directory)
+            let (old, new) = (try a.identity.deviceID.description, fresh.deviceID.description)
+            try b.store.recordPending(deviceID: new, claimedName: "x", address: nil, now: 1)
+            let told = try statement(old: a.identity, new: fresh.certificateDER)
+            let outcome = b.acceptSuccession(told, connectionCertificate: try a.identity.certificateDER)
+            #expect(outcome.refusal == nil)
+            #expect(outcome.accepted?.new == new && outcome.accepted?.name == "laptop")
+            let rows = try b.store.peers()
+            #expect(rows.count == 2)
+            let newRow = rows.first { $0.deviceID == new }
+            #expect(newRow?.name == "laptop" && newRow?.address == "192.0.2.7:7400" && newRow?.succeededBy == nil)
+            #expect(rows.first { $0.deviceID == old }?.succeededBy == new)
+            #expect(try b.store.isTrusted(deviceID: old), "the other copy still uses the old ID")
+            #expect(try b.store.pendingPeers().isEmpty, "the new ID is no longer a pending stranger")
+            // The agent lists a refused device from another thread: a refusal of the new ID recorded only now
+            // (after the statement was taken) does not list a trusted device as pending.
+            try b.store.recordPending(deviceID: new, claimedName: "x", address: nil, now: 2)
+            #expect(try b.store.pendingPeers().isEmpty, "a trusted device is never pending")
+            // Told again (the sender did not record it the first time): nothing more changes.
+            #expect(b.acceptSuccession(told, connectionCertificate: try a.identity.certificateDER).refusal == nil)
+            #expect(try b.store.peers() == rows)
+        }
+    }
+
+    @Test func refusedStatementsChangeNothing() throws {
+        try withTemporaryDirectory { directory in
+            let (a, b, fresh) = try setUp(directory)
+            let c = try Home.create(at: directory.file("c"), name: "c", config: Config())
+            let before = try b.store.peers()
+            let cases: [(String, SuccessionStatement, [UInt8]?, String)] = [
+                (
+                    "naming this very device", try statement(old: a.identity, new: try b.identity.certificateDER),
+                    try a.identity.certificateDER, "this very device"
+                ),
+                (
+                    "from a device not paired here", try statement(old: c.identity, new: fresh.certificateDER),
+                    try c.identity.certificateDER, "not paired here"
+                ),
+                (
+                    "on another device's connection", try statement(old: a.identity, new: fresh.certificateDER),
+                    try c.identity.certificateDER, "not the certificate this connection"
+                ),
+                (
+                    "without a certificate", try statement(old: a.identity, new: fresh.certificateDER), nil,
+                    "no certificate"
+                ),
+            ]
+            for (label, told, certificate, reason) in cases {
+                let outcome = b.acceptSuccession(told, connectionCertificate: certificate)
+                #expect(outcome.accepted == nil, "\(label)")
+                #expect(outcome.refusal?.contains(reason) == true, "\(label): \(String(describing: outcome.refusal))")
+                #expect(try b.store.peers() == before, "\(label)")
+            }
+        }
+    }
+
+    /// A Hello carrying a statement: the owner's check runs before the greeting; a refusal ends the session with
+    /// a Close that names it, and nothing else is exchanged.
+    @Test func aRefusedStatementClosesTheSessionBeforeAnythingIsExchanged() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5CC_0001)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            let told = SuccessionStatement(statement: [1, 2, 3], signature: Array(repeating: 5, count: 64))
+            var hello = rawHello()
+            if case .hello(var inner) = hello {
+                inner.succession = told
+                hello = .hello(inner)
+            }
+            let checked = Counter()
+            var options = SessionOptions()
+            options.onSuccession = { statement in
+                checked.add(statement == told ? 1 : 100)
+                return "its signature does not verify"
+            }
+            let (error, seen) = try sessionAgainstRawPeer(device, options: options) { peer in try peer.send(hello) }
+            guard case .successionRefused = error else {
+                Issue.record("expected a refused succession, got \(error)")
+                return
+            }
+            #expect(checked.wait(for: 1, seconds: 1))
+            #expect(seen.count == 2, "Hello, then Close: \(seen.map(\.type))")
+            guard case let .close(reason)? = seen.last else {
+                Issue.record("the peer was not told: \(seen)")
+                return
+            }
+            #expect(reason.contains("succession statement was refused (its signature does not verify)"), "\(reason)")
+            // With no check at all the statement is refused too, never taken silently.
+            let (unchecked, _) = try sessionAgainstRawPeer(device, options: SessionOptions()) { peer in
+                try peer.send(hello)
+            }
+            guard case .successionRefused = unchecked else {
+                Issue.record("expected a refused succession without a handler, got \(unchecked)")
+                return
+            }
+        }
+    }
+}
