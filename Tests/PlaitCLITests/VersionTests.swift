@@ -53,21 +53,24 @@ import Testing
     @Test func syncWithAServerSpeakingOnlyProtocol1FailsNamingBothVersions() throws {
         try withSandbox { sandbox in
             let new = try device(sandbox, "new")
-            let older = try TLSContext(
-                identity: try otherIdentity(sandbox), isServer: true, rawApplicationProtocols: ["plait-sync/1"])
+            let identity = try otherIdentity(sandbox)
+            let older = try TLSContext(identity: identity, isServer: true, rawApplicationProtocols: ["plait-sync/1"])
             let listener = try TLSListener(host: "127.0.0.1", port: 0, context: older)
             defer { listener.close() }
             let served = DispatchSemaphore(value: 0)
             let outcome = Outcome()
             Thread.detachNewThread {
-                do {
-                    _ = try listener.accept(trust: { _ in true }, timeout: .seconds(20))
-                    outcome.set("the older server completed a handshake")
-                } catch {
-                    outcome.set("\(error)")
-                    outcome.alpn = (error as? TLSError).map { if case .alpnMismatch = $0 { true } else { false } }
+                // `plait sync`, then `plait doctor` checking the peer.
+                for _ in 0..<2 {
+                    do {
+                        _ = try listener.accept(trust: { _ in true }, timeout: .seconds(20))
+                        outcome.set("the older server completed a handshake")
+                    } catch {
+                        outcome.set("\(error)")
+                        outcome.alpn = (error as? TLSError).map { if case .alpnMismatch = $0 { true } else { false } }
+                    }
+                    served.signal()
                 }
-                served.signal()
             }
             let address = "127.0.0.1:\(listener.port)"
             let run = try sandbox.fails(["sync", "--peer", address, "--no-discovery", "--home", new.home])
@@ -76,6 +79,13 @@ import Testing
                 + "which speaks 1): upgrade plait there"
             #expect(run.stdout.contains(sentence) || run.stderr.contains(sentence), "\(run)")
             #expect(outcome.alpn == true, "the server side failed on ALPN: \(outcome.text)")
+
+            // `plait doctor` says the same of a paired device at that address, and what to do.
+            try sandbox.ok(["pair", "--trust", identity.deviceID.description, "--address", address, "--home", new.home])
+            let doctor = try sandbox.run(["doctor", "--home", new.home])
+            #expect(served.wait(timeout: .now() + 20) == .success, "the listener thread ends")
+            #expect(doctor.status != 0 && doctor.stdout.contains(sentence), "\(doctor)")
+            #expect(doctor.stdout.contains("install a plait that speaks protocol 2 on"), "\(doctor)")
         }
     }
 
