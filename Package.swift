@@ -75,7 +75,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Fixtures shared by the tests that work on real stores, and the stranger flood of the admission tests.
-        .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore"]),
+        // COpenSSL: test key pairs (P-256 and the key types a verifier must refuse) without a PlaitTLS identity.
+        .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore", "COpenSSL"]),
         // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon. Foundation only,
         // so any test target (and `plait demo`) can use it.
         .target(name: "PlaitNetnsSupport"),

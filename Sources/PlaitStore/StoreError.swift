@@ -42,6 +42,13 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// Derived data (the materialized state, its replay position, a checkpoint) fails to load or to check. It
     /// is rebuilt from the changes, so a user sees this only if `plait repair` could not rebuild it.
     case damagedDerivedState(String)
+    /// The device's signing key or certificate (`what`: a path, or a description) cannot be read, does not
+    /// parse, or is not an ECDSA P-256 key.
+    case signingIdentityUnusable(what: String, detail: String)
+    /// The private key is not the key of the certificate it came with (`what`: the home or a description).
+    case signingKeyMismatch(what: String)
+    /// OpenSSL failed to sign a change (out of memory, a broken provider), with its message.
+    case signingFailed(detail: String)
 
     public var description: String {
         switch self {
@@ -89,6 +96,14 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "the Lamport clock of timeline \(timeline) reached its limit (2^62); nothing was changed."
         case let .damagedDerivedState(detail):
             return "the materialized state is damaged (\(detail)); run `plait repair` to rebuild it from the changes."
+        case let .signingIdentityUnusable(what, detail):
+            return "cannot sign changes with \(what): \(detail); nothing was changed. Check the home's key.pem and "
+                + "cert.pem (`plait doctor`)."
+        case let .signingKeyMismatch(what):
+            return "the private key of \(what) is not the certificate's key, so no change can be signed; nothing was "
+                + "changed. Restore key.pem and cert.pem as the pair they were (`plait doctor`)."
+        case let .signingFailed(detail):
+            return "signing a change failed (\(detail)); nothing was changed. Try again."
         }
     }
 }
