@@ -38,6 +38,12 @@ public struct Change: Hashable, Sendable {
     /// The kind that closes a timeline (`plait rejoin`); engine-level, not a domain kind.
     public static let timelineEndKind = "timeline.end"
 
+    /// Kinds the engine itself defines (`timeline.begin`, `timeline.end`): understood by every build of this
+    /// protocol, no-ops for every domain's state.
+    public static func isEngineKind(_ kind: String) -> Bool {
+        kind == timelineEndKind || kind == TimelineBegin.kind
+    }
+
     public var ref: ChangeRef { ChangeRef(timeline: timeline, seq: seq) }
     public var orderKey: OrderKey { OrderKey(lamport: lamport, timeline: timeline, seq: seq) }
 

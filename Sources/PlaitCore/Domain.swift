@@ -48,7 +48,6 @@ extension Domain {
 
     /// Whether the engine or the domain understands this change.
     public func understands(_ change: Change) -> Bool {
-        change.kind == Change.timelineEndKind || change.kind == TimelineBegin.kind
-            || canInterpret(kind: change.kind, version: change.version)
+        Change.isEngineKind(change.kind) || canInterpret(kind: change.kind, version: change.version)
     }
 }

@@ -20,12 +20,22 @@ public struct HeldHead: Sendable, Equatable {
     public var hash: [UInt8]
     /// The timeline was closed by `timeline.end`: nothing may follow.
     public var ended: Bool
+    /// The certificate whose key signs the timeline (from its `timeline.begin`); nil for an unsigned timeline
+    /// (protocol-1 history), whose changes carry no signatures.
+    public var certificate: [UInt8]?
+    /// A `timeline.begin` superseded this timeline at this number: a change beyond it is refused.
+    public var supersededAt: UInt64?
 
-    public init(seq: UInt64, lamport: UInt64, hash: [UInt8], ended: Bool = false) {
+    public init(
+        seq: UInt64, lamport: UInt64, hash: [UInt8], ended: Bool = false, certificate: [UInt8]? = nil,
+        supersededAt: UInt64? = nil
+    ) {
         self.seq = seq
         self.lamport = lamport
         self.hash = hash
         self.ended = ended
+        self.certificate = certificate
+        self.supersededAt = supersededAt
     }
 
     public static let empty = HeldHead(seq: 0, lamport: 0, hash: Change.zeroHash)
@@ -50,13 +60,28 @@ public enum Refusal: Error, Equatable, Sendable, CustomStringConvertible {
     case badPayload(seq: UInt64, reason: String)
     /// It follows the timeline's `timeline.end`.
     case afterEnd(seq: UInt64)
+    /// A `timeline.begin` that is not the first change, does not decode, or whose certificate and nonce do not
+    /// give its timeline ID.
+    case badBegin(seq: UInt64, reason: String)
+    /// It continues a timeline beyond the head at which a `timeline.begin` superseded it.
+    case afterSuperseded(seq: UInt64, at: UInt64)
+    /// The signature that should cover it does not verify under the timeline's key.
+    case badSignature(seq: UInt64)
+    /// No verified signature covers it: the sender's batch ended at an unsigned change.
+    case unsigned(seq: UInt64)
+    /// Its Lamport time jumps (more than the previous change's + 1) and it names no witness.
+    case missingWitness(seq: UInt64, lamport: UInt64, previous: UInt64)
+    /// The witness it names is not held here with Lamport time exactly one below its own.
+    case witnessNotHeld(seq: UInt64, witness: ChangeRef, lamport: UInt64)
 
     /// The sequence number of the refused change.
     public var seq: UInt64 {
         switch self {
         case let .gap(_, got): return got
         case let .brokenChain(seq), let .fork(seq, _, _), let .lamportNotIncreasing(seq, _, _),
-            let .lamportOutOfRange(seq, _), let .tooLarge(seq, _, _), let .badPayload(seq, _), let .afterEnd(seq):
+            let .lamportOutOfRange(seq, _), let .tooLarge(seq, _, _), let .badPayload(seq, _), let .afterEnd(seq),
+            let .badBegin(seq, _), let .afterSuperseded(seq, _), let .badSignature(seq), let .unsigned(seq),
+            let .missingWitness(seq, _, _), let .witnessNotHeld(seq, _, _):
             return seq
         }
     }
@@ -86,11 +111,27 @@ public enum Refusal: Error, Equatable, Sendable, CustomStringConvertible {
             return "its change \(seq) has a payload that does not decode (\(reason))"
         case let .afterEnd(seq):
             return "its change \(seq) follows the end of the timeline"
+        case let .badBegin(seq, reason):
+            return "its change \(seq) is a timeline.begin that is refused: \(reason)"
+        case let .afterSuperseded(seq, at):
+            return "its change \(seq) continues the timeline beyond change \(at), where a newer timeline superseded "
+                + "it (a fork)"
+        case let .badSignature(seq):
+            return "the signature on its change \(seq) does not verify under the timeline's key (forged, or damaged "
+                + "on the way)"
+        case let .unsigned(seq):
+            return "its changes from \(seq) on are not covered by a signature (a batch must end at a signed change)"
+        case let .missingWitness(seq, lamport, previous):
+            return "its change \(seq) jumps to Lamport time \(lamport) from \(previous) without naming a witness"
+        case let .witnessNotHeld(seq, witness, lamport):
+            return "its change \(seq) names witness \(witness), which is not held here with Lamport time "
+                + "\(lamport == 0 ? 0 : lamport - 1)"
         }
     }
 }
 
-/// A timeline whose changes were refused from one batch on: nothing of it at or after `refusal.seq` was taken.
+/// A timeline whose changes were refused from one batch on: nothing of it at or after `refusal.seq` was taken
+/// (nor, on a signed timeline, the changes before it that no verified signature covers).
 public struct RefusedTimeline: Sendable, Equatable, CustomStringConvertible {
     public var timeline: TimelineID
     public var refusal: Refusal
@@ -103,15 +144,24 @@ public struct RefusedTimeline: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "timeline \(timeline): \(refusal)" }
 }
 
-/// The one check of arriving changes (DESIGN §10, §12): continuity, hash chain, forks at held numbers, Lamport
-/// bounds, size and payload, per timeline. Each change arrives decoded once with its received bytes
-/// (`EncodedChange`); its hash is computed once, with the injected SHA-256, over those bytes; its payload is
-/// decoded once, and the engine applies that decoded form. It decides; the store only stores what it accepts.
+/// The one check of arriving changes (DESIGN §10, §11, §12): continuity, hash chain, forks at held numbers,
+/// Lamport bounds and witnesses, size and payload, `timeline.begin`, and signatures, per timeline. Each change
+/// arrives decoded once with its received bytes (`EncodedChange`); its hash is computed once, with the injected
+/// SHA-256, over those bytes; its payload is decoded once, and the engine applies that decoded form. It decides;
+/// the store only stores what it accepts.
+///
+/// A signed timeline (one that began with `timeline.begin`) is taken only as far as a verified signature covers
+/// it: a valid signature on change n authenticates 1…n through the hash chain. Signatures are verified sparsely
+/// — the last one of the timeline in the batch, and before it one at least every `maxUnsignedRun` changes —
+/// and only verified signatures are handed on to be stored, so a relay cannot plant a bad one for a later
+/// receiver to trip on. Unsigned timelines (protocol-1 history) are taken as they are.
 public struct Intake<D: Domain>: Sendable {
-    /// An accepted change with its hash and its decoded payload.
+    /// An accepted change with its hash, its decoded payload, and its signature when one was verified.
     public struct Accepted: Sendable {
         public var decoded: DecodedChange<D.Operation>
         public var hash: [UInt8]
+        /// A verified signature, to store with the change; nil when none was verified on this change.
+        public var signature: [UInt8]?
         public var change: Change { decoded.change }
     }
 
@@ -124,65 +174,134 @@ public struct Intake<D: Domain>: Sendable {
         public var refused: [RefusedTimeline] = []
         /// Per timeline, the head once the accepted changes are stored.
         public var heads: [TimelineID: HeldHead] = [:]
+        /// Timelines superseded by an accepted `timeline.begin`, with the head at which they stop.
+        public var superseded: [TimelineBegin.Superseded] = []
     }
 
     public var domain: D
     public var maxChangeBytes: Int
     /// The SHA-256 the hashes are computed with (OpenSSL's, injected by the store; Core's own in unit tests).
     public var sha256: SHA256.Function
+    /// Checks signatures (OpenSSL's ECDSA, injected by the store). Without one, no signed timeline is taken.
+    public var verifier: (any ChangeVerifier)?
+    /// At most this many changes of a timeline between two verified signatures (DESIGN §11).
+    public var maxUnsignedRun = ChangeSignature.maxUnsignedRun
 
-    public init(domain: D, maxChangeBytes: Int, sha256: @escaping SHA256.Function = SHA256.current) {
+    public init(
+        domain: D, maxChangeBytes: Int, sha256: @escaping SHA256.Function = SHA256.current,
+        verifier: (any ChangeVerifier)? = nil
+    ) {
         self.domain = domain
         self.maxChangeBytes = maxChangeBytes
         self.sha256 = sha256
+        self.verifier = verifier
+    }
+
+    /// A change that passed the checks of its own timeline, before witnesses and signatures.
+    private struct Candidate {
+        var encoded: EncodedChange
+        var hash: [UInt8]
+        var operation: D.Operation?
+        var previousLamport: UInt64
+        var verified = false
+    }
+
+    /// One timeline's part of the batch.
+    private struct Run {
+        var start: HeldHead
+        var certificate: [UInt8]?
+        var candidates: [Candidate] = []
+        var refusal: Refusal?
+        var superseded: TimelineBegin.Superseded?
+        /// Candidates before this index are covered by a verified signature (or the timeline is unsigned).
+        var covered = 0
+
+        var signed: Bool { certificate != nil }
     }
 
     /// Checks `batch`. `head` gives the receiver's head of a timeline (nil: none held); `heldHash` the hash of
-    /// a change the receiver holds (nil when it cannot tell, e.g. folded into a baseline); `skip` timelines
-    /// are dropped silently (refused earlier in the session, or forked with this sender).
+    /// a change the receiver holds (nil when it cannot tell, e.g. folded into a baseline); `witness` whether
+    /// the receiver holds a change with exactly the given Lamport time under that reference, or a baseline
+    /// that covers the reference and reaches that time; `skip` timelines are dropped silently (refused
+    /// earlier in the session, or forked with this sender).
     // Specialized here for the one domain: a caller in another module otherwise runs the generic body, which
     // looks up type metadata on every change.
     @_specialize(exported: true, where D == ListsDomain)
     public func check(
         _ batch: [EncodedChange], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
-        heldHash: (ChangeRef) throws -> [UInt8]?
+        heldHash: (ChangeRef) throws -> [UInt8]?, witness: (ChangeRef, UInt64) throws -> Bool
     ) rethrows -> Result {
         var result = Result()
-        result.accepted.reserveCapacity(batch.count)
-        var refused = skip
+        var runs: [TimelineID: Run] = [:]
+        var order: [TimelineID] = []
         for encoded in batch.sorted(by: { $0.change.ref < $1.change.ref }) {
             let change = encoded.change
-            if refused.contains(change.timeline) { continue }
-            let current: HeldHead
-            if let known = result.heads[change.timeline] {
-                current = known
+            if skip.contains(change.timeline) { continue }
+            var run: Run
+            if let known = runs[change.timeline] {
+                run = known
             } else {
-                current = try head(change.timeline) ?? .empty
+                let start = try head(change.timeline) ?? .empty
+                run = Run(start: start, certificate: start.certificate)
+                order.append(change.timeline)
             }
+            guard run.refusal == nil else { continue }
+            let current = run.candidates.last.map {
+                HeldHead(
+                    seq: $0.encoded.change.seq, lamport: $0.encoded.change.lamport, hash: $0.hash,
+                    ended: $0.encoded.change.kind == Change.timelineEndKind)
+            } ?? run.start
             let hash = encoded.bytes.withUnsafeBytes { sha256($0) }
-            switch try judge(change, size: encoded.bytes.count, hash: hash, against: current, heldHash: heldHash) {
+            switch try judge(change, size: encoded.bytes.count, hash: hash, against: current, run: &run,
+                             heldHash: heldHash) {
             case .duplicate:
                 result.duplicates += 1
             case let .refuse(reason):
-                refused.insert(change.timeline)
-                result.refused.append(RefusedTimeline(timeline: change.timeline, refusal: reason))
+                run.refusal = reason
             case let .accept(operation):
-                result.heads[change.timeline] = HeldHead(
-                    seq: change.seq, lamport: change.lamport, hash: hash,
-                    ended: change.kind == Change.timelineEndKind)
-                result.accepted.append(Accepted(decoded: DecodedChange(change: change, operation: operation), hash: hash))
+                run.candidates.append(
+                    Candidate(encoded: encoded, hash: hash, operation: operation, previousLamport: current.lamport))
+            }
+            runs[change.timeline] = run
+        }
+        try settle(&runs, witness: witness)
+        result.accepted.reserveCapacity(batch.count)
+        for timeline in order {
+            let run = runs[timeline]!
+            if let refusal = run.refusal { result.refused.append(RefusedTimeline(timeline: timeline, refusal: refusal)) }
+            let taken = run.candidates.prefix(run.covered)
+            guard let last = taken.last else { continue }
+            for candidate in taken {
+                result.accepted.append(Accepted(
+                    decoded: DecodedChange(change: candidate.encoded.change, operation: candidate.operation),
+                    hash: candidate.hash, signature: candidate.verified ? candidate.encoded.signature : nil))
+            }
+            result.heads[timeline] = HeldHead(
+                seq: last.encoded.change.seq, lamport: last.encoded.change.lamport, hash: last.hash,
+                ended: last.encoded.change.kind == Change.timelineEndKind, certificate: run.certificate,
+                supersededAt: run.start.supersededAt)
+            if let superseded = run.superseded, run.candidates.first?.encoded.change.seq == 1 {
+                result.superseded.append(superseded)
             }
         }
         return result
     }
 
+    /// `check` for a receiver that holds no witnesses (tests of the other rules).
+    public func check(
+        _ batch: [EncodedChange], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
+        heldHash: (ChangeRef) throws -> [UInt8]?
+    ) rethrows -> Result {
+        try check(batch, skip: skip, head: head, heldHash: heldHash, witness: { _, _ in false })
+    }
+
     /// `check` for changes that are not yet encoded (tests, and callers holding `Change` values): each is
-    /// encoded once here.
+    /// encoded once here, unsigned.
     public func check(
         _ batch: [Change], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
         heldHash: (ChangeRef) throws -> [UInt8]?
     ) rethrows -> Result {
-        try check(batch.map { EncodedChange($0) }, skip: skip, head: head, heldHash: heldHash)
+        try check(batch.map { EncodedChange($0) }, skip: skip, head: head, heldHash: heldHash, witness: { _, _ in false })
     }
 
     private enum Verdict {
@@ -192,7 +311,7 @@ public struct Intake<D: Domain>: Sendable {
     }
 
     private func judge(
-        _ change: Change, size: Int, hash: [UInt8], against head: HeldHead,
+        _ change: Change, size: Int, hash: [UInt8], against head: HeldHead, run: inout Run,
         heldHash: (ChangeRef) throws -> [UInt8]?
     ) rethrows -> Verdict {
         if change.seq <= head.seq {
@@ -202,6 +321,9 @@ public struct Intake<D: Domain>: Sendable {
         }
         guard change.seq == head.seq + 1 else { return .refuse(.gap(expected: head.seq + 1, got: change.seq)) }
         guard !head.ended else { return .refuse(.afterEnd(seq: change.seq)) }
+        if let at = run.start.supersededAt, change.seq > at {
+            return .refuse(.afterSuperseded(seq: change.seq, at: at))
+        }
         guard change.previousHash == head.hash else { return .refuse(.brokenChain(seq: change.seq)) }
         guard change.lamport <= Lamport.max else {
             return .refuse(.lamportOutOfRange(seq: change.seq, lamport: change.lamport))
@@ -212,6 +334,23 @@ public struct Intake<D: Domain>: Sendable {
         guard size <= maxChangeBytes else {
             return .refuse(.tooLarge(seq: change.seq, size: size, limit: maxChangeBytes))
         }
+        if change.kind == TimelineBegin.kind {
+            guard change.seq == 1 else {
+                return .refuse(.badBegin(seq: change.seq, reason: "a timeline.begin must be the first change"))
+            }
+            let begin: TimelineBegin
+            do throws(CoreError) { begin = try TimelineBegin(payload: change.payload) } catch {
+                return .refuse(.badBegin(seq: change.seq, reason: error.reason))
+            }
+            guard begin.timelineID == change.timeline else {
+                return .refuse(.badBegin(
+                    seq: change.seq,
+                    reason: "its certificate and nonce give timeline \(begin.timelineID), not \(change.timeline)"))
+            }
+            run.certificate = begin.certificate
+            run.superseded = begin.supersedes
+            return .accept(nil)
+        }
         do throws(CoreError) {
             return .accept(try domain.decode(change))
         } catch {
@@ -219,5 +358,108 @@ public struct Intake<D: Domain>: Sendable {
             // stored bytes ("a stored snapshot… run `plait doctor`"), which would blame this store.
             return .refuse(.badPayload(seq: change.seq, reason: "\(change.kind): \(error.reason)"))
         }
+    }
+
+    /// Cuts `run` back so that its candidates from `index` on are not taken, recording `refusal` unless an
+    /// earlier one stands.
+    private static func cut(_ run: inout Run, at index: Int, _ refusal: Refusal) {
+        guard index < run.candidates.count else { return }
+        if run.refusal == nil { run.refusal = refusal }
+        run.candidates.removeSubrange(index...)
+        run.covered = min(run.covered, index)
+    }
+
+    /// Witnesses and signatures, until nothing more is cut: cutting a timeline back (an unheld witness, a
+    /// failed or missing signature) can take away the witness of another timeline's change.
+    private func settle(_ runs: inout [TimelineID: Run], witness: (ChangeRef, UInt64) throws -> Bool) rethrows {
+        while true {
+            var changed = false
+            for timeline in runs.keys.sorted() where runs[timeline]!.signed {
+                let before = runs[timeline]!.candidates.count
+                cover(&runs[timeline]!)
+                if runs[timeline]!.candidates.count != before { changed = true }
+            }
+            for timeline in runs.keys where !runs[timeline]!.signed {
+                runs[timeline]!.covered = runs[timeline]!.candidates.count
+            }
+            if try checkWitnesses(&runs, witness: witness) { changed = true }
+            if !changed { return }
+        }
+    }
+
+    /// Verifies signatures along a signed run: one at least every `maxUnsignedRun` changes and the last one,
+    /// each only once; a failure cuts the run after the last verified signature, and an unsigned tail is cut.
+    private func cover(_ run: inout Run) {
+        guard let certificate = run.certificate else { return }
+        var coveredSeq = run.start.seq
+        var coveredIndex = 0
+        let signedIndexes = run.candidates.indices.filter { run.candidates[$0].encoded.signature != nil }
+        for (position, index) in signedIndexes.enumerated() {
+            let seq = run.candidates[index].encoded.change.seq
+            let isLast = position == signedIndexes.count - 1
+            let nextSeq = isLast ? seq : run.candidates[signedIndexes[position + 1]].encoded.change.seq
+            guard isLast || nextSeq - coveredSeq > UInt64(maxUnsignedRun) || run.candidates[index].verified else {
+                continue
+            }
+            if !run.candidates[index].verified {
+                guard let verifier, let signature = run.candidates[index].encoded.signature,
+                    verifier.verify(signature: signature, changeHash: run.candidates[index].hash,
+                                    certificate: certificate)
+                else {
+                    Self.cut(&run, at: coveredIndex, .badSignature(seq: seq))
+                    run.covered = run.candidates.count
+                    return
+                }
+                run.candidates[index].verified = true
+            }
+            coveredSeq = seq
+            coveredIndex = index + 1
+        }
+        if coveredIndex < run.candidates.count {
+            Self.cut(&run, at: coveredIndex, .unsigned(seq: run.candidates[coveredIndex].encoded.change.seq))
+        }
+        run.covered = run.candidates.count
+    }
+
+    /// Checks the witness of every candidate of a signed timeline, in replay order (a witness sorts earlier);
+    /// returns whether it cut anything.
+    private func checkWitnesses(
+        _ runs: inout [TimelineID: Run], witness: (ChangeRef, UInt64) throws -> Bool
+    ) rethrows -> Bool {
+        var needing: [(key: OrderKey, timeline: TimelineID, index: Int)] = []
+        var inBatch: [ChangeRef: UInt64] = [:]
+        for (timeline, run) in runs {
+            for (index, candidate) in run.candidates.enumerated() {
+                let change = candidate.encoded.change
+                if run.signed, change.witness != nil || change.lamport > candidate.previousLamport + 1 {
+                    needing.append((change.orderKey, timeline, index))
+                }
+            }
+        }
+        guard !needing.isEmpty else { return false }
+        for (_, run) in runs {
+            for candidate in run.candidates { inBatch[candidate.encoded.change.ref] = candidate.encoded.change.lamport }
+        }
+        needing.sort { $0.key < $1.key }
+        var cutAny = false
+        for entry in needing {
+            guard let run = runs[entry.timeline], entry.index < run.candidates.count else { continue }
+            let candidate = run.candidates[entry.index]
+            let change = candidate.encoded.change
+            let refusal: Refusal?
+            if let named = change.witness {
+                let wanted = change.lamport - 1
+                let held: Bool
+                if let lamport = inBatch[named] { held = lamport == wanted } else { held = try witness(named, wanted) }
+                refusal = held ? nil : .witnessNotHeld(seq: change.seq, witness: named, lamport: change.lamport)
+            } else {
+                refusal = .missingWitness(seq: change.seq, lamport: change.lamport, previous: candidate.previousLamport)
+            }
+            guard let refusal else { continue }
+            for dropped in run.candidates[entry.index...] { inBatch[dropped.encoded.change.ref] = nil }
+            Self.cut(&runs[entry.timeline]!, at: entry.index, refusal)
+            cutAny = true
+        }
+        return cutAny
     }
 }

@@ -875,7 +875,7 @@ public final class Replica: @unchecked Sendable {
             }
             var allLimits = limits
             if let unknown = try Store.earliestUninterpretable(db, understands: { kind, version in
-                self.domain.understands(kind: kind, version: version)
+                Change.isEngineKind(kind) || self.domain.canInterpret(kind: kind, version: version)
             }) {
                 allLimits.append(.uninterpretable(lamport: unknown.lamport - 1))
             }
@@ -918,6 +918,6 @@ public final class Replica: @unchecked Sendable {
 
 extension Domain {
     func understands(kind: String, version: UInt32) -> Bool {
-        kind == Change.timelineEndKind || kind == TimelineBegin.kind || canInterpret(kind: kind, version: version)
+        Change.isEngineKind(kind) || canInterpret(kind: kind, version: version)
     }
 }

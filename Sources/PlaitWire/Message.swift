@@ -239,6 +239,13 @@ extension Message {
             // Written by hand: field 1, each change's bytes as they are (no copy through `Data`).
             var writer = ProtoWriter()
             for change in changes { writer.data(1, Array(change.bytes)) }
+            for (index, change) in changes.enumerated() {
+                guard let signature = change.signature else { continue }
+                var entry = ProtoWriter()
+                entry.uint(1, UInt64(index))
+                entry.data(2, signature)
+                writer.data(2, entry.bytes)
+            }
             return writer.bytes
         case let .done(summary):
             return serialize(Plait_Wire_V1_Done.with { $0.summary = summary.wireEntries })
@@ -392,6 +399,7 @@ private func checkText(_ text: String, field: String, maxBytes: Int, allowEmpty:
 private func decodeChanges(_ payload: [UInt8]) throws(Invalid) -> [EncodedChange] {
     var reader = ProtoReader(payload)
     var changes: [EncodedChange] = []
+    var signatures: [Int: [UInt8]] = [:]
     while true {
         let next: (field: UInt32, value: ProtoReader.Value)?
         do {
@@ -399,13 +407,53 @@ private func decodeChanges(_ payload: [UInt8]) throws(Invalid) -> [EncodedChange
         } catch {
             throw Invalid("not a valid protobuf plait.wire.v1.Changes (\(error.reason))")
         }
-        guard let (field, value) = next else { return changes }
-        guard field == 1 else { continue }
+        guard let (field, value) = next else { break }
+        guard field == 1 || field == 2 else { continue }
         guard case let .bytes(slice) = value else {
-            throw Invalid("not a valid protobuf plait.wire.v1.Changes (field 1 is not bytes)")
+            throw Invalid("not a valid protobuf plait.wire.v1.Changes (field \(field) is not bytes)")
         }
-        changes.append(try decodeChange(slice, position: changes.count + 1))
+        if field == 1 {
+            changes.append(try decodeChange(slice, position: changes.count + 1))
+        } else {
+            let (index, signature) = try decodeSignature(slice)
+            guard signatures.updateValue(signature, forKey: index) == nil else {
+                throw Invalid("the batch carries two signatures for change \(index + 1)")
+            }
+        }
     }
+    guard !signatures.isEmpty else { return changes }
+    if let beyond = signatures.keys.first(where: { $0 >= changes.count }) {
+        throw Invalid("the batch carries a signature for change \(beyond + 1) of \(changes.count)")
+    }
+    for (index, signature) in signatures {
+        let change = changes[index]
+        changes[index] = EncodedChange(change: change.change, bytes: change.bytes, signature: signature)
+    }
+    return changes
+}
+
+/// One `ChangeSignature`: the index of the change it signs and 64 bytes (whether they verify is the intake's
+/// business; their size is the message's).
+private func decodeSignature(_ bytes: ArraySlice<UInt8>) throws(Invalid) -> (Int, [UInt8]) {
+    var reader = ProtoReader(bytes)
+    var index: UInt64 = 0
+    var signature: ArraySlice<UInt8> = []
+    do {
+        while let (field, value) = try reader.next() {
+            switch field {
+            case 1: index = try value.uint()
+            case 2: signature = try value.data()
+            default: continue
+            }
+        }
+    } catch {
+        throw Invalid("a change signature of the batch does not decode (\(error.reason))")
+    }
+    guard signature.count == ChangeSignature.size else {
+        throw Invalid("a change signature of the batch is \(signature.count) bytes, not \(ChangeSignature.size)")
+    }
+    guard index <= UInt64(Int32.max) else { throw Invalid("a change signature names change \(index)") }
+    return (Int(index), Array(signature))
 }
 
 private func decodeChange(_ bytes: ArraySlice<UInt8>, position: Int) throws(Invalid) -> EncodedChange {

@@ -137,6 +137,7 @@ extension Plait {
 
         func describe(_ change: Change, state: ListsState, domain: ListsDomain) -> String {
             if change.kind == Change.timelineEndKind { return "timeline ended" }
+            if change.kind == TimelineBegin.kind { return "timeline begun" }
             guard domain.canInterpret(kind: change.kind, version: change.version) else {
                 return "(needs a newer plait: \(change.kind) v\(change.version))"
             }

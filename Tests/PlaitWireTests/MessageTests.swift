@@ -36,6 +36,38 @@ import Testing
         #expect(try Message.decode(frame) == .changes([Fixtures.unknownChange]))
     }
 
+    /// Protocol 2: signatures travel beside the changes (field 2, by index), never inside the hashed bytes.
+    @Test func signaturesTravelBesideTheChangesTheySign() throws {
+        let signature = [UInt8](repeating: 0x5A, count: 64)
+        let batch = [EncodedChange(Fixtures.firstChange), EncodedChange(Fixtures.secondChange, signature: signature)]
+        let frame = Message.changes(batch).frame
+        let decoded = try Message.decode(frame)
+        guard case let .changes(changes) = decoded else {
+            Issue.record("decoded \(decoded)")
+            return
+        }
+        #expect(changes.map(\.signature) == [nil, signature])
+        #expect(changes.map { Array($0.bytes) } == batch.map { Array($0.bytes) })
+        #expect(decoded == .changes(batch))
+    }
+
+    /// A `ChangeSignature` entry (field 2 of Changes) naming change `index`, with `size` bytes of `fill`.
+    static func signatureEntry(index: UInt8, size: UInt8, fill: UInt8 = 1) -> [UInt8] {
+        [0x12, size + 4, 0x08, index, 0x12, size] + [UInt8](repeating: fill, count: Int(size))
+    }
+
+    @Test(arguments: [
+        ("wrong size", signatureEntry(index: 0, size: 1)),
+        ("index beyond the batch", signatureEntry(index: 5, size: 64)),
+        ("two for one change", signatureEntry(index: 0, size: 64) + signatureEntry(index: 0, size: 64, fill: 2)),
+    ])
+    func malformedSignaturesCloseTheBatch(_ case: (String, [UInt8])) {
+        let payload = Message.changes([Fixtures.firstChange]).frame.payload + `case`.1
+        #expect(throws: WireError.self, "\(`case`.0)") {
+            try Message.decode(Frame(type: .changes, payload: payload))
+        }
+    }
+
     @Test func summariesTravelSorted() throws {
         let payload = Message.done(Fixtures.summary).frame.payload
         let proto = try Plait_Wire_V1_Done(serializedBytes: payload)

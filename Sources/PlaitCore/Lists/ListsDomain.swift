@@ -17,8 +17,7 @@ public struct ListsDomain: Domain {
 
     public func apply(_ change: Change, to state: inout ListsState) -> ApplyOutcome {
         guard change.version >= 1 && change.version <= Self.version, KindCode(change.kind) != nil else {
-            let engineKind = change.kind == Change.timelineEndKind || change.kind == TimelineBegin.kind
-            return engineKind ? .noop : .uninterpretable
+            return Change.isEngineKind(change.kind) ? .noop : .uninterpretable
         }
         // A known kind whose payload does not decode is a no-op on every device of this version.
         guard let decoded = try? ListsChange(kind: change.kind, payload: change.payload) else { return .noop }
