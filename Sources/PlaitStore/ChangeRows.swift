@@ -79,6 +79,11 @@ enum ChangeRows {
         try insert(changes.map(\.change), signatures: { changes[$0].signature }, db)
     }
 
+    /// Inserts changes the intake accepted, each with the signature it verified (nil: none).
+    static func insert(_ accepted: [Intake<ListsDomain>.Accepted], _ db: Database) throws {
+        try insert(accepted.map(\.change), signatures: { accepted[$0].signature }, db)
+    }
+
     /// Inserts changes; `signatures(i)` is the signature to store with `changes[i]` (nil: none).
     static func insert(_ changes: [Change], signatures: (Int) -> [UInt8]?, _ db: Database) throws {
         let statement = try db.cachedStatement(

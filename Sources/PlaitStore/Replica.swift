@@ -570,7 +570,7 @@ public final class Replica: @unchecked Sendable {
             }
             let fresh = verdict.accepted.map(\.change)
             guard !fresh.isEmpty else { return result }
-            try ChangeRows.insert(fresh, db)
+            try ChangeRows.insert(verdict.accepted, db)
             var healed: Set<TimelineID> = []
             for accepted in verdict.accepted where verdict.heads[accepted.change.timeline]?.seq == accepted.change.seq {
                 try Self.setHead(db, accepted.change, hash: accepted.hash)
@@ -580,6 +580,7 @@ public final class Replica: @unchecked Sendable {
                     arguments: [timelineColumn(accepted.change.timeline.rawValue), Int64(accepted.change.seq)])
                 if db.changesCount > 0 { healed.insert(accepted.change.timeline) }
             }
+            try Store.recordAuthors(db, accepted: fresh, superseded: verdict.superseded, arrivedAt: Replica.now())
             var earliest = fresh[0].orderKey
             for change in fresh where change.orderKey < earliest { earliest = change.orderKey }
             if earliest <= engine.position && derivedUnsaved {
@@ -632,16 +633,10 @@ public final class Replica: @unchecked Sendable {
         }
     }
 
-    /// The head this store holds of `timeline`, nil when it holds none of it.
+    /// The head this store holds of `timeline`, nil when it holds none of it (with its certificate and where a
+    /// begin superseded it: `Store.heldHead`).
     static func heldHead(_ db: Database, _ timeline: TimelineID) throws -> HeldHead? {
-        try Row.fetchOne(
-            db, sql: "SELECT head_seq, head_lamport, head_hash, ended FROM timelines WHERE tl = ?",
-            arguments: [timelineColumn(timeline.rawValue)]
-        ).map { row in
-            HeldHead(
-                seq: UInt64(clamping: row[0] as Int64), lamport: UInt64(clamping: row[1] as Int64),
-                hash: [UInt8](row[2] as Data), ended: (row[3] as Int64) != 0)
-        }
+        try Store.heldHead(db, timeline)
     }
 
     /// Why the own timeline was marked as one that may continue on another device.

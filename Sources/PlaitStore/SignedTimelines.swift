@@ -120,6 +120,58 @@ extension Store {
         return ref
     }
 
+    /// The head this store holds of `timeline` as the intake checks against it: number, Lamport time, hash,
+    /// whether it ended, the certificate of its begin (nil: unsigned) and where a begin superseded it. Nil when
+    /// none of it is held.
+    static func heldHead(_ db: Database, _ timeline: TimelineID) throws -> HeldHead? {
+        let authors = try recordsAuthors(db)
+        let sql =
+            "SELECT head_seq, head_lamport, head_hash, ended, "
+            + (authors ? "certificate, superseded_seq" : "NULL, NULL") + " FROM timelines WHERE tl = ?"
+        return try Row.fetchOne(db, sql: sql, arguments: [timelineColumn(timeline.rawValue)]).map { row in
+            HeldHead(
+                seq: UInt64(clamping: row[0] as Int64), lamport: UInt64(clamping: row[1] as Int64),
+                hash: [UInt8](row[2] as Data), ended: (row[3] as Int64) != 0,
+                certificate: (row[4] as Data?).map { [UInt8]($0) },
+                supersededAt: (row[5] as Int64?).map { UInt64(clamping: $0) })
+        }
+    }
+
+    /// Whether a witness is held (DESIGN §11): the change `ref` is stored with Lamport time exactly `lamport`,
+    /// or it is a timeline's head folded into the baseline with that time, or it is folded into the baseline
+    /// (the baseline's summary covers it) and the baseline's largest Lamport time is at least `lamport`.
+    public static func holdsWitness(_ db: Database, _ ref: ChangeRef, lamport: UInt64) throws -> Bool {
+        let column = timelineColumn(ref.timeline.rawValue)
+        if let stored = try Int64.fetchOne(
+            db, sql: "SELECT lamport FROM changes WHERE tl = ? AND seq = ?", arguments: [column, Int64(ref.seq)])
+        {
+            return UInt64(bitPattern: stored) == lamport
+        }
+        if let head = try Row.fetchOne(
+            db, sql: "SELECT head_seq, head_lamport FROM timelines WHERE tl = ?", arguments: [column]),
+            UInt64(bitPattern: head[0] as Int64) == ref.seq
+        {
+            return UInt64(bitPattern: head[1] as Int64) == lamport
+        }
+        guard let baseline = try Row.fetchOne(db, sql: "SELECT summary, max_lamport FROM baseline WHERE id = 1")
+        else { return false }
+        let summary = try Summary(parsing: baseline[0] as String)
+        return summary[ref.timeline] >= ref.seq && UInt64(bitPattern: baseline[1] as Int64) >= lamport
+    }
+
+    /// What an accepted batch tells the store about authors (call in the commit, after the heads are set):
+    /// the certificate of each accepted `timeline.begin` on its timeline's row, each superseded timeline's
+    /// stopping point on its row (when it is held), and, for changes that came from a peer, when they arrived.
+    static func recordAuthors(
+        _ db: Database, accepted: [Change], superseded: [TimelineBegin.Superseded], arrivedAt now: Int64?
+    ) throws {
+        for change in accepted where change.seq == 1 && change.kind == TimelineBegin.kind {
+            try recordCertificate(db, change.timeline, try TimelineBegin(payload: change.payload).certificate)
+        }
+        for entry in superseded { try markSuperseded(db, entry.timeline, at: entry.seq) }
+        if let now { try noteArrival(db, Set(accepted.map(\.timeline)), at: now) }
+    }
+
     /// Changes of one timeline from `seq` on, in sequence order, each with its canonical bytes and its stored
     /// signature: what a sender forwards.
     public func encodedChanges(of timeline: TimelineID, from seq: UInt64, limit: Int) throws -> [EncodedChange] {

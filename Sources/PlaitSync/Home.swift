@@ -73,6 +73,9 @@ public final class Home: @unchecked Sendable {
         }
         replica.maxChangeBytes = config.maxChangeBytes
         replica.storedCheckpointInterval = config.checkpointInterval
+        // Local changes are signed with the home's key (DESIGN §11), read at the first edit: reading the lists
+        // never needs it. An old store's first edit moves the device onto a signed timeline.
+        replica.signWith { try P256Signer(directory: path) }
     }
 
     /// Creates a home: directory (mode 0700), key and certificate, store and first timeline. Refuses an
@@ -104,7 +107,9 @@ public final class Home: @unchecked Sendable {
             created += [path + "/" + Identity.keyFileName, path + "/" + Identity.certificateFileName]
             let store: Store
             do {
-                store = try Store.create(at: storePath, timeline: TimelineID.random(), synchronousFull: config.synchronousFull)
+                // A signed timeline, begun with `timeline.begin` carrying this key's certificate.
+                store = try Store.create(
+                    at: storePath, signer: try P256Signer(directory: path), synchronousFull: config.synchronousFull)
             } catch {
                 throw Self.wrap(error)
             }

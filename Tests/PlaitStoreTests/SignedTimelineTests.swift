@@ -232,14 +232,16 @@ struct SignedTimelineTests {
             let own = try store.ownTimeline()
             let c = try Device("c", in: directory, timeline: TimelineID(rng.next()))
             try randomEdits(c.replica, count: 5, rng: &rng)
+            let before = Replica.now()
             _ = try replica.integrate(try c.store.changes(of: try c.timeline, from: 1, limit: .max))
-            // What the intake records of a signed timeline it took: its begin's certificate, when changes came.
+            // Integrating recorded when its changes arrived.
+            let cTimeline = try c.timeline
+            let arrival = try #require(try store.timelineAuthorities().first { $0.timeline == cTimeline }?.lastArrival)
+            #expect(arrival >= before && arrival <= Replica.now())
+            #expect(try store.timelineAuthorities().first { $0.timeline == own }?.lastArrival == nil, "authored here")
+            // As if c's timeline were signed by a stranger (its begin's certificate, recorded by the intake).
             let stranger = RecomputableSigner("a stranger")
-            let arrival: Int64 = 1_700_000_000_000
-            try store.write { db in
-                try Store.recordCertificate(db, try c.timeline, stranger.certificate)
-                try Store.noteArrival(db, [try c.timeline], at: arrival)
-            }
+            try store.write { db in try Store.recordCertificate(db, try c.timeline, stranger.certificate) }
             let digest = replica.digest
             let held = CutOffLimit.timelineHead(try c.timeline, lamport: 5)
             #expect(try replica.compact().cutOff == held, "without the author rule it holds")
@@ -252,6 +254,63 @@ struct SignedTimelineTests {
             #expect(report.cutOff == .timelineHead(own, lamport: 21), "this device's own timeline is known")
             #expect(report.remaining == 0)
             #expect(hex(replica.digest) == hex(digest))
+        }
+    }
+
+    /// The store side of the intake: the head it checks against carries the certificate and the superseded
+    /// number; an accepted begin records its certificate, a superseding one the old timeline's stopping point,
+    /// and arrivals their time; a witness is held as a stored change, a folded head, or inside the baseline.
+    @Test(arguments: [0x5167_0006 as UInt64])
+    func theIntakeReadsAndRecordsAuthors(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let signer = RecomputableSigner("b")
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(b.replica, count: 4, rng: &rng)
+            let old = try b.timeline
+            // b's key arrives: its next edit begins a signed timeline superseding the unsigned one at 4.
+            let signing = try Replica(store: b.store, signer: signer)
+            try randomEdits(signing, count: 2, rng: &rng)
+            let fresh = try b.store.ownTimeline()
+            let changes = try b.store.changes(of: fresh, from: 1, limit: .max)
+
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            try a.store.write { db in
+                try ChangeRows.insert(try b.store.changes(of: old, from: 1, limit: .max), db)
+                let oldHash = try #require(try b.store.hash(of: ChangeRef(timeline: old, seq: 4)))
+                try Replica.setHead(db, try b.store.changes(of: old, from: 4, limit: 1)[0], hash: oldHash)
+                try ChangeRows.insert(changes, signatures: { _ in nil }, db)
+                try Replica.setHead(db, changes.last!, hash: changes.last!.hash)
+                let begin = try TimelineBegin(payload: changes[0].payload)
+                try Store.recordAuthors(
+                    db, accepted: changes, superseded: [begin.supersedes!], arrivedAt: 1_700_000_000_000)
+                let head = try #require(try Replica.heldHead(db, fresh))
+                #expect(head.certificate == signer.certificate && head.supersededAt == nil)
+                #expect(head.seq == 3 && head.hash == changes.last!.hash)
+                let oldHead = try #require(try Replica.heldHead(db, old))
+                #expect(oldHead.certificate == nil && oldHead.supersededAt == 4, "seed \(seed)")
+
+                // Witnesses: b's begin (Lamport 5) names old:4 (Lamport 4).
+                #expect(changes[0].witness == ChangeRef(timeline: old, seq: 4))
+                #expect(try Store.holdsWitness(db, ChangeRef(timeline: old, seq: 4), lamport: 4))
+                #expect(try !Store.holdsWitness(db, ChangeRef(timeline: old, seq: 4), lamport: 5), "exactly that")
+                #expect(try !Store.holdsWitness(db, ChangeRef(timeline: old, seq: 9), lamport: 9), "not held")
+            }
+            let authorities = try a.store.timelineAuthorities()
+            #expect(authorities.first { $0.timeline == fresh }?.lastArrival == 1_700_000_000_000)
+            #expect(authorities.first { $0.timeline == old }?.lastArrival == nil)
+
+            // Folded into the baseline: the folded head, and anything the baseline covers up to its largest time.
+            let report = try a.replica.compact()
+            #expect(report.remaining == 0)
+            let held = try a.store.read { db -> [Bool] in
+                [
+                    try Store.holdsWitness(db, ChangeRef(timeline: fresh, seq: 3), lamport: 7),
+                    try Store.holdsWitness(db, ChangeRef(timeline: old, seq: 2), lamport: 2),
+                    try Store.holdsWitness(db, ChangeRef(timeline: old, seq: 2), lamport: 8),
+                ]
+            }
+            #expect(held == [true, true, false], "the folded head; covered by the baseline; beyond its largest time")
         }
     }
 }
