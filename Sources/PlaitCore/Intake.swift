@@ -176,6 +176,10 @@ public struct Intake<D: Domain>: Sendable {
         public var heads: [TimelineID: HeldHead] = [:]
         /// Timelines superseded by an accepted `timeline.begin`, with the head at which they stop.
         public var superseded: [TimelineBegin.Superseded] = []
+        /// Changes that passed every check but are not covered by a verified signature yet (the signed change
+        /// comes in a later batch), or whose witness is such a change: the caller holds them back and checks them
+        /// again in front of the next batch of the same stream (DESIGN §11, PROTOCOL.md §20).
+        public var heldBack: [EncodedChange] = []
     }
 
     public var domain: D
@@ -215,6 +219,8 @@ public struct Intake<D: Domain>: Sendable {
         var superseded: TimelineBegin.Superseded?
         /// Candidates before this index are covered by a verified signature (or the timeline is unsigned).
         var covered = 0
+        /// Candidates before this index are taken: covered, and every witness they name in the batch is taken.
+        var taken = 0
 
         var signed: Bool { certificate != nil }
     }
@@ -269,7 +275,8 @@ public struct Intake<D: Domain>: Sendable {
         for timeline in order {
             let run = runs[timeline]!
             if let refusal = run.refusal { result.refused.append(RefusedTimeline(timeline: timeline, refusal: refusal)) }
-            let taken = run.candidates.prefix(run.covered)
+            result.heldBack += run.candidates[run.taken...].map(\.encoded)
+            let taken = run.candidates.prefix(run.taken)
             guard let last = taken.last else { continue }
             for candidate in taken {
                 result.accepted.append(Accepted(
@@ -369,74 +376,92 @@ public struct Intake<D: Domain>: Sendable {
         run.covered = min(run.covered, index)
     }
 
-    /// Witnesses and signatures, until nothing more is cut: cutting a timeline back (an unheld witness, a
-    /// failed or missing signature) can take away the witness of another timeline's change.
+    /// Signatures and witnesses until nothing more is cut (cutting a timeline back can take away the witness of
+    /// another timeline's change), then what is taken now: a prefix of each timeline that a verified signature
+    /// covers and whose witnesses in the batch are taken too. The rest is held back, not refused.
     private func settle(_ runs: inout [TimelineID: Run], witness: (ChangeRef, UInt64) throws -> Bool) rethrows {
-        while true {
-            var changed = false
-            for timeline in runs.keys.sorted() where runs[timeline]!.signed {
-                let before = runs[timeline]!.candidates.count
-                cover(&runs[timeline]!)
-                if runs[timeline]!.candidates.count != before { changed = true }
-            }
-            for timeline in runs.keys where !runs[timeline]!.signed {
-                runs[timeline]!.covered = runs[timeline]!.candidates.count
+        var changed = true
+        while changed {
+            changed = false
+            for timeline in runs.keys.sorted() {
+                if runs[timeline]!.signed {
+                    let before = runs[timeline]!.candidates.count
+                    cover(&runs[timeline]!)
+                    if runs[timeline]!.candidates.count != before { changed = true }
+                } else {
+                    runs[timeline]!.covered = runs[timeline]!.candidates.count
+                }
             }
             if try checkWitnesses(&runs, witness: witness) { changed = true }
-            if !changed { return }
         }
+        take(&runs)
     }
 
-    /// Verifies signatures along a signed run: one at least every `maxUnsignedRun` changes and the last one,
-    /// each only once; a failure cuts the run after the last verified signature, and an unsigned tail is cut.
+    /// Verifies signatures along a signed run: one at least every `maxUnsignedRun` changes (and
+    /// `ChangeSignature.maxUnsignedBytes`) and the last one, each only once. A failure cuts the run after the
+    /// last verified signature; an uncovered tail longer than the signing rule allows is cut as unsigned.
     private func cover(_ run: inout Run) {
         guard let certificate = run.certificate else { return }
         var coveredSeq = run.start.seq
         var coveredIndex = 0
+        var bytesSince = 0
         let signedIndexes = run.candidates.indices.filter { run.candidates[$0].encoded.signature != nil }
-        for (position, index) in signedIndexes.enumerated() {
+        var position = 0
+        for index in run.candidates.indices {
+            bytesSince += run.candidates[index].encoded.bytes.count
+            guard position < signedIndexes.count, signedIndexes[position] == index else { continue }
+            position += 1
             let seq = run.candidates[index].encoded.change.seq
-            let isLast = position == signedIndexes.count - 1
-            let nextSeq = isLast ? seq : run.candidates[signedIndexes[position + 1]].encoded.change.seq
-            guard isLast || nextSeq - coveredSeq > UInt64(maxUnsignedRun) || run.candidates[index].verified else {
-                continue
+            let isLast = position == signedIndexes.count
+            if !isLast && !run.candidates[index].verified {
+                // Skip it if the next signature still keeps the verified ones within the signing rule.
+                let next = signedIndexes[position]
+                let nextSeq = run.candidates[next].encoded.change.seq
+                let bytesToNext = run.candidates[(index + 1)...next].reduce(bytesSince) { $0 + $1.encoded.bytes.count }
+                if nextSeq - coveredSeq <= UInt64(maxUnsignedRun) && bytesToNext <= ChangeSignature.maxUnsignedBytes {
+                    continue
+                }
             }
             if !run.candidates[index].verified {
                 guard let verifier, let signature = run.candidates[index].encoded.signature,
-                    verifier.verify(signature: signature, changeHash: run.candidates[index].hash,
-                                    certificate: certificate)
+                    verifier.verify(
+                        signature: signature, changeHash: run.candidates[index].hash, certificate: certificate)
                 else {
                     Self.cut(&run, at: coveredIndex, .badSignature(seq: seq))
-                    run.covered = run.candidates.count
                     return
                 }
                 run.candidates[index].verified = true
             }
             coveredSeq = seq
             coveredIndex = index + 1
+            bytesSince = 0
         }
-        if coveredIndex < run.candidates.count {
+        run.covered = coveredIndex
+        // The author signs at least every `maxUnsignedRun` changes and every `maxUnsignedBytes`: a longer
+        // unsigned tail breaks that rule, and holding it back would let a sender pin memory here.
+        let tail = run.candidates[coveredIndex...]
+        let tailBytes = tail.reduce(0) { $0 + $1.encoded.bytes.count }
+        if tail.count > maxUnsignedRun || tailBytes > ChangeSignature.maxUnsignedBytes + maxChangeBytes {
             Self.cut(&run, at: coveredIndex, .unsigned(seq: run.candidates[coveredIndex].encoded.change.seq))
         }
-        run.covered = run.candidates.count
     }
 
-    /// Checks the witness of every candidate of a signed timeline, in replay order (a witness sorts earlier);
-    /// returns whether it cut anything.
+    /// Checks the witness of every candidate of a signed timeline, in replay order (a witness sorts earlier):
+    /// held here, or a candidate of the batch (taken now or held back with it); returns whether it cut anything.
     private func checkWitnesses(
         _ runs: inout [TimelineID: Run], witness: (ChangeRef, UInt64) throws -> Bool
     ) rethrows -> Bool {
         var needing: [(key: OrderKey, timeline: TimelineID, index: Int)] = []
-        var inBatch: [ChangeRef: UInt64] = [:]
-        for (timeline, run) in runs {
+        for (timeline, run) in runs where run.signed {
             for (index, candidate) in run.candidates.enumerated() {
                 let change = candidate.encoded.change
-                if run.signed, change.witness != nil || change.lamport > candidate.previousLamport + 1 {
+                if change.witness != nil || change.lamport > candidate.previousLamport + 1 {
                     needing.append((change.orderKey, timeline, index))
                 }
             }
         }
         guard !needing.isEmpty else { return false }
+        var inBatch: [ChangeRef: UInt64] = [:]
         for (_, run) in runs {
             for candidate in run.candidates { inBatch[candidate.encoded.change.ref] = candidate.encoded.change.lamport }
         }
@@ -461,5 +486,52 @@ public struct Intake<D: Domain>: Sendable {
             cutAny = true
         }
         return cutAny
+    }
+
+    /// How much of `run` can be taken when its change at `index` cannot: up to the last signed change before
+    /// it, verifying that signature now if it was skipped (one verification; if it fails, back to the last
+    /// verified one — a bad signature that is not needed refuses nothing).
+    private func fallBack(_ run: inout Run, before index: Int) -> Int {
+        guard let certificate = run.certificate else { return index }
+        var candidate = index
+        while candidate > 0 && run.candidates[candidate - 1].encoded.signature == nil { candidate -= 1 }
+        if candidate > 0 && !run.candidates[candidate - 1].verified, let verifier,
+            let signature = run.candidates[candidate - 1].encoded.signature,
+            verifier.verify(
+                signature: signature, changeHash: run.candidates[candidate - 1].hash, certificate: certificate)
+        {
+            run.candidates[candidate - 1].verified = true
+        }
+        while candidate > 0 && !run.candidates[candidate - 1].verified { candidate -= 1 }
+        return candidate
+    }
+
+    /// Settles what is taken now. Each timeline is taken up to its last verified signature; a change whose
+    /// witness is in the batch but not taken is not taken either, and its timeline falls back to the last
+    /// verified signature before it — so every head left in the store is a signed change. Counts only go down,
+    /// so this ends.
+    private func take(_ runs: inout [TimelineID: Run]) {
+        var position: [ChangeRef: (timeline: TimelineID, index: Int)] = [:]
+        var naming: [(key: OrderKey, timeline: TimelineID, index: Int, witness: ChangeRef)] = []
+        for (timeline, run) in runs {
+            runs[timeline]!.taken = run.covered
+            for (index, candidate) in run.candidates.enumerated() {
+                position[candidate.encoded.change.ref] = (timeline, index)
+                if let witness = candidate.encoded.change.witness {
+                    naming.append((candidate.encoded.change.orderKey, timeline, index, witness))
+                }
+            }
+        }
+        guard !naming.isEmpty else { return }
+        naming.sort { $0.key < $1.key }
+        var changed = true
+        while changed {
+            changed = false
+            for entry in naming where entry.index < runs[entry.timeline]!.taken {
+                guard let named = position[entry.witness], named.index >= runs[named.timeline]!.taken else { continue }
+                runs[entry.timeline]!.taken = fallBack(&runs[entry.timeline]!, before: entry.index)
+                changed = true
+            }
+        }
     }
 }

@@ -291,6 +291,8 @@ public final class Session: @unchecked Sendable {
             return .status(try local { try replica.status() })
         case .readSummary:
             return .summary(try local { try store.summary() })
+        case .endStream:
+            return .streamEnded(intake.endOfStream())
         case let .readGreeting(peer):
             return try local {
                 .greeting(staged: try store.stagedBaseline(from: peer), view: try store.localView(),

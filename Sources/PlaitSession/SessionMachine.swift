@@ -178,6 +178,9 @@ enum SessionAction {
     // Writes with an outcome.
     /// Integrate a pulled batch, dropping the timelines in `skip` (`Replica.integrate`): `.integrated`.
     case integrate(PulledBatch, skip: Set<TimelineID>)
+    /// The peer's stream ended (Done): commit what is pending and give up the changes still held back for a
+    /// signature that never came (`IntakePipeline.endOfStream`): `.streamEnded`.
+    case endStream
     /// Stage a chunk of a baseline pulled from `peer` (`Store.stageBaselineChunk`): `.staged`, or
     /// `.baselineFailed` with the store's error.
     case stageChunk(peer: String, summary: Summary, digest: [UInt8]?, total: UInt64, offset: UInt64, data: [UInt8])
@@ -213,6 +216,8 @@ enum SessionAnswer {
     case baseline(EncodedBaseline?)
     case page(baselineSummary: Summary, changes: [Change], damaged: [ChangeRef])
     case integrated(Replica.IntegrateResult)
+    /// The timelines refused because their changes held back were never covered by a signature.
+    case streamEnded([RefusedTimeline])
     case staged
     case adopted(BaselineAdoption)
     /// Staging or adopting a pulled baseline failed with this error of the store.
@@ -300,6 +305,7 @@ struct SessionMachine {
         case streamBaseline
         case integrated
         case forkHeads(Replica.IntegrateResult)
+        case streamEnd(Summary)
         case doneSummary(Summary)
         case stateNotify
         case staged(last: Bool)
@@ -359,8 +365,8 @@ struct SessionMachine {
             return [.integrate(batch, skip: skipped)]
         case let .done(summary):
             guard pull == .asking else { throw .protocolViolation("it sent Done without a Want") }
-            awaiting = .doneSummary(summary)
-            return [.readSummary]
+            awaiting = .streamEnd(summary)
+            return [.endStream]
         case let .notify(summary, report):
             if let report { return try run([.compare(summary, report), .notified(summary)]) }
             return try run([.notified(summary)])
@@ -453,6 +459,9 @@ struct SessionMachine {
             actions = integrated(result, heads: nil)
         case let (.forkHeads(result), .summary(heads)):
             actions = integrated(result, heads: heads)
+        case let (.streamEnd(summary), .streamEnded(refused)):
+            awaiting = .doneSummary(summary)
+            return integrated(Replica.IntegrateResult(refused: refused), heads: nil) + [.readSummary]
         case let (.doneSummary(summary), .summary(mine)):
             var expected = summary
             for timeline in skipped { expected[timeline] = 0 }

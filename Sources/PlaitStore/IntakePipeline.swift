@@ -15,8 +15,14 @@ public final class IntakePipeline: @unchecked Sendable {
     private let state = NSCondition()
     /// Heads as the batches validated so far leave them (not all committed yet).
     private var projected: [TimelineID: HeldHead] = [:]
-    /// Hashes of changes validated and not yet committed, for the fork check of a change sent again.
-    private var pendingHashes: [ChangeRef: [UInt8]] = [:]
+    /// Changes validated and not yet committed, for the fork check of a change sent again and for witnesses.
+    private var pending: [ChangeRef: Replica.PendingChange] = [:]
+    /// Changes of signed timelines waiting for the signature that covers them (DESIGN §11): checked again in
+    /// front of the next batch. Only the caller's thread touches it.
+    private var heldBack: [EncodedChange] = []
+    /// At most this many bytes held back per stream; beyond it the timelines held back are refused (an honest
+    /// sender's runs are bounded by the signing rule, 1,000 changes or 1 MiB each).
+    static let maxHeldBackBytes = 64 << 20
     private var inFlight = 0
     private var failure: (any Error)?
     private var committed: [Replica.IntegrateResult] = []
@@ -34,12 +40,18 @@ public final class IntakePipeline: @unchecked Sendable {
     /// Checks `batch` and queues its commit. Returns what the intake decided (changes taken, duplicates,
     /// refusals); throws the failure of an earlier commit, after which nothing more is committed.
     public func submit(_ batch: [EncodedChange], skip: Set<TimelineID> = []) throws -> Replica.IntegrateResult {
-        let (heads, hashes) = try state.withLock { () throws -> ([TimelineID: HeldHead], [ChangeRef: [UInt8]]) in
+        let (heads, waiting) = try state.withLock {
+            () throws -> ([TimelineID: HeldHead], [ChangeRef: Replica.PendingChange]) in
             if let failure { throw failure }
-            return (projected, pendingHashes)
+            return (projected, pending)
         }
-        let validated = try replica.validate(batch, skip: skip, projected: heads, pendingHashes: hashes)
-        guard !validated.verdict.accepted.isEmpty else { return validated.preliminary }
+        let validated = try replica.validate(heldBack + batch, skip: skip, projected: heads, pending: waiting)
+        heldBack = validated.heldBack
+        var preliminary = validated.preliminary
+        if heldBack.reduce(0, { $0 + $1.bytes.count }) > Self.maxHeldBackBytes {
+            preliminary.refused += endOfStream()
+        }
+        guard !validated.verdict.accepted.isEmpty else { return preliminary }
         let refs = validated.verdict.accepted.map(\.change.ref)
         afterValidation?(validated.preliminary)
         try state.withLock {
@@ -49,7 +61,9 @@ public final class IntakePipeline: @unchecked Sendable {
             // The batch before failed while this one was checked against the heads it would have left.
             if let failure { throw failure }
             for (timeline, head) in validated.verdict.heads { projected[timeline] = head }
-            for accepted in validated.verdict.accepted { pendingHashes[accepted.change.ref] = accepted.hash }
+            for accepted in validated.verdict.accepted {
+                pending[accepted.change.ref] = .init(hash: accepted.hash, lamport: accepted.change.lamport)
+            }
             inFlight += 1
         }
         queue.async { [self] in
@@ -66,13 +80,24 @@ public final class IntakePipeline: @unchecked Sendable {
             state.withLock {
                 if let error, failure == nil { failure = error }
                 if let outcome { committed.append(outcome) }
-                for ref in refs { pendingHashes[ref] = nil }
+                for ref in refs { pending[ref] = nil }
                 if failure != nil { projected = [:] }
                 inFlight -= 1
                 state.broadcast()
             }
         }
-        return validated.preliminary
+        return preliminary
+    }
+
+    /// Ends the stream: changes still held back were never covered by a signature (the sender's stream ended
+    /// at an unsigned change), so their timelines are refused from the first of them; nothing of them is kept.
+    public func endOfStream() -> [RefusedTimeline] {
+        var first: [TimelineID: UInt64] = [:]
+        for held in heldBack { first[held.change.timeline] = min(first[held.change.timeline] ?? .max, held.change.seq) }
+        heldBack = []
+        return first.sorted { $0.key < $1.key }.map {
+            RefusedTimeline(timeline: $0.key, refusal: .unsigned(seq: $0.value))
+        }
     }
 
     /// Waits for every queued commit; returns their results, or throws the first failure.

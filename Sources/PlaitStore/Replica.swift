@@ -521,6 +521,9 @@ public final class Replica: @unchecked Sendable {
         /// The head number each timeline it touches was checked against.
         let used: [TimelineID: UInt64]
 
+        /// Changes held back for the next batch of the stream (not covered by a signature yet).
+        var heldBack: [EncodedChange] { verdict.heldBack }
+
         /// What the intake decided (the commit may still fail): changes to store, duplicates, refusals.
         public var preliminary: IntegrateResult {
             var result = IntegrateResult()
@@ -535,24 +538,58 @@ public final class Replica: @unchecked Sendable {
     /// validated before it is still committing (`pendingHashes` holds its changes' hashes).
     func validate(
         _ batch: [EncodedChange], skip: Set<TimelineID>, projected: [TimelineID: HeldHead] = [:],
-        pendingHashes: [ChangeRef: [UInt8]] = [:]
+        pending: [ChangeRef: PendingChange] = [:]
     ) throws -> ValidatedBatch {
-        try store.read { db in try validate(db, batch, skip: skip, projected: projected, pendingHashes: pendingHashes) }
+        try store.read { db in try validate(db, batch, skip: skip, projected: projected, pending: pending) }
+    }
+
+    /// A change validated and not yet committed (the batch before, still committing): its hash for the fork
+    /// check of a change sent again, its Lamport time for the witness check.
+    struct PendingChange: Sendable {
+        var hash: [UInt8]
+        var lamport: UInt64
     }
 
     private func validate(
         _ db: Database, _ batch: [EncodedChange], skip: Set<TimelineID>, projected: [TimelineID: HeldHead] = [:],
-        pendingHashes: [ChangeRef: [UInt8]] = [:]
+        pending: [ChangeRef: PendingChange] = [:]
     ) throws -> ValidatedBatch {
         var used: [TimelineID: UInt64] = [:]
+        var witnesses = WitnessLookup()
         let verdict = try intake.check(
             batch, skip: skip,
             head: { timeline in
                 let head = try projected[timeline] ?? Self.heldHead(db, timeline)
                 used[timeline] = head?.seq ?? 0
                 return head
-            }, heldHash: { try pendingHashes[$0] ?? Store.hash(db, of: $0) })
+            }, heldHash: { try pending[$0]?.hash ?? Store.hash(db, of: $0) },
+            witness: { ref, lamport in
+                if let change = pending[ref] { return change.lamport == lamport }
+                return try witnesses.holds(db, ref, lamport: lamport)
+            })
         return ValidatedBatch(batch: batch, skip: skip, verdict: verdict, used: used)
+    }
+
+    /// Whether the store holds a Lamport witness (DESIGN §11): the change itself with exactly that Lamport time,
+    /// or a baseline that folded it and reaches that time. The baseline's summary is read once per batch.
+    struct WitnessLookup {
+        private var baseline: (summary: Summary, maxLamport: UInt64)??
+
+        mutating func holds(_ db: Database, _ ref: ChangeRef, lamport: UInt64) throws -> Bool {
+            if let stored = try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT lamport FROM changes WHERE tl = ? AND seq = ?"),
+                arguments: [timelineColumn(ref.timeline.rawValue), Int64(ref.seq)])
+            {
+                return UInt64(stored) == lamport
+            }
+            if baseline == nil {
+                baseline = try Row.fetchOne(db, sql: "SELECT summary, max_lamport FROM baseline WHERE id = 1").map {
+                    (try Summary(parsing: $0[0] as String), UInt64(clamping: $0[1] as Int64))
+                }
+            }
+            guard let folded = baseline ?? nil else { return false }
+            return folded.summary[ref.timeline] >= ref.seq && folded.maxLamport >= lamport
+        }
     }
 
     /// Commits a validated batch in one transaction, checking it again first if a head it was checked against
@@ -914,5 +951,13 @@ public final class Replica: @unchecked Sendable {
 extension Domain {
     func understands(kind: String, version: UInt32) -> Bool {
         Change.isEngineKind(kind) || canInterpret(kind: kind, version: version)
+    }
+}
+
+extension Replica.IntegrateResult {
+    /// A result that only refuses (changes held back for a signature that never came).
+    public init(refused: [RefusedTimeline]) {
+        self.init()
+        self.refused = refused
     }
 }

@@ -162,15 +162,60 @@ import Testing
         }
     }
 
-    @Test func anUnsignedTailIsNotTakenAndThePrefixIs() {
+    /// A batch may end inside a signed timeline's run (pages are cut in replay order): the tail is held back,
+    /// not stored, and taken with the next batch that brings its signature.
+    @Test func anUnsignedTailIsHeldBackUntilItsSignatureArrives() {
         var author = SignedAuthor("A")
         author.append()
         author.append(signed: false)
         author.append(signed: false)
+        author.append()
+        var held = Held()
+        let first = held.check(author.encoded(1...4), Self.intake())
+        #expect(first.accepted.map(\.change.seq) == [1, 2])
+        #expect(first.refused.isEmpty)
+        #expect(first.heldBack.map(\.change.seq) == [3, 4])
+        #expect(first.heads[author.timeline]?.seq == 2)
+        held.store(first)
+        let second = held.check(first.heldBack + author.encoded(5...5), Self.intake())
+        #expect(second.accepted.map(\.change.seq) == [3, 4, 5])
+        #expect(second.heldBack.isEmpty)
+    }
+
+    @Test func anUnsignedRunLongerThanTheSigningRuleIsRefused() {
+        var author = SignedAuthor("A")
+        for _ in 0..<1_001 { author.append(signed: false) }
         let result = Held().check(author.encoded(), Self.intake())
-        #expect(result.accepted.map(\.change.seq) == [1, 2])
-        #expect(result.refused == [RefusedTimeline(timeline: author.timeline, refusal: .unsigned(seq: 3))])
-        #expect(result.heads[author.timeline]?.seq == 2)
+        #expect(result.accepted.map(\.change.seq) == [1])
+        #expect(result.heldBack.isEmpty)
+        #expect(result.refused == [RefusedTimeline(timeline: author.timeline, refusal: .unsigned(seq: 2))])
+    }
+
+    /// A's change names a witness on B that is held back (B's signature comes later): A's change waits with it,
+    /// and A falls back to its last verified signature before it, so no stored head is unsigned.
+    @Test func aChangeWhoseWitnessIsHeldBackWaitsWithIt() {
+        var other = SignedAuthor("B")
+        other.append(signed: false)  // B:2 at Lamport 2, signed only by B:3
+        other.append()
+        var author = SignedAuthor("A")
+        author.append()  // A:2 at 2, signed
+        author.append(lamport: 3, witness: ChangeRef(timeline: other.timeline, seq: 2), signed: false)
+        author.append()  // A:4 signs A:3 too
+        var held = Held()
+        let first = held.check(author.encoded() + other.encoded(1...2), Self.intake())
+        #expect(first.refused.isEmpty, "\(first.refused)")
+        #expect(first.heads[author.timeline]?.seq == 2)
+        #expect(first.heads[other.timeline]?.seq == 1)
+        #expect(Set(first.heldBack.map(\.change.ref)) == Set([
+            ChangeRef(timeline: author.timeline, seq: 3), ChangeRef(timeline: author.timeline, seq: 4),
+            ChangeRef(timeline: other.timeline, seq: 2),
+        ]))
+        held.store(first)
+        let second = held.check(first.heldBack + other.encoded(3...3), Self.intake())
+        #expect(second.refused.isEmpty)
+        #expect(second.heldBack.isEmpty)
+        #expect(second.heads[author.timeline]?.seq == 4)
+        #expect(second.heads[other.timeline]?.seq == 3)
     }
 
     @Test func aChangeIsNeverTakenWithoutAVerifier() {

@@ -200,6 +200,7 @@ import Testing
         #expect(Self.wants(actions) == [Want(have: [:], baselineOffset: 3_000)])
         // The peer's Done, then a Notify of more: the next Want starts afresh.
         _ = try machine.received(.done([:]))
+        _ = try machine.answered(.streamEnded([]))
         _ = try machine.answered(.summary([:]))
         var next = try machine.received(.notify([Self.theirs: 10], report: nil))
         next = try machine.answered(.summary([:]))
@@ -262,6 +263,7 @@ import Testing
         #expect(Self.violation { _ = try machine.received(.done([:])) })
         _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 4]), local: Self.status(summary: [:]))
         _ = try machine.received(.done([Self.theirs: 4]))
+        _ = try machine.answered(.streamEnded([]))
         #expect {
             _ = try machine.answered(.summary([Self.theirs: 2]))
         } throws: { error in
@@ -271,6 +273,7 @@ import Testing
         machine = Self.machine()
         _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 4]), local: Self.status(summary: [:]))
         _ = try machine.received(.done([Self.theirs: 4]))
+        _ = try machine.answered(.streamEnded([]))
         #expect(try machine.answered(.summary([Self.theirs: 4])).isEmpty)
         #expect(!machine.isSynced, "the peer's Want is not answered yet")
         _ = try Self.answerWant(&machine, have: [Self.theirs: 4], mine: [Self.theirs: 4], baseline: nil)
@@ -297,11 +300,13 @@ import Testing
         _ = try machine.received(.notify([Self.theirs: 3], report: nil))
         #expect(try machine.answered(.summary([:])).isEmpty)
         _ = try machine.received(.done([Self.theirs: 2]))
+        _ = try machine.answered(.streamEnded([]))
         var actions = try machine.answered(.summary([Self.theirs: 2]))
         guard case .readSummary = actions.last else { Issue.record("no Want after Done: \(actions)"); return }
         actions = try machine.answered(.summary([Self.theirs: 2]))
         #expect(Self.wants(actions) == [Want(have: [Self.theirs: 2], baselineOffset: nil)])
         _ = try machine.received(.done([Self.theirs: 3]))
+        _ = try machine.answered(.streamEnded([]))
         #expect(try machine.answered(.summary([Self.theirs: 3])).isEmpty)
         // Nothing new: no Want.
         _ = try machine.received(.notify([Self.theirs: 3], report: nil))
@@ -505,6 +510,7 @@ import Testing
         _ = try machine.answered(.integrated(Replica.IntegrateResult()))
         // Done short of the refused timeline is complete.
         _ = try machine.received(.done([Self.theirs: 6, Self.other: 2]))
+        _ = try machine.answered(.streamEnded([]))
         #expect(try machine.answered(.summary([Self.other: 2])).isEmpty)
         // The next Want says "send nothing of it".
         actions = try machine.resync()
@@ -514,11 +520,35 @@ import Testing
                 == [Want(have: [Self.other: 2, Self.theirs: SessionMachine.refusedMarker], baselineOffset: nil)])
     }
 
+    /// Protocol 2: changes held back for a signature that never came are given up at Done. Their timeline is
+    /// refused (reported, recorded, skipped) and not expected at Done; the stream is otherwise complete.
+    @Test func changesStillHeldBackAtDoneRefuseTheirTimeline() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 3]), local: Self.status(summary: [:]))
+        _ = try machine.received(.changes([Self.change(Self.theirs, 1)]))
+        _ = try machine.answered(.integrated(Replica.IntegrateResult()))
+        guard case .endStream = try machine.received(.done([Self.theirs: 3])).last else {
+            Issue.record("Done did not end the intake's stream")
+            return
+        }
+        let refusal = RefusedTimeline(timeline: Self.theirs, refusal: .unsigned(seq: 1))
+        let actions = try machine.answered(.streamEnded([refusal]))
+        #expect(machine.refusedTimelines == [refusal])
+        #expect(Self.findings(actions) == ["changes of \(Self.theirs) from the peer were refused: \(refusal.refusal)"])
+        guard case .readSummary = actions.last else {
+            Issue.record("no summary read after the stream ended: \(actions)")
+            return
+        }
+        // Nothing of the refused timeline is held, and that is not an incomplete stream.
+        #expect(try machine.answered(.summary([:])).isEmpty)
+    }
+
     /// Changes nobody asked for break the protocol.
     @Test func changesWithoutWantAreRefused() throws {
         var machine = Self.machine()
         _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [:]))
         _ = try machine.received(.done([:]))
+        _ = try machine.answered(.streamEnded([]))
         _ = try machine.answered(.summary([:]))
         #expect(Self.violation { _ = try machine.received(.changes([Self.change(Self.theirs, 1)])) })
     }
