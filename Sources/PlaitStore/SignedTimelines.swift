@@ -137,28 +137,6 @@ extension Store {
         }
     }
 
-    /// Whether a witness is held (DESIGN §11): the change `ref` is stored with Lamport time exactly `lamport`,
-    /// or it is a timeline's head folded into the baseline with that time, or it is folded into the baseline
-    /// (the baseline's summary covers it) and the baseline's largest Lamport time is at least `lamport`.
-    public static func holdsWitness(_ db: Database, _ ref: ChangeRef, lamport: UInt64) throws -> Bool {
-        let column = timelineColumn(ref.timeline.rawValue)
-        if let stored = try Int64.fetchOne(
-            db, sql: "SELECT lamport FROM changes WHERE tl = ? AND seq = ?", arguments: [column, Int64(ref.seq)])
-        {
-            return UInt64(bitPattern: stored) == lamport
-        }
-        if let head = try Row.fetchOne(
-            db, sql: "SELECT head_seq, head_lamport FROM timelines WHERE tl = ?", arguments: [column]),
-            UInt64(bitPattern: head[0] as Int64) == ref.seq
-        {
-            return UInt64(bitPattern: head[1] as Int64) == lamport
-        }
-        guard let baseline = try Row.fetchOne(db, sql: "SELECT summary, max_lamport FROM baseline WHERE id = 1")
-        else { return false }
-        let summary = try Summary(parsing: baseline[0] as String)
-        return summary[ref.timeline] >= ref.seq && UInt64(bitPattern: baseline[1] as Int64) >= lamport
-    }
-
     /// What an accepted batch tells the store about authors (call in the commit, after the heads are set):
     /// the certificate of each accepted `timeline.begin` on its timeline's row, each superseded timeline's
     /// stopping point on its row (when it is held), and, for changes that came from a peer, when they arrived.

@@ -292,9 +292,10 @@ struct SignedTimelineTests {
 
                 // Witnesses: b's begin (Lamport 5) names old:4 (Lamport 4).
                 #expect(changes[0].witness == ChangeRef(timeline: old, seq: 4))
-                #expect(try Store.holdsWitness(db, ChangeRef(timeline: old, seq: 4), lamport: 4))
-                #expect(try !Store.holdsWitness(db, ChangeRef(timeline: old, seq: 4), lamport: 5), "exactly that")
-                #expect(try !Store.holdsWitness(db, ChangeRef(timeline: old, seq: 9), lamport: 9), "not held")
+                var witnesses = Replica.WitnessLookup()
+                #expect(try witnesses.holds(db, ChangeRef(timeline: old, seq: 4), lamport: 4))
+                #expect(try !witnesses.holds(db, ChangeRef(timeline: old, seq: 4), lamport: 5), "exactly that")
+                #expect(try !witnesses.holds(db, ChangeRef(timeline: old, seq: 9), lamport: 9), "not held")
             }
             let authorities = try a.store.timelineAuthorities()
             #expect(authorities.first { $0.timeline == fresh }?.lastArrival == 1_700_000_000_000)
@@ -304,10 +305,11 @@ struct SignedTimelineTests {
             let report = try a.replica.compact()
             #expect(report.remaining == 0)
             let held = try a.store.read { db -> [Bool] in
-                [
-                    try Store.holdsWitness(db, ChangeRef(timeline: fresh, seq: 3), lamport: 7),
-                    try Store.holdsWitness(db, ChangeRef(timeline: old, seq: 2), lamport: 2),
-                    try Store.holdsWitness(db, ChangeRef(timeline: old, seq: 2), lamport: 8),
+                var witnesses = Replica.WitnessLookup()
+                return [
+                    try witnesses.holds(db, ChangeRef(timeline: fresh, seq: 3), lamport: 7),
+                    try witnesses.holds(db, ChangeRef(timeline: old, seq: 2), lamport: 2),
+                    try witnesses.holds(db, ChangeRef(timeline: old, seq: 2), lamport: 8),
                 ]
             }
             #expect(held == [true, true, false], "the folded head; covered by the baseline; beyond its largest time")
