@@ -491,10 +491,14 @@ public final class Replica: @unchecked Sendable {
         public var ownTimelineContinued: TimelineID?
     }
 
-    /// The one check of arriving changes, with this store's size cap and domain, hashing with OpenSSL.
+    /// The one check of arriving changes, with this store's size cap and domain, hashing and verifying change
+    /// signatures with OpenSSL.
     var intake: Intake<ListsDomain> {
-        Intake(domain: domain, maxChangeBytes: maxChangeBytes, sha256: FastSHA256.function)
+        Intake(domain: domain, maxChangeBytes: maxChangeBytes, sha256: FastSHA256.function, verifier: Self.verifier)
     }
+
+    /// One verifier per process: it caches the parsed keys of the certificates it met.
+    static let verifier = P256Verifier()
 
     /// Integrates changes pulled from a peer in one transaction: each timeline must continue without a gap,
     /// its hash chain and Lamport times (at most 2^62); a change under a number already held must have the

@@ -315,6 +315,48 @@ struct SignedTimelineTests {
             #expect(held == [true, true, false], "the folded head; covered by the baseline; beyond its largest time")
         }
     }
+
+    /// A signed timeline pulled with its signatures (real P-256 keys): the receiver stores the changes with the
+    /// signatures it verified, records the begin's certificate, the superseded head after a rejoin, and when the
+    /// changes arrived.
+    @Test(arguments: [0x5167_0007 as UInt64])
+    func aPulledSignedTimelineIsStoredWithItsAuthor(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let keys = try TestKeyPair(commonName: "a")
+            let signer = try P256Signer(keyPEM: keys.keyPEM, certificatePEM: keys.certificatePEM)
+            let aStore = try Store.create(at: directory.file("a.db"), signer: signer, synchronousFull: false)
+            let a = try Replica(store: aStore, signer: signer)
+            try randomEdits(a, count: 1_500, rng: &rng, perEdit: false)
+            let first = try aStore.ownTimeline()
+            try a.rejoin(now: fixedNow)
+            let second = try aStore.ownTimeline()
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            let sent = try aStore.encodedChangesInReplayOrder()
+            let result = try b.replica.integrate(encoded: sent)
+            #expect(result.refused.isEmpty, "seed \(seed): \(result.refused)")
+            #expect(try b.summary == aStore.summary())
+            #expect(hex(b.digest) == hex(a.digest))
+            let stored = try b.store.encodedChangesInReplayOrder()
+            #expect(stored.map(\.change) == sent.map(\.change))
+            // Only verified signatures are stored, each one a's; the last of each timeline among them.
+            let verifier = P256Verifier()
+            let storedSigned = stored.filter { $0.signature != nil }
+            #expect(!storedSigned.isEmpty)
+            for change in storedSigned {
+                #expect(verifier.verify(
+                    signature: change.signature!, changeHash: change.change.hash, certificate: signer.certificate))
+            }
+            for timeline in [first, second] {
+                #expect(stored.last { $0.change.timeline == timeline }?.signature != nil)
+            }
+            let authorities = try b.store.timelineAuthorities()
+            #expect(authorities.first { $0.timeline == first }?.certificate == signer.certificate)
+            #expect(authorities.first { $0.timeline == second }?.certificate == signer.certificate)
+            #expect(authorities.first { $0.timeline == first }?.supersededSeq == (try aStore.summary()[first]))
+            #expect(authorities.first { $0.timeline == second }?.lastArrival != nil)
+        }
+    }
 }
 
 @Suite("Migration of a store made before signed timelines")
