@@ -153,4 +153,16 @@ public final class Home: @unchecked Sendable {
     }
 
     public var deviceName: String { (try? store.deviceName()) ?? (try? identity)?.commonName ?? "" }
+
+    /// The authors compaction waits for however quiet (DESIGN §11): this device and its paired peers, by the
+    /// SHA-256 of their certificates (their Device IDs); a signed timeline of anyone else holds the cut-off only
+    /// while one of its changes arrived within `graceMs`.
+    public func authorGrace(graceMs: Int64, now: Int64 = Replica.now()) throws -> Replica.AuthorGrace {
+        var known: Set<[UInt8]> = []
+        if let identity = try? identity { known.insert(identity.deviceID.digest) }
+        for peer in try store.peers() {
+            if let id = try? DeviceID(parsing: peer.deviceID) { known.insert(id.digest) }
+        }
+        return Replica.AuthorGrace(known: known, graceMs: graceMs, now: now)
+    }
 }
