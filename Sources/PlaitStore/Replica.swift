@@ -399,10 +399,11 @@ public final class Replica: @unchecked Sendable {
     }
 
     private func edit<T>(now: Int64, leavingSuspectTimeline: Bool, _ body: (LocalEdit) throws -> T) throws -> T {
-        try transaction { db in
+        // Loaded before the transaction: a key that cannot be read leaves the store's files untouched.
+        let signer = try lock.withLock { try resolvedSigner() }
+        return try transaction { db in
             let edit = try LocalEdit(
-                replica: self, db: db, now: now, signer: try resolvedSigner(),
-                leavingSuspectTimeline: leavingSuspectTimeline)
+                replica: self, db: db, now: now, signer: signer, leavingSuspectTimeline: leavingSuspectTimeline)
             // `rejoin` starts its new timeline itself.
             if !leavingSuspectTimeline { try edit.continueOnSignedTimelineIfNeeded() }
             let result = try body(edit)

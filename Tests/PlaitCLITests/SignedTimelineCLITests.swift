@@ -24,7 +24,8 @@ struct SignedTimelineCLITests {
 
             let signer = try P256Signer(directory: sandbox.home)
             let (own, changes, certificate) = try ownChanges(sandbox.home)
-            #expect(changes.map(\.change.kind) == [TimelineBegin.kind, "list.create"] + Array(repeating: "item.create", count: 3))
+            let kinds = [TimelineBegin.kind, "list.create"] + Array(repeating: "item.create", count: 3)
+            #expect(changes.map(\.change.kind) == kinds)
             let begin = try TimelineBegin(payload: changes[0].change.payload)
             #expect(begin.certificate == signer.certificate, "the begin carries the home's own certificate")
             #expect(begin.timelineID == own && begin.supersedes == nil)
@@ -45,6 +46,26 @@ struct SignedTimelineCLITests {
             #expect(log.first?["change"] as? String == "\(own):1")
             #expect((log.first?["description"] as? String)?.contains("newer plait") == false)
             #expect(try sandbox.status()["unknown"] as? Int ?? 0 == 0)
+        }
+    }
+
+    /// Reading never needs the key; an edit without it fails with one sentence naming the file, and writes nothing.
+    @Test func anEditWithoutTheKeyFailsClearlyAndReadingStillWorks() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "Groceries"])
+            let key = sandbox.home + "/key.pem"
+            try FileManager.default.moveItem(atPath: key, toPath: key + ".aside")
+            let before = fingerprint(ofFile: sandbox.home + "/plait.db")
+            let refused = try sandbox.fails(["add", "Groceries", "milk"])
+            #expect(refused.stderr.contains("cannot sign changes with \(key)"), "\(refused)")
+            #expect(refused.stderr.contains("nothing was changed"), "\(refused)")
+            #expect(refused.stderr.split(separator: "\n").count == 1, "\(refused)")
+            #expect(fingerprint(ofFile: sandbox.home + "/plait.db") == before)
+            #expect(try sandbox.shown().map(\.title) == ["Groceries"])
+            try FileManager.default.moveItem(atPath: key + ".aside", toPath: key)
+            try sandbox.ok(["add", "Groceries", "milk"])
+            #expect(try sandbox.shown().first?.pendingTexts == ["milk"])
         }
     }
 
@@ -74,7 +95,8 @@ struct SignedTimelineCLITests {
                 ALTER TABLE timelines DROP COLUMN last_arrival;
                 DELETE FROM grdb_migrations WHERE identifier = 'v5-signed-timelines';
                 """)
-            let oldHashes = try Store.open(at: path, synchronousFull: false).changesInReplayOrder(limit: nil).map(\.hash)
+            let oldStore = try Store.open(at: path, synchronousFull: false)
+            let oldHashes = try oldStore.changesInReplayOrder(limit: nil).map(\.hash)
             #expect(oldHashes.count == 25)
             let file = fingerprint(ofFile: path)
             let shown = try sandbox.shown()
@@ -91,7 +113,8 @@ struct SignedTimelineCLITests {
             #expect(begin.supersedes?.hash == oldHashes.last)
             let verifier = P256Verifier()
             #expect(changes.allSatisfy {
-                verifier.verify(signature: $0.signature ?? [], changeHash: $0.change.hash, certificate: signer.certificate)
+                verifier.verify(
+                    signature: $0.signature ?? [], changeHash: $0.change.hash, certificate: signer.certificate)
             })
             let store = try Store.open(at: path, synchronousFull: false)
             #expect(try store.changesInReplayOrder(limit: nil).filter { $0.timeline == old }.map(\.hash) == oldHashes)
