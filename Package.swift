@@ -109,7 +109,7 @@ let package = Package(
             dependencies: [
                 // GRDB: tests damage a store file the way a user with sqlite3 would. plait: the demo's edit script,
                 // a CLI-only helper, is tested as a value.
-                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport", "PlaitOutput", "plait",
+                "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport", "PlaitOutput", "PlaitTLS", "plait",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),

@@ -3,8 +3,9 @@
 
 Everything here is written from PROTOCOL.md alone (standard library only): it re-encodes every change,
 payload, state, snapshot, baseline and frame from the fields in the vector file, recomputes hashes, the
-hash chains, the replayed state, the Device ID with its check characters, the pairing code and the
-discovery tag, and compares them with the bytes the vector file holds. Exit status 0 when all agree;
+hash chains, the replayed state, the Device ID with its check characters, the pairing code, the
+discovery tag, change signatures (ECDSA P-256 verified here with plain curve arithmetic) and the timeline IDs of
+timeline.begin, and compares them with the bytes the vector file holds. Exit status 0 when all agree;
 otherwise each mismatch is printed and the status is 1.
 
 Usage: scripts/check-vectors.py [path/to/conformance.json]
@@ -502,7 +503,10 @@ def message_payload(name, f, by_name):
             out += f_bytes(7, entry)
         out += summary_field(8, f["baseline_summary"]) + p3_bytes(9, unhex(f["baseline_digest"]))
         out += p3_bytes(10, unhex(f["state_digest"])) + p3_varint(11, f["unknown_count"])
-        return out + p3_varint(12, f["max_frame_size"])
+        out += p3_varint(12, f["max_frame_size"])
+        nonce = unhex(f.get("instance_nonce", ""))  # §13.2: 16 bytes, or absent
+        check(len(nonce) in (0, 16), f"frame {name}: an instance nonce of {len(nonce)} bytes")
+        return out + p3_bytes(14, nonce)
     if kind == "Want":
         out = summary_field(1, f["have"])
         return out + (f_varint(2, f["baseline_offset"]) if "baseline_offset" in f else b"")  # optional
@@ -518,6 +522,9 @@ def message_payload(name, f, by_name):
         if "state_digest" in f:  # the state report, §14.4
             out += p3_bytes(2, unhex(f["state_digest"])) + p3_bytes(3, unhex(f.get("baseline_digest", "")))
             out += p3_varint(4, f.get("unknown_count", 0))
+        for nonce in f.get("copied_instances", []):  # §13.2: the receiver's home was copied
+            check(len(unhex(nonce)) == 16, f"frame {name}: a copied instance of {len(unhex(nonce))} bytes")
+            out += f_bytes(5, unhex(nonce))
         return out
     if kind in ("Ping", "Pong"):
         return p3_varint(1, f["nonce"])
@@ -566,6 +573,196 @@ def check_discovery(vectors):
     tag = base32(h(d["device_id"].encode() + d["utc_day"].encode()))[:16]
     check(tag == d["tag"], f"discovery: tag {tag}")
     check(base32(h(d["summary_text"].encode()))[:8] == d["sum"], "discovery: sum")
+
+
+
+# ---- §20: signatures (ECDSA P-256, low S) and timeline.begin -----------------------------------------
+
+# P-256 (FIPS 186-4 D.1.2.3, SEC 2 secp256r1): y² = x³ − 3x + b over GF(p), base point G of prime order n.
+P256_P = 2**256 - 2**224 + 2**192 + 2**96 - 1
+P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+P256_B = 0x5AC635D8AA3A93E7B3EBBD55769886BC651D06B0CC53B0F63BCE3C3E27D2604B
+P256_G = (0x6B17D1F2E12C4247F8BCE6E563A440F277037D812DEB33A0F4A13945D898C296,
+          0x4FE342E2FE1A7F9B8EE7EB4A7C0F9E162BCE33576B315ECECBB6406837BF51F5)
+CHANGE_CONTEXT = b"plait-change-v1\x00"
+
+
+def on_curve(point):
+    x, y = point
+    return 0 <= x < P256_P and 0 <= y < P256_P and (y * y - x ** 3 + 3 * x - P256_B) % P256_P == 0
+
+
+def ec_add(a, b):
+    """Affine point addition; None is the point at infinity."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    (x1, y1), (x2, y2) = a, b
+    if x1 == x2 and (y1 + y2) % P256_P == 0:
+        return None
+    if a == b:
+        slope = (3 * x1 * x1 - 3) * pow(2 * y1, -1, P256_P) % P256_P
+    else:
+        slope = (y2 - y1) * pow(x2 - x1, -1, P256_P) % P256_P
+    x3 = (slope * slope - x1 - x2) % P256_P
+    return x3, (slope * (x1 - x3) - y1) % P256_P
+
+
+def ec_mul(k, point):
+    result = None
+    while k:
+        if k & 1:
+            result = ec_add(result, point)
+        point = ec_add(point, point)
+        k >>= 1
+    return result
+
+
+def der_read(data, i):
+    """One DER TLV at data[i:]: (tag, value, index after it); raises ValueError on bad input."""
+    if i + 2 > len(data):
+        raise ValueError("truncated")
+    tag_byte, length, i = data[i], data[i + 1], i + 2
+    if length & 0x80:
+        count = length & 0x7F
+        if count == 0 or count > 4 or i + count > len(data):
+            raise ValueError("bad length")
+        length, i = int.from_bytes(data[i:i + count], "big"), i + count
+    if i + length > len(data):
+        raise ValueError("truncated")
+    return tag_byte, data[i:i + length], i + length
+
+
+def der_children(value):
+    out, i = [], 0
+    while i < len(value):
+        tag_byte, inner, i = der_read(value, i)
+        out.append((tag_byte, inner))
+    return out
+
+
+OID_EC_PUBLIC_KEY = bytes.fromhex("2a8648ce3d0201")  # 1.2.840.10045.2.1
+OID_PRIME256V1 = bytes.fromhex("2a8648ce3d030107")  # 1.2.840.10045.3.1.7
+
+
+def p256_public_key(certificate):
+    """§20.1: the P-256 point of an X.509 certificate (exactly one DER value), or None: not P-256, or not parsed."""
+    try:
+        tag_byte, cert, end = der_read(certificate, 0)
+        if tag_byte != 0x30 or end != len(certificate):
+            return None
+        tbs = der_children(der_children(cert)[0][1])
+        if tbs[0][0] == 0xA0:  # [0] EXPLICIT version
+            tbs = tbs[1:]
+        # serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo
+        spki = der_children(tbs[5][1])
+        algorithm = der_children(spki[0][1])
+        if algorithm != [(0x06, OID_EC_PUBLIC_KEY), (0x06, OID_PRIME256V1)] or spki[1][0] != 0x03:
+            return None
+        bits = spki[1][1]
+        if len(bits) != 66 or bits[0] != 0 or bits[1] != 0x04:  # no unused bits; an uncompressed point
+            return None
+        point = (int.from_bytes(bits[2:34], "big"), int.from_bytes(bits[34:66], "big"))
+        return point if on_curve(point) else None
+    except (ValueError, IndexError):
+        return None
+
+
+def ecdsa_valid(point, message, r, s):
+    """Plain ECDSA P-256 / SHA-256 (FIPS 186-4 §6.4.2), without the low-S rule."""
+    if not (1 <= r < P256_N and 1 <= s < P256_N):
+        return False
+    e = int.from_bytes(h(message), "big")
+    w = pow(s, -1, P256_N)
+    x = ec_add(ec_mul(e * w % P256_N, P256_G), ec_mul(r * w % P256_N, point))
+    return x is not None and x[0] % P256_N == r
+
+
+def change_signature_valid(certificate, change_hash, signature):
+    """§20.4: what a verifier accepts — 64 bytes r‖s, 1 ≤ r, s < n, s ≤ ⌊n/2⌋, valid under the certificate's
+    P-256 key over SHA-256(context ‖ hash)."""
+    point = p256_public_key(certificate)
+    if point is None or len(signature) != 64 or len(change_hash) != 32:
+        return False
+    r, s = int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")
+    if s > P256_N // 2:
+        return False
+    return ecdsa_valid(point, CHANGE_CONTEXT + change_hash, r, s)
+
+
+def check_signatures(vectors):
+    v = vectors["signatures"]
+    # The curve itself: G is on it and has order n.
+    check(on_curve(P256_G) and ec_mul(P256_N, P256_G) is None, "P-256: G is not a point of order n")
+    certificate, change_hash = unhex(v["certificate_der"]), unhex(v["change_hash"])
+    point = p256_public_key(certificate)
+    check(point is not None, "signatures: the certificate holds no P-256 key")
+    if point is not None:
+        check((b"\x04" + point[0].to_bytes(32, "big") + point[1].to_bytes(32, "big")).hex() == v["public_key"],
+              "signatures: public_key is not the certificate's")
+    message = CHANGE_CONTEXT + change_hash
+    check(message.hex() == v["message"], "signatures: message is not context ‖ change hash")
+    check(h(message).hex() == v["message_sha256"], "signatures: message_sha256")
+    for signature in v["valid"]:
+        check(change_signature_valid(certificate, change_hash, unhex(signature)), f"signature {signature} refused")
+    for entry in v["refused"]:
+        c = unhex(entry.get("certificate_der", v["certificate_der"]))
+        m = unhex(entry.get("change_hash", v["change_hash"]))
+        check(not change_signature_valid(c, m, unhex(entry["signature"])),
+              f"signatures: accepted what must be refused: {entry['why']}")
+        # Where the entry says what its signature is valid for, it is: the refusal is for the reason given.
+        if "valid_over_message" in entry:
+            key = p256_public_key(unhex(entry.get("valid_under_certificate_der", v["certificate_der"])))
+            sig = unhex(entry["signature"])
+            check(key is not None and ecdsa_valid(key, unhex(entry["valid_over_message"]),
+                                                  int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big")),
+                  f"signatures: {entry['why']}: not the valid ECDSA signature it claims to be")
+
+
+def begin_payload(b):
+    out = f_bytes(1, unhex(b["certificate_der"])) + f_bytes(2, unhex(b["nonce"]))
+    if "supersedes" in b:
+        sup = b["supersedes"]
+        out += f_bytes(3, f_fixed64(1, tl(sup["timeline"])) + f_varint(2, sup["seq"]) + f_bytes(3, unhex(sup["hash"])))
+    return out
+
+
+def begin_is_accepted(data):
+    """§20.5: a begin payload decodes when it has a certificate, a 16-byte nonce and, if it supersedes, a
+    superseded head with seq ≥ 1 and a 32-byte hash; bytes fields length-delimited, integers varint or fixed64;
+    unknown fields skipped."""
+    try:
+        fields = {number: (wire, value) for number, wire, value in decode_fields(data)}
+        certificate, nonce = fields.get(1, (2, b"")), fields.get(2, (2, b""))
+        if certificate[0] != 2 or not certificate[1] or nonce[0] != 2 or len(nonce[1]) != 16:
+            return False
+        if 3 in fields:
+            if fields[3][0] != 2:
+                return False
+            sup = {number: (wire, value) for number, wire, value in decode_fields(fields[3][1])}
+            timeline, seq, head = sup.get(1, (1, 0)), sup.get(2, (0, 0)), sup.get(3, (2, b""))
+            if timeline[0] not in (0, 1) or seq[0] not in (0, 1) or seq[1] < 1:
+                return False
+            if head[0] != 2 or len(head[1]) != 32:
+                return False
+        return True
+    except ValueError:
+        return False
+
+
+def check_timeline_begin(vectors):
+    for b in vectors["timeline_begin"]["begins"]:
+        name = b["name"]
+        p = begin_payload(b)
+        check(p.hex() == b["payload"], f"timeline.begin {name}: payload\n  mine   {p.hex()}\n  vector {b['payload']}")
+        check(begin_is_accepted(unhex(b["payload"])), f"timeline.begin {name}: payload refused")
+        digest = h(b"plait-timeline" + unhex(b["certificate_der"]) + unhex(b["nonce"]))
+        timeline = int.from_bytes(digest[:8], "big")
+        check(f"{timeline:016x}" == b["timeline"], f"timeline.begin {name}: timeline {timeline:016x}")
+        check(timeline_text(timeline) == b["timeline_text"], f"timeline.begin {name}: text {timeline_text(timeline)}")
+    for entry in vectors["timeline_begin"]["payloads_refused"]:
+        check(not begin_is_accepted(unhex(entry["hex"])), f"timeline.begin payload accepted: {entry['why']}")
 
 
 # ---- what must be refused (§2, §7, §8) ---------------------------------------------------------------
@@ -633,6 +830,8 @@ def decode_fields(data):
     while i < len(data):
         key = read_varint()
         number, wire = key >> 3, key & 7
+        if number == 0:
+            raise ValueError("field number 0")
         if wire == 0:
             out.append((number, wire, read_varint()))
         elif wire == 1:
@@ -642,6 +841,9 @@ def decode_fields(data):
             length = read_varint()
             out.append((number, wire, data[i:i + length]))
             i += length
+        elif wire == 5:
+            out.append((number, wire, int.from_bytes(data[i:i + 4], "little")))
+            i += 4
         else:
             raise ValueError("unsupported wire type")
         if i > len(data):
@@ -703,6 +905,12 @@ def check_document(vectors, root):
         check(value in text, f"PROTOCOL.md does not show the vector value {value}")
     for t in vectors["timeline_ids"][:2]:
         check(f"`{t['text']}`" in text, f"PROTOCOL.md does not show timeline {t['text']}")
+    # §20: the constants written out are the curve's, and the worked begin is the first vector.
+    check(f"n     = {P256_N:064X}" in text and f"⌊n/2⌋ = {P256_N // 2:064X}" in text,
+          "PROTOCOL.md §20.3 does not write out n and ⌊n/2⌋ of P-256")
+    begin = vectors["timeline_begin"]["begins"][0]
+    check(f"`0x{begin['timeline']}`, text `{begin['timeline_text']}`" in text,
+          "PROTOCOL.md §20.5 does not show the first begin's timeline")
 
 
 def main():
@@ -723,6 +931,8 @@ def main():
     check_discovery(vectors)
     check_document(vectors, root)
     check_refused(vectors)
+    check_signatures(vectors)
+    check_timeline_begin(vectors)
     for failure in FAILURES:
         print("MISMATCH:", failure)
     print(f"{CHECKS[0] - len(FAILURES)} of {CHECKS[0]} checks agree with PROTOCOL.md")

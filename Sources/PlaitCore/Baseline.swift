@@ -16,10 +16,16 @@ public struct Baseline: Equatable, Sendable {
     public var ended: Set<TimelineID>
     /// The domain's snapshot bytes.
     public var snapshot: [UInt8]
+    /// Signed timelines whose `timeline.begin` was folded in: their certificate, so the changes after the
+    /// baseline can still be verified (DESIGN §11).
+    public var certificates: [TimelineID: [UInt8]]
+    /// Timelines a folded `timeline.begin` superseded, with the head at which they stop.
+    public var superseded: [TimelineID: UInt64]
 
     public init(
         summary: Summary, maxLamport: UInt64, heads: [TimelineID: [UInt8]], headLamports: [TimelineID: UInt64],
-        ended: Set<TimelineID>, snapshot: [UInt8]
+        ended: Set<TimelineID>, snapshot: [UInt8], certificates: [TimelineID: [UInt8]] = [:],
+        superseded: [TimelineID: UInt64] = [:]
     ) {
         self.summary = summary
         self.maxLamport = maxLamport
@@ -27,6 +33,8 @@ public struct Baseline: Equatable, Sendable {
         self.headLamports = headLamports
         self.ended = ended
         self.snapshot = snapshot
+        self.certificates = certificates
+        self.superseded = superseded
     }
 
     /// The join: the union of both data models (per object, the greater version) and the per-timeline
@@ -47,10 +55,14 @@ public struct Baseline: Equatable, Sendable {
                 lamports[timeline] = other.headLamports[timeline] ?? 0
             }
         }
+        // A timeline's certificate is fixed by its ID (derived from it); the smaller keeps the join
+        // deterministic should two ever differ. A superseded timeline stops at the lower head.
+        let certificates = self.certificates.merging(other.certificates) { $0.lexicographicallyPrecedes($1) ? $0 : $1 }
         return Baseline(
             summary: summary.union(other.summary), maxLamport: max(maxLamport, other.maxLamport), heads: heads,
             headLamports: lamports, ended: ended.union(other.ended),
-            snapshot: try domain.join(snapshot, other.snapshot))
+            snapshot: try domain.join(snapshot, other.snapshot), certificates: certificates,
+            superseded: superseded.merging(other.superseded, uniquingKeysWith: min))
     }
 
     /// The protobuf `Baseline` message of `plait.proto`.
@@ -64,6 +76,9 @@ public struct Baseline: Equatable, Sendable {
                 entry.data(3, heads[timeline] ?? Change.zeroHash)
                 entry.uint(4, headLamports[timeline] ?? 0)
                 entry.bool(5, ended.contains(timeline))
+                // Protocol 2, written only when present: a baseline without signed timelines keeps its bytes.
+                if let certificate = certificates[timeline] { entry.data(6, certificate) }
+                if let at = superseded[timeline] { entry.uint(7, at) }
             }
         }
         writer.uint(3, maxLamport)
@@ -80,6 +95,8 @@ public struct Baseline: Equatable, Sendable {
         var ended: Set<TimelineID> = []
         var maxLamport: UInt64 = 0
         var snapshot: [UInt8] = []
+        var certificates: [TimelineID: [UInt8]] = [:]
+        var superseded: [TimelineID: UInt64] = [:]
         while let (field, value) = try reader.next() {
             switch field {
             case 1: format = try value.uint()
@@ -90,6 +107,8 @@ public struct Baseline: Equatable, Sendable {
                 var hash = Change.zeroHash
                 var lamport: UInt64 = 0
                 var isEnded = false
+                var certificate: [UInt8]?
+                var supersededAt: UInt64?
                 while let (number, item) = try inner.next() {
                     switch number {
                     case 1: timeline = TimelineID(try item.uint())
@@ -97,6 +116,8 @@ public struct Baseline: Equatable, Sendable {
                     case 3: hash = Array(try item.data())
                     case 4: lamport = try item.uint()
                     case 5: isEnded = try item.bool()
+                    case 6: certificate = Array(try item.data())
+                    case 7: supersededAt = try item.uint()
                     default: continue
                     }
                 }
@@ -105,6 +126,8 @@ public struct Baseline: Equatable, Sendable {
                 heads[timeline] = hash
                 lamports[timeline] = lamport
                 if isEnded { ended.insert(timeline) }
+                if let certificate { certificates[timeline] = certificate }
+                if let supersededAt { superseded[timeline] = supersededAt }
             case 3: maxLamport = try value.uint()
             case 4: snapshot = Array(try value.data())
             default: continue
@@ -116,6 +139,6 @@ public struct Baseline: Equatable, Sendable {
         }
         self.init(
             summary: summary, maxLamport: maxLamport, heads: heads, headLamports: lamports, ended: ended,
-            snapshot: snapshot)
+            snapshot: snapshot, certificates: certificates, superseded: superseded)
     }
 }

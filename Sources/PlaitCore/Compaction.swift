@@ -101,6 +101,8 @@ public struct BaselineFolder<D: Domain> {
     private var lastFolded: [TimelineID: Change] = [:]
     private var headLamports: [TimelineID: UInt64]
     private var ended: Set<TimelineID>
+    private var certificates: [TimelineID: [UInt8]]
+    private var superseded: [TimelineID: UInt64]
     public private(set) var folded = 0
 
     public init(domain: D, previous: Baseline?) throws(CoreError) {
@@ -114,6 +116,8 @@ public struct BaselineFolder<D: Domain> {
         heads = previous?.heads ?? [:]
         headLamports = previous?.headLamports ?? [:]
         ended = previous?.ended ?? []
+        certificates = previous?.certificates ?? [:]
+        superseded = previous?.superseded ?? [:]
     }
 
     /// Adds the next change in replay order; it must continue its timeline and carry its real previous hash.
@@ -127,6 +131,14 @@ public struct BaselineFolder<D: Domain> {
         lastFolded[change.timeline] = change
         headLamports[change.timeline] = change.lamport
         if change.kind == Change.timelineEndKind { ended.insert(change.timeline) }
+        // A begin the intake took decodes; one that does not (stored by an older rule) leaves the timeline
+        // unsigned in the baseline, as it was in the store.
+        if change.kind == TimelineBegin.kind, let begin = try? TimelineBegin(payload: change.payload) {
+            certificates[change.timeline] = begin.certificate
+            if let old = begin.supersedes {
+                superseded[old.timeline] = min(superseded[old.timeline] ?? .max, old.seq)
+            }
+        }
         folded += 1
     }
 
@@ -135,6 +147,7 @@ public struct BaselineFolder<D: Domain> {
         for (timeline, change) in lastFolded { heads[timeline] = change.hash }
         return Baseline(
             summary: summary, maxLamport: maxLamport, heads: heads, headLamports: headLamports, ended: ended,
-            snapshot: domain.snapshot(of: engine.state, weight: summary.count))
+            snapshot: domain.snapshot(of: engine.state, weight: summary.count), certificates: certificates,
+            superseded: superseded)
     }
 }

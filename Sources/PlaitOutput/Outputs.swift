@@ -182,6 +182,9 @@ public struct StatusOutput: Codable, Sendable, Equatable {
     /// The baseline's summary, if history was compacted.
     @Nullable public var baseline: String?
     public var changes: Int
+    /// Copied homes seen (this device's or a peer's Device ID running from two homes), one sentence each with what
+    /// to do (DESIGN §11).
+    public var copied: [String]
     /// The Device ID; null when the certificate cannot be read (then `device_problem` says why).
     @Nullable public var device: String?
     @Nullable public var deviceProblem: String?
@@ -197,10 +200,11 @@ public struct StatusOutput: Codable, Sendable, Equatable {
 
     public init(
         baseline: String?, changes: Int, device: String?, deviceProblem: String?, digest: String, home: String,
-        items: Int, lists: Int, name: String, summary: String, timeline: String, unknown: Int
+        items: Int, lists: Int, name: String, summary: String, timeline: String, unknown: Int, copied: [String] = []
     ) {
         self.baseline = baseline
         self.changes = changes
+        self.copied = copied
         self.device = device
         self.deviceProblem = deviceProblem
         self.digest = digest
@@ -214,8 +218,8 @@ public struct StatusOutput: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case baseline, changes, device, deviceProblem = "device_problem", digest, home, items, lists, name, summary
-        case timeline, unknown
+        case baseline, changes, copied, device, deviceProblem = "device_problem", digest, home, items, lists, name
+        case summary, timeline, unknown
     }
 }
 

@@ -28,7 +28,7 @@ public final class Session: @unchecked Sendable {
     /// Pulled batches: checked on this thread, committed on the pipeline's (DESIGN §12).
     private let intake: IntakePipeline
     /// What other threads ask of the driver; it polls the inbox's descriptor beside the connection's.
-    private enum Request: Sendable { case notify, resync, stop }
+    private enum Request: Sendable, Equatable { case notify, resync, stop, probe, tellCopies([[UInt8]]) }
     private let requests: Inbox<Request>
     /// Set by the driver once a stop was asked for (it stays asked for).
     private var stopRequested = false
@@ -47,6 +47,10 @@ public final class Session: @unchecked Sendable {
 
     /// When bytes last moved on this session's connection (either way, Pings aside).
     public var lastMoved: ContinuousClock.Instant { lock.withLock { lastActivity } }
+    /// When bytes last came from the peer (`lastHeard` for other threads, under `lock`).
+    private var lastInput = ContinuousClock.now
+    /// When bytes last came from the peer: after `probe()`, a later instant proves the peer alive.
+    public var lastHeard: ContinuousClock.Instant { lock.withLock { lastInput } }
     private var pingOutstanding = false
     private var pingNonce: UInt64 = 0
 
@@ -85,6 +89,13 @@ public final class Session: @unchecked Sendable {
     /// Ends the session: Close("stopped") is sent after what is queued. An agent session then returns its
     /// result; a one-shot session that had not finished throws `SessionError.stopped`.
     public func stop() { requests.post(.stop) }
+
+    /// Sends a Ping now (unless one is outstanding): a live peer answers at once, which `lastHeard` then shows.
+    public func probe() { requests.post(.probe) }
+
+    /// Tells the peer (agent mode) in a Notify that its home was copied: `instances` are the instance nonces of
+    /// its Device ID this device saw connected at once (PROTOCOL.md §13.2).
+    public func tellCopies(_ instances: [[UInt8]]) { requests.post(.tellCopies(instances)) }
 
     /// Drives the session until it ends. Call once, on the thread that owns the transport.
     public func run() throws(SessionError) -> SessionResult {
@@ -149,6 +160,12 @@ public final class Session: @unchecked Sendable {
             }
             if notify { try perform(machine.localChanged()) }
             if resync { try perform(machine.resync()) }
+            for case let .tellCopies(instances) in asked { try perform(machine.tellCopies(instances)) }
+            if asked.contains(.probe) && !pingOutstanding && machine.peer != nil {
+                pingOutstanding = true
+                pingNonce &+= 1
+                try enqueue(.ping(nonce: pingNonce))
+            }
             // The next batch only once everything queued is written: memory stays near one batch.
             while outbox.isEmpty {
                 let actions = try machine.nextOutgoing()
@@ -201,7 +218,11 @@ public final class Session: @unchecked Sendable {
             // Progress: anything from the peer, or the peer taking our bytes (but not only the Ping's own).
             if bytesReceived != receivedBefore || (bytesSent != sentBefore && !pingOutstanding) {
                 lastProgress = .now
-                lock.withLock { lastActivity = lastProgress }
+                let heard = bytesReceived != receivedBefore
+                lock.withLock {
+                    lastActivity = lastProgress
+                    if heard { lastInput = lastProgress }
+                }
                 pingOutstanding = false
             } else if !immediate {
                 try checkSilence()
@@ -278,7 +299,7 @@ public final class Session: @unchecked Sendable {
     private func performOne(_ action: SessionAction) throws(SessionError) -> SessionAnswer? {
         let store = replica.store
         switch action {
-        case .send, .integrate, .readPage, .finding, .pulled:
+        case .send, .integrate, .readPage, .finding, .pulled, .admit:
             break
         default:
             // Every other read or write sees the store with the pulled batches committed.
@@ -340,6 +361,13 @@ public final class Session: @unchecked Sendable {
             try local { try replica.quarantine(damage, reason: reason) }
         case let .finding(sentence):
             options.onFinding?(sentence)
+        case let .admit(hello):
+            // The agent keeps one connection per instance of a device (DESIGN §11): this one, or another one.
+            if let admit = options.admitPeer, !admit(hello) { throw .notKept }
+        case let .recordCopiedHome(copied):
+            try local {
+                try store.recordCopiedHome(deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())
+            }
         case .pulled:
             // Reported by the pipeline once the batch is committed (see `intake`), not when it is checked.
             break

@@ -40,6 +40,10 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case timedOut(after: Duration)
     /// `stop()` was called before a one-shot session finished.
     case stopped
+    /// The agent kept another connection with the same instance of this device instead (PROTOCOL.md §13.5).
+    case notKept
+    /// The peer presents this very Device ID from another instance: this home and the peer's are copies.
+    case copiedHome(CopiedHome)
 
     public var description: String {
         switch self {
@@ -80,13 +84,18 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "the peer did not answer for \(duration) (not even a Ping)."
         case .stopped:
             return "the session was stopped before it finished."
+        case .notKept:
+            return "another connection between the same two devices was kept instead of this one."
+        case let .copiedHome(copied):
+            return "the peer is this device's own ID from another home: \(copied)."
         }
     }
 
     /// Whether the peer should be told with Close (not when it is gone or closed first).
     var tellsPeer: Bool {
         switch self {
-        case .transport, .tls, .connectionLost, .peerClosed: return false
+        // A connection not kept is simply closed (PROTOCOL.md §13.5): its dialer sees it fail and backs off.
+        case .transport, .tls, .connectionLost, .peerClosed, .notKept: return false
         default: return true
         }
     }

@@ -14,10 +14,47 @@ public enum SessionMode: Sendable, Equatable {
 public struct SessionIdentity: Sendable, Equatable {
     public var deviceID: String
     public var name: String
+    /// This process's instance nonce in Hello (`InstanceNonce.process`, or the agent's for a command run beside
+    /// it): two live connections from one Device ID with different nonces reveal a copied home.
+    public var instanceNonce: [UInt8]
 
-    public init(deviceID: String, name: String) {
+    public init(deviceID: String, name: String, instanceNonce: [UInt8] = InstanceNonce.process) {
         self.deviceID = deviceID
         self.name = name
+        self.instanceNonce = instanceNonce
+    }
+}
+
+/// The per-process instance nonce of Hello (PROTOCOL.md §13.2): 16 random bytes drawn once per process.
+public enum InstanceNonce {
+    /// This process's nonce, the same for every connection it makes or accepts.
+    public static let process: [UInt8] = {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<WireLimits.instanceNonceSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }()
+
+    /// The first 8 hexadecimal digits of a nonce, as logs and reports show an instance.
+    public static func short(_ nonce: [UInt8]) -> String {
+        nonce.isEmpty ? "none" : String(nonce.hexString.prefix(8))
+    }
+}
+
+/// One Device ID seen running from more than one home at once (DESIGN §11 "Copied homes"): connections from
+/// different instance nonces, live together.
+public struct CopiedHome: Hashable, Sendable, CustomStringConvertible {
+    public var deviceID: String
+    /// The instance nonces seen, sorted.
+    public var instances: [[UInt8]]
+
+    public init(deviceID: String, instances: [[UInt8]]) {
+        self.deviceID = deviceID
+        self.instances = Array(Set(instances)).sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    public var description: String {
+        let shown = instances.map(InstanceNonce.short).joined(separator: ", ")
+        return "home copied: device \(deviceID) is running from \(instances.count == 2 ? "two" : "\(instances.count)") "
+            + "homes (instances \(shown)); run `plait rejoin --new-key` on one of them"
     }
 }
 
@@ -50,6 +87,9 @@ public struct SessionOptions: Sendable {
     /// Called on the session's thread with one sentence for each thing found wrong (a fork, refused changes, a
     /// divergence, a claim on the own timeline, a damaged stored change): the agent logs them as errors.
     public var onFinding: (@Sendable (String) -> Void)?
+    /// Called on the session's thread with the peer's Hello once it is valid (the agent keeps one connection per
+    /// instance of a device): false ends the session with `SessionError.notKept`.
+    public var admitPeer: (@Sendable (Hello) -> Bool)?
 
     public init(mode: SessionMode = .oneShot) { self.mode = mode }
 
@@ -200,6 +240,10 @@ enum SessionAction {
     // Reports to the session's owner.
     /// One sentence about something found wrong (`SessionOptions.onFinding`).
     case finding(String)
+    /// The peer's Hello is valid: may the session go on (`SessionOptions.admitPeer`)? If not, it ends.
+    case admit(Hello)
+    /// Record a copied home (`Store.recordCopiedHome`).
+    case recordCopiedHome(CopiedHome)
     /// A pulled batch added this many changes, or (0) an adopted baseline changed the state
     /// (`SessionOptions.onPulled`).
     case pulled(Int)
@@ -236,6 +280,8 @@ struct SessionMachine {
 
     private(set) var peer: Hello?
     private var helloSent = false
+    /// Instance nonces the next Notify carries (a copied home seen at the peer's Device ID).
+    private var copiesToTell: [[UInt8]] = []
     private var forks: [TimelineID: ForkedTimeline] = [:]
     private var refused: [TimelineID: RefusedTimeline] = [:]
     private(set) var damaged: [ChangeRef] = []
@@ -367,9 +413,15 @@ struct SessionMachine {
             guard pull == .asking else { throw .protocolViolation("it sent Done without a Want") }
             awaiting = .streamEnd(summary)
             return [.endStream]
-        case let .notify(summary, report):
-            if let report { return try run([.compare(summary, report), .notified(summary)]) }
-            return try run([.notified(summary)])
+        case let .notify(summary, report, copies):
+            var told: [SessionAction] = []
+            // The peer sees this device's ID connected from several instances at once: this home was copied.
+            if copies.count > 1 {
+                let copied = CopiedHome(deviceID: identity.deviceID, instances: copies)
+                told = [.finding(copied.description), .recordCopiedHome(copied)]
+            }
+            if let report { return try told + run([.compare(summary, report), .notified(summary)]) }
+            return try told + run([.notified(summary)])
         case let .ping(nonce):
             return [.send(.pong(nonce: nonce))]
         case .pong:
@@ -551,6 +603,14 @@ struct SessionMachine {
         return try run([.stateNotify])
     }
 
+    /// Tells the peer (agent mode) in a Notify that this device sees its Device ID connected from `instances`.
+    mutating func tellCopies(_ instances: [[UInt8]]) throws(SessionError) -> [SessionAction] {
+        expectIdle()
+        guard options.mode == .agent, helloSent, !closeSent else { return [] }
+        copiesToTell = instances
+        return try run([.stateNotify])
+    }
+
     /// Anti-entropy (agent mode): asks the peer again for whatever this device lacks, whatever Notify said or
     /// failed to say. Run on a timer and when discovery shows the peer's summary changed.
     mutating func resync() throws(SessionError) -> [SessionAction] {
@@ -624,16 +684,18 @@ struct SessionMachine {
                 headHashes: view.heads.mapValues { HeadHash(seq: $0.seq, hash: $0.hash) },
                 baselineSummary: view.baselineSummary, baselineDigest: view.baselineDigest,
                 stateDigest: status.stateDigest, unknownCount: UInt64(status.uninterpretable),
-                maxFrameSize: options.frameLimit))
+                maxFrameSize: options.frameLimit, instanceNonce: identity.instanceNonce))
     }
 
     /// Notify with this device's summary and a state report read in the same instant.
-    private func stateNotify(_ status: ReplicaStatus) -> Message {
-        .notify(
+    private mutating func stateNotify(_ status: ReplicaStatus) -> Message {
+        defer { copiesToTell = [] }
+        return .notify(
             status.summary,
             report: StateReport(
                 stateDigest: status.stateDigest, baselineDigest: status.baselineDigest,
-                unknownCount: UInt64(status.uninterpretable)))
+                unknownCount: UInt64(status.uninterpretable)),
+            copies: copiesToTell)
     }
 
     private mutating func compared(summary: Summary, report: StateReport, mine: ReplicaStatus) -> [SessionAction] {
@@ -684,14 +746,21 @@ struct SessionMachine {
         guard hello.domainName == ListsDomain.name else {
             throw .incompatible("it holds '\(hello.domainName)' data and this device '\(ListsDomain.name)'")
         }
-        guard hello.deviceID != identity.deviceID else { throw .incompatible("it is this very device") }
+        if hello.deviceID == identity.deviceID {
+            // This Device ID from another process that is not this home's: the two copies of a copied home met.
+            let (mine, theirs) = (identity.instanceNonce, hello.instanceNonce)
+            if !mine.isEmpty, !theirs.isEmpty, mine != theirs {
+                throw .copiedHome(CopiedHome(deviceID: hello.deviceID, instances: [mine, theirs]))
+            }
+            throw .incompatible("it is this very device")
+        }
         if let certified = options.certifiedPeerID, hello.deviceID != certified {
             throw .identityMismatch(claimed: hello.deviceID, certified: certified)
         }
         peer = hello
         peerBaseline = hello.baselineSummary
         awaiting = .greeting(hello)
-        return [.readGreeting(peer: hello.deviceID)]
+        return [.admit(hello), .readGreeting(peer: hello.deviceID)]
     }
 
     private mutating func greetingRead(

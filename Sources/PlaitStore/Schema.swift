@@ -168,7 +168,20 @@ enum Schema {
                     ALTER TABLE peers ADD COLUMN claim TEXT;
                     """)
         }
-        migrator.registerMigration("v5-signed-timelines") { db in
+        // Copied homes (DESIGN §11): one row per Device ID seen running from several homes at once, a peer's or
+        // this device's own; `instances` holds the instance nonces seen, hexadecimal, comma-separated.
+        migrator.registerMigration("v5-copied-homes") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE copied_homes (
+                        device_id TEXT PRIMARY KEY NOT NULL,
+                        instances TEXT NOT NULL,
+                        first_seen INTEGER NOT NULL,
+                        last_seen INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    """)
+        }
+        migrator.registerMigration("v6-signed-timelines") { db in
             try db.execute(
                 sql: """
                     -- Signed timelines (DESIGN §11). A change's Lamport witness (both NULL or both set: hashed, field

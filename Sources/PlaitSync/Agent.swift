@@ -46,16 +46,28 @@ public final class Agent: @unchecked Sendable {
         public init() {}
     }
 
+    /// A session, from its connection's handshake to its end. `instance` and `extra` change under the agent's lock.
     private final class Running: @unchecked Sendable {
         let session: Session
         let peer: String
         let dialedByMe: Bool
         let started = ContinuousClock.now
+        /// The instance nonce of the peer's Hello, once the session was admitted (nil before).
+        var instance: [UInt8]?
+        /// A second process of the peer's home beside its agent (a `plait sync` run there): neither told of local
+        /// changes nor re-synced, it ends by itself.
+        var extra = false
         init(session: Session, peer: String, dialedByMe: Bool) {
             self.session = session
             self.peer = peer
             self.dialedByMe = dialedByMe
         }
+    }
+
+    /// Where a session's admission callback finds its entry, made after the session (`@unchecked`: set before the
+    /// session runs, read on its thread).
+    private final class EntrySlot: @unchecked Sendable {
+        var entry: Running?
     }
 
     /// A paired device as discovery last saw it.
@@ -70,9 +82,15 @@ public final class Agent: @unchecked Sendable {
     let logger: Logger
     private let lock = NSLock()
     private var stopped = false
-    private var sessions: [String: Running] = [:]
-    /// Sessions with a device that already has one here (another process of its home): stopped with the agent.
-    private var extraSessions: [ObjectIdentifier: Running] = [:]
+    /// Every session running, admitted or still waiting for its peer's Hello. A device has one admitted session per
+    /// instance (one per copy of a copied home), and extra ones for other processes of one home.
+    private var sessions: [ObjectIdentifier: Running] = [:]
+    /// Per peer and instance (hexadecimal nonce), the summary its last session ended with, for the devices found
+    /// running from several homes while this agent runs: the copies acknowledge apart, and the peers table stores
+    /// what all of them hold.
+    private var acknowledged: [String: [String: Summary]] = [:]
+    /// The instances (hexadecimal nonces) of each device confirmed as copies of one home while this agent runs.
+    private var copiedInstances: [String: Set<String>] = [:]
     private var dialing: Set<String> = []
     private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
     private var trusted: Set<String> = []
@@ -115,7 +133,7 @@ public final class Agent: @unchecked Sendable {
     private var myID: String { (try? home.identity)?.deviceID.description ?? "?" }
 
     public func start() throws {
-        homeLock = try AgentLock.acquire(home: home.path)
+        homeLock = try AgentLock.acquire(home: home.path, instanceNonce: InstanceNonce.process)
         TLS.setUp()
         _ = try home.identity  // networking needs the certificate: say so before listening or dialling
         acceptWake = try Inbox()
@@ -169,7 +187,7 @@ public final class Agent: @unchecked Sendable {
     public func stop() {
         let running: [Running] = lock.withLock {
             stopped = true
-            return Array(sessions.values) + Array(extraSessions.values)
+            return Array(sessions.values)
         }
         // The accept thread owns the listener and closes it when it sees `stopped`.
         for entry in running { entry.session.stop() }
@@ -195,13 +213,29 @@ public final class Agent: @unchecked Sendable {
         thread.start()
     }
 
-    private func trust(_ id: DeviceID) -> Bool { lock.withLock { trusted.contains(id.description) } }
+    /// Paired devices, and this very Device ID: a copy of this home that dials here is refused at its Hello, where
+    /// its instance nonce shows it is a copy (reported), not at the handshake.
+    private func trust(_ id: DeviceID) -> Bool {
+        lock.withLock { trusted.contains(id.description) } || id == (try? home.identity)?.deviceID
+    }
+
+    /// The sessions admitted with `peer` (under `lock`), extra ones included.
+    private func admitted(_ peer: String) -> [Running] {
+        sessions.values.filter { $0.peer == peer && $0.instance != nil }
+    }
+
+    /// The sessions told of local changes and re-synced (under `lock`): admitted, not extra.
+    private var primarySessions: [Running] { sessions.values.filter { $0.instance != nil && !$0.extra } }
 
     // MARK: Accepting
 
     /// When each address last had an unpaired device listed as pending.
     private var pendingRecorded: [String: ContinuousClock.Instant] = [:]
     static let pendingInterval: Duration = .seconds(60)
+    /// When each address was last told in the log that it speaks another protocol version.
+    private var versionRefusalLogged: [String: ContinuousClock.Instant] = [:]
+    /// Peers dialled that speak another protocol version, told in the log once.
+    private var versionWarned: Set<String> = []
     /// Lists unpaired devices as pending off the accept thread: a store write may wait for another writer.
     private let pendingQueue = DispatchQueue(label: "plait.agent.pending")
 
@@ -361,6 +395,24 @@ public final class Agent: @unchecked Sendable {
                 logger.notice("refused unpaired device \(id) from \(host); listed by `plait peers --pending`")
             }
             return nil
+        case let TLSError.alpnMismatch(offered):
+            // Another plait version (DESIGN §11 "Versions"): said once a minute per address, for the user to act on.
+            guard let version = TLSApplicationProtocol.otherSyncVersion(in: offered) else {
+                logger.debug("a handshake from \(host) failed: \(error)")
+                return .failed
+            }
+            let now = ContinuousClock.now
+            let key = HandshakeAdmission.addressKey(address ?? "?")
+            let say = lock.withLock { () -> Bool in
+                if let last = versionRefusalLogged[key], now - last < Self.pendingInterval { return false }
+                versionRefusalLogged[key] = now
+                return true
+            }
+            let mine = TLSApplicationProtocol.syncVersion
+            let line = "device at \(host) speaks plait protocol \(version); this device speaks protocol \(mine): "
+                + "upgrade plait \(version < mine ? "there" : "on this device")"
+            if say { logger.warning("\(line)") } else { logger.debug("\(line)") }
+            return .failed
         default:
             logger.debug("a handshake from \(host) failed: \(error)")
             return .failed
@@ -389,7 +441,7 @@ public final class Agent: @unchecked Sendable {
             for target in targets {
                 let key = target.id ?? target.address.description
                 let due = lock.withLock { () -> Bool in
-                    if let id = target.id, sessions[id] != nil { return false }
+                    if let id = target.id, sessions.values.contains(where: { $0.peer == id }) { return false }
                     if sessions.values.contains(where: { $0.peer == key }) || dialing.contains(key) { return false }
                     if let wait = backoff[key], wait.next > now {
                         wake = min(wake, wait.next)
@@ -419,7 +471,8 @@ public final class Agent: @unchecked Sendable {
                 host: address.host, port: address.port, context: context,
                 trust: { [weak self] in self?.trust($0) ?? false }, timeout: settings.dialTimeout)
             lock.withLock { backoff[key] = nil }
-            run(connection, dialedByMe: true, address: address)
+            // A static peer is dialled by its address: a session that failed at once backs that off too.
+            if run(connection, dialedByMe: true, address: address) { backOff(key) }
         } catch {
             let delay = lock.withLock { () -> Duration in
                 let previous = backoff[key]?.delay ?? .zero
@@ -427,15 +480,23 @@ public final class Agent: @unchecked Sendable {
                 backoff[key] = (ContinuousClock.now + next, next)
                 return next
             }
+            // A peer running another plait version: said once per address (it is retried, and says so each time).
+            if case let TLSError.alpnMismatch(offered) = error, offered.contains(TLSApplicationProtocol.sync.rawValue),
+                lock.withLock({ versionWarned.insert(key).inserted })
+            {
+                logger.warning("\(Home.explain(TLSError.alpnMismatch(offered: offered), address: address))")
+            }
             logger.debug("could not reach \(address): \(error); retrying in \(delay)")
         }
     }
 
     // MARK: Sessions
 
-    private func run(_ connection: TLSConnection, dialedByMe: Bool, address: PeerAddress?) {
+    /// Runs a session on `connection` until it ends. Returns whether it failed at once (its dialer backs off).
+    @discardableResult
+    private func run(_ connection: TLSConnection, dialedByMe: Bool, address: PeerAddress?) -> Bool {
         defer { connection.close() }
-        guard let peer = connection.peerDeviceID?.description else { return }
+        guard let peer = connection.peerDeviceID?.description else { return false }
         var options = SessionOptions(mode: .agent)
         options.maxBatchChanges = home.config.batchChanges
         options.idleTimeout = .seconds(60)
@@ -447,6 +508,11 @@ public final class Agent: @unchecked Sendable {
             guard let self else { return }
             self.announce(try? self.home.store.generation())
         }
+        let slot = EntrySlot()
+        options.admitPeer = { [weak self] hello in
+            guard let self, let entry = slot.entry else { return false }
+            return self.admit(entry, hello: hello)
+        }
         let session: Session
         do {
             session = try Session(
@@ -454,37 +520,18 @@ public final class Agent: @unchecked Sendable {
                 options: options)
         } catch {
             logger.error("cannot start a session with \(peer): \(error)")
-            return
+            return false
         }
         let entry = Running(session: session, peer: peer, dialedByMe: dialedByMe)
-        // A second connection with a peer: two agents dialling each other at once keep the one dialled by the
-        // smaller Device ID (both decide alike). Otherwise the newer one wins: a peer dials only when it holds no
-        // session with this device, so the older one is dead on its side (a cut link; TCP has not noticed).
-        let keep = lock.withLock { () -> Bool in
+        slot.entry = entry
+        let registered = lock.withLock { () -> Bool in
             if stopped { return false }
-            if let existing = sessions[peer] {
-                let existingDialer = existing.dialedByMe ? myID : peer
-                let newDialer = dialedByMe ? myID : peer
-                let simultaneous = ContinuousClock.now - existing.started < Self.simultaneousWindow
-                    && existingDialer != newDialer
-                if simultaneous && existingDialer <= newDialer { return false }
-                // Both dialled by the peer's device while the older one is busy moving bytes: two processes of one
-                // home (its agent, and a `plait sync` run there). Both are alive: the newer one runs beside it.
-                // (An idle older one may be dead on a cut link: the newer one replaces it.)
-                if !existing.dialedByMe && !dialedByMe
-                    && ContinuousClock.now - existing.session.lastMoved < Self.activeWindow
-                {
-                    extraSessions[ObjectIdentifier(entry)] = entry
-                    return true
-                }
-                existing.session.stop()
-            }
-            sessions[peer] = entry
+            sessions[ObjectIdentifier(entry)] = entry
             return true
         }
-        guard keep else { return }
-        defer { _ = lock.withLock { extraSessions.removeValue(forKey: ObjectIdentifier(entry)) } }
+        guard registered else { return false }
         logger.info("connected to \(peer)\(address.map { " at \($0)" } ?? "")")
+        var failedAtOnce = false
         do {
             let result = try session.run()
             // The certificate's Device ID names the peer when the session ended before its Hello.
@@ -493,17 +540,120 @@ public final class Agent: @unchecked Sendable {
             logger.info("session with \(label) ended: pulled \(result.pulled), sent \(result.sent)")
             if dialedByMe, result.peerCloseReason == "stopped" { backOff(peer) }
             try? home.store.peerSeen(
-                deviceID: peer, address: address?.description, summary: result.finalSummary, now: Replica.now())
+                deviceID: peer, address: address?.description, summary: acknowledgement(entry, result.finalSummary),
+                now: Replica.now())
         } catch {
-            logger.info("session with \(peer) ended: \("\(error)".terminalSafe)")
+            switch error {
+            case .notKept:
+                logger.debug("session with \(peer) ended: \(error)")
+            case let .copiedHome(copied):
+                // The two copies of this home met (DESIGN §11): both say so, and neither syncs with itself.
+                logger.error("\(copied.description.terminalSafe)")
+                try? home.store.recordCopiedHome(deviceID: peer, instances: copied.instances, now: Replica.now())
+            default:
+                logger.info("session with \(peer) ended: \("\(error)".terminalSafe)")
+            }
             // A session that failed at once (the peer kept another one from this device, or refused this one):
             // re-dialing at once would only repeat it.
-            if dialedByMe && ContinuousClock.now - entry.started < Self.activeWindow { backOff(peer) }
+            if dialedByMe && ContinuousClock.now - entry.started < Self.activeWindow {
+                backOff(peer)
+                failedAtOnce = true
+            }
         }
-        lock.withLock {
-            if sessions[peer] === entry { sessions[peer] = nil }
-        }
+        _ = lock.withLock { sessions.removeValue(forKey: ObjectIdentifier(entry)) }
         dialWake.signal()  // a peer that is still (or again) to be found is dialled now, not at the next tick
+        return failedAtOnce
+    }
+
+    /// What the peers table records as acknowledged by `entry`'s device: its final summary, or, when the device
+    /// was found running from several homes (copies with their own instance nonces), what every copy's last
+    /// session ended with (per timeline, the least): compaction must not fold what one copy still lacks.
+    private func acknowledgement(_ entry: Running, _ summary: Summary) -> Summary {
+        lock.withLock {
+            guard let instance = entry.instance, !entry.extra, let copies = copiedInstances[entry.peer],
+                copies.contains(instance.hexString)
+            else { return summary }
+            acknowledged[entry.peer, default: [:]][instance.hexString] = summary
+            let all = acknowledged[entry.peer]!.filter { copies.contains($0.key) }.map(\.value)
+            guard all.count > 1 else { return summary }
+            var least = all[0].heads
+            for other in all.dropFirst() {
+                for (timeline, seq) in least { least[timeline] = min(seq, other[timeline]) }
+            }
+            return Summary(least)
+        }
+    }
+
+    /// At the peer's Hello: keeps `entry` or not, per instance of the peer's device (PROTOCOL.md §13.5). Against
+    /// a session with the same instance, the rules of one connection per pair hold: two agents dialling each other
+    /// at once keep the one dialled by the smaller Device ID (both decide alike); otherwise the newer one wins (a
+    /// peer dials only when it holds no session with this device, so the older one is dead on its side: a cut
+    /// link TCP has not noticed), unless both came from the peer and the older one is busy (two processes of one
+    /// home). A session with another instance (a copied home) is never replaced: both run, and once the older one
+    /// proves alive the copied home is reported.
+    private func admit(_ entry: Running, hello: Hello) -> Bool {
+        let peer = entry.peer
+        let nonce = hello.instanceNonce
+        let isOther = { (instance: [UInt8]) in !instance.isEmpty && !nonce.isEmpty && instance != nonce }
+        var others: [Running] = []
+        let keep = lock.withLock { () -> Bool in
+            if stopped { return false }
+            let existing = admitted(peer).filter { $0 !== entry }
+            others = existing.filter { isOther($0.instance ?? []) }
+            for older in existing where !older.extra && !isOther(older.instance ?? []) {
+                let olderDialer = older.dialedByMe ? myID : peer
+                let newDialer = entry.dialedByMe ? myID : peer
+                let simultaneous = ContinuousClock.now - older.started < Self.simultaneousWindow
+                    && olderDialer != newDialer
+                if simultaneous && olderDialer <= newDialer { return false }
+                if !older.dialedByMe && !entry.dialedByMe
+                    && ContinuousClock.now - older.session.lastMoved < Self.activeWindow
+                {
+                    entry.extra = true
+                    continue
+                }
+                older.session.stop()
+            }
+            entry.instance = nonce
+            return true
+        }
+        if keep && !others.isEmpty { probeCopies(newcomer: entry, others: others) }
+        return keep
+    }
+
+    /// How long a session of another instance has to answer a Ping before a copied home is reported.
+    static let copyProbeWait: Duration = .seconds(2)
+
+    /// Another instance of `newcomer`'s device holds sessions here: a copied home, if they are alive (a restarted
+    /// agent's old connection on a cut link is not). Each is pinged; those that answered within `copyProbeWait`
+    /// make the copied home, reported (log, store) and told to every copy; those that did not are stopped.
+    private func probeCopies(newcomer: Running, others: [Running]) {
+        let since = ContinuousClock.now
+        for other in others { other.session.probe() }
+        let wait = Int(Self.copyProbeWait.components.seconds * 1000)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(wait)) { [weak self] in
+            guard let self else { return }
+            let (alive, dead) = self.lock.withLock { () -> ([Running], [Running]) in
+                guard !self.stopped, self.sessions[ObjectIdentifier(newcomer)] != nil else { return ([], []) }
+                let running = others.filter { self.sessions[ObjectIdentifier($0)] != nil }
+                let answered = running.filter { $0.session.lastHeard > since }
+                return (answered, running.filter { entry in !answered.contains { $0 === entry } })
+            }
+            for entry in dead {
+                self.logger.info("the older connection with \(entry.peer) did not answer; replaced")
+                entry.session.stop()
+            }
+            guard !alive.isEmpty else { return }
+            let copied = CopiedHome(deviceID: newcomer.peer, instances: ([newcomer] + alive).compactMap(\.instance))
+            guard copied.instances.count > 1 else { return }
+            self.lock.withLock {
+                self.copiedInstances[copied.deviceID, default: []].formUnion(copied.instances.map(\.hexString))
+            }
+            self.logger.error("\(copied.description.terminalSafe)")
+            try? self.home.store.recordCopiedHome(
+                deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())
+            for entry in [newcomer] + alive { entry.session.tellCopies(copied.instances) }
+        }
     }
 
     /// Waits before dialing `peer` again, longer each time (up to `maxBackoff`): the peer stopped or refused the
@@ -580,7 +730,7 @@ public final class Agent: @unchecked Sendable {
             }
             if now - lastAntiEntropy >= settings.antiEntropyInterval {
                 lastAntiEntropy = now
-                let running = lock.withLock { Array(sessions.values) }
+                let running = lock.withLock { primarySessions }
                 for entry in running { entry.session.resync() }
             }
             if now - lastCompaction >= settings.compactionInterval {
@@ -609,7 +759,7 @@ public final class Agent: @unchecked Sendable {
             knownPeers = peers
             guard current != trusted else { return ([], moved) }
             trusted = current
-            let running = Array(sessions.values) + Array(extraSessions.values)
+            let running = Array(sessions.values)
             return (running.filter { !current.contains($0.peer) }, moved)
         }
         for entry in dropped {
@@ -628,7 +778,7 @@ public final class Agent: @unchecked Sendable {
             guard generation > announcedGeneration else { return nil }
             announcedGeneration = generation
             txtStale = true
-            return Array(sessions.values)
+            return primarySessions
         }
         guard let running else { return }
         for entry in running { entry.session.notify() }
@@ -721,24 +871,36 @@ extension Agent {
                 logger.debug("found '\(service.name.terminalSafe)' on the LAN: not a paired device")
                 return
             }
+            // Another protocol version (DESIGN §11 "Versions"): no session could run, so it is not dialled here.
+            guard txt.proto == Int(Hello.currentProtocolVersion) else {
+                if lock.withLock({ versionWarned.insert("proto " + id).inserted }) {
+                    let line = "paired device \(service.name.terminalSafe) (\(id)) announces plait protocol "
+                        + "\(txt.proto); this device speaks protocol \(Hello.currentProtocolVersion): upgrade plait on the older one"
+                    logger.warning("\(line)")
+                }
+                return
+            }
             let isNew: Bool
-            let (previous, running) = lock.withLock { () -> (Discovered?, Running?) in
+            let (previous, all) = lock.withLock { () -> (Discovered?, [Running]) in
                 let previous = discovered[id]
                 discovered[id] = Discovered(instance: service.name, endpoint: endpoint, sum: txt.sum)
                 backoff[id] = nil
-                return (previous, sessions[id])
+                return (previous, admitted(id).filter { !$0.extra })
             }
             if case .found = event { isNew = true } else { isNew = previous == nil || previous?.endpoint != endpoint }
-            if let running {
-                if isNew {
+            // The copies of a copied home announce one tag from two places: neither is a move.
+            let copied = Set(all.compactMap(\.instance)).count > 1
+            for running in all {
+                if isNew && !copied {
                     // It (re)appeared, or moved: the session may be dead on a link that went away. Start afresh.
                     logger.info(
                         "paired device \(service.name.terminalSafe) is back on the LAN at \(endpoint); reconnecting")
                     running.session.stop()
-                } else if previous?.sum != txt.sum {
+                } else if previous?.sum != txt.sum || copied {
                     running.session.resync()  // its summary changed: ask now, whatever Notify said
                 }
-            } else if isNew || previous?.sum != txt.sum {
+            }
+            if all.isEmpty && (isNew || previous?.sum != txt.sum) {
                 logger.info("found paired device \(service.name.terminalSafe) at \(endpoint)")
             }
             dialWake.signal()

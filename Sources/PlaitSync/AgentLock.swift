@@ -1,4 +1,5 @@
 import Foundation
+import PlaitCore
 
 #if canImport(Glibc)
 import Glibc
@@ -8,7 +9,9 @@ import Musl
 import Darwin
 #endif
 
-/// One agent per home: an exclusive `flock` on `agent.lock` in the home, holding the owner's PID.
+/// One agent per home: an exclusive `flock` on `agent.lock` in the home, holding the owner's PID and, on a second
+/// line, its instance nonce in hexadecimal (a `plait sync` run beside the agent says the same nonce in Hello, so
+/// its peers see one home, not a copied one).
 ///
 /// Two agents on one home fight over every peer (each connection replaces the other's). The kernel drops
 /// the lock when the process dies, however it dies (SIGKILL included), so a stale file never blocks a
@@ -20,7 +23,7 @@ public final class AgentLock: @unchecked Sendable {
     private init(descriptor: Int32) { self.descriptor = descriptor }
 
     /// Takes the lock at once, or throws `agentRunning` naming the PID written by the holder.
-    public static func acquire(home: String) throws -> AgentLock {
+    public static func acquire(home: String, instanceNonce: [UInt8] = []) throws -> AgentLock {
         let path = home + "/" + fileName
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
@@ -36,7 +39,7 @@ public final class AgentLock: @unchecked Sendable {
             }
             throw PlaitError.file(path: path, problem: "cannot lock it (\(String(cString: strerror(code))))")
         }
-        let text = Array("\(getpid())\n".utf8)
+        let text = Array("\(getpid())\n\(instanceNonce.hexString)\n".utf8)
         guard ftruncate(descriptor, 0) == 0, pwrite(descriptor, text, text.count, 0) == text.count else {
             let code = errno
             close(descriptor)
@@ -50,7 +53,23 @@ public final class AgentLock: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 32)
         let count = pread(descriptor, &buffer, buffer.count, 0)
         guard count > 0 else { return nil }
-        return Int32(String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        let text = String(decoding: buffer[..<count], as: UTF8.self)
+        return Int32(text.split(separator: "\n").first.map(String.init) ?? "")
+    }
+
+    /// The instance nonce of the agent running on `home`, if one runs (its PID is alive); nil otherwise.
+    public static func runningInstance(home: String) -> [UInt8]? {
+        let descriptor = open(home + "/" + fileName, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let count = pread(descriptor, &buffer, buffer.count, 0)
+        guard count > 0 else { return nil }
+        let lines = String(decoding: buffer[..<count], as: UTF8.self).split(separator: "\n").map(String.init)
+        guard lines.count >= 2, let pid = Int32(lines[0]), pid != getpid(), kill(pid, 0) == 0 || errno == EPERM,
+            let nonce = [UInt8](hexString: lines[1]), !nonce.isEmpty
+        else { return nil }
+        return nonce
     }
 
     /// Releases the lock (also done by the kernel when the process ends).

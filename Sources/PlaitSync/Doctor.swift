@@ -39,7 +39,7 @@ public enum Doctor {
         if storeIsSound { checks += checkDerivedState(storePath: path + "/" + Home.storeFileName) }
         checks.append(checkListen(listen, identity: identity))
         checks.append(checkAvahi(enabled: config.discoveryEnabled))
-        if storeIsSound { checks += checkHistory(storePath: path + "/" + Home.storeFileName) }
+        if storeIsSound { checks += checkHistory(storePath: path + "/" + Home.storeFileName, own: identity?.deviceID) }
         if storeIsSound, let identity {
             checks += checkPeers(storePath: path + "/" + Home.storeFileName, identity: identity, timeout: peerTimeout)
         }
@@ -318,6 +318,9 @@ public enum Doctor {
                 + "`plait pair --trust \(peer.deviceID) --address HOST:PORT`."
         case .closedDuringHandshake:
             return "the agent there closed the connection mid-handshake (overloaded, or restarting); try again shortly."
+        case .alpnMismatch:
+            return "install a plait that speaks protocol \(TLSApplicationProtocol.syncVersion) on \(peer.name), then "
+                + "restart its agent."
         default:
             return "start `plait agent` on \(peer.name), and check the address and any firewall between the two."
         }

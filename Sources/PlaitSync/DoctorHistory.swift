@@ -1,12 +1,14 @@
 import Foundation
 import PlaitCore
+import PlaitSession
 import PlaitStore
+import PlaitTLS
 
 extension Doctor {
     /// The source and what sessions found (DESIGN §10): every timeline's hash chain, changes set aside, the
     /// own timeline, forks, divergences, refusals and claims recorded per peer. Says "nothing lost" only when
     /// nothing is damaged; names what no paired peer is known to hold as unrecoverable.
-    static func checkHistory(storePath: String) -> [DoctorCheck] {
+    static func checkHistory(storePath: String, own: DeviceID? = nil) -> [DoctorCheck] {
         let report: HistoryReport
         do {
             report = try Store.historyReport(readOnlyAt: storePath)
@@ -70,6 +72,17 @@ extension Doctor {
                     name: "peer \(names[fork.peer] ?? fork.peer)", status: .failed, detail: "forked: \(fork.detail)",
                     advice: "on the device that is a copy (or restored from a backup), run `plait rejoin`; plait "
                         + "cannot merge a fork yet, it only keeps the two histories apart."))
+        }
+        // Copied homes (DESIGN §11): this Device ID, or a peer's, running from two homes at once.
+        let own = own?.description
+        for copied in (try? Store.copiedHomes(readOnlyAt: storePath, now: Replica.now())) ?? [] {
+            let sentence = CopiedHome(deviceID: copied.deviceID, instances: copied.instances).description
+            checks.append(
+                DoctorCheck(
+                    name: copied.deviceID == own ? "this home" : "peer \(names[copied.deviceID] ?? copied.deviceID)",
+                    status: .failed, detail: sentence,
+                    advice: "the copies author on one timeline under one key; give one of them a key and Device ID of "
+                        + "its own with `plait rejoin --new-key`."))
         }
         for peer in report.peers {
             if let diverged = peer.diverged {

@@ -41,11 +41,24 @@ public struct PeerSyncOutcome: Sendable {
 }
 
 extension Home {
+    /// The copied homes this device knows of (its own Device ID's or a peer's), one sentence each with what to do.
+    public func copiedHomeReports() throws -> [String] {
+        try store.copiedHomes(now: Replica.now()).map {
+            CopiedHome(deviceID: $0.deviceID, instances: $0.instances).description
+        }
+    }
+
     /// The Device IDs this device trusts, read once (the TLS trust callback must not touch the store).
     public func trustedDeviceIDs() throws -> Set<String> { Set(try store.peers().map(\.deviceID)) }
 
+    /// Who this device is in Hello. A command run beside this home's agent speaks with the agent's instance nonce:
+    /// both are one home, and a peer seeing the two connections must not take them for a copied home.
     public var sessionIdentity: SessionIdentity {
-        get throws { SessionIdentity(deviceID: try identity.deviceID.description, name: deviceName) }
+        get throws {
+            SessionIdentity(
+                deviceID: try identity.deviceID.description, name: deviceName,
+                instanceNonce: AgentLock.runningInstance(home: path) ?? InstanceNonce.process)
+        }
     }
 
     /// Connects to `address` over TLS (sync protocol), requires the peer to be paired, and runs one session
@@ -112,6 +125,11 @@ extension Home {
             return "\(address) refused this device: it is not paired there (run `plait pair --trust` on it with this ID)."
         case let .peerNotTrusted(id):
             return "\(address) is device \(id), which is not paired here (`plait pair --trust \(id)` if it should be)."
+        case let .alpnMismatch(offered) where offered.contains(TLSApplicationProtocol.sync.rawValue):
+            // This side offered only its own sync version: the server knows no name of it (or selected none).
+            let version = TLSApplicationProtocol.syncVersion
+            return "the peer at \(address) does not speak plait protocol \(version) (it may run an older plait, which "
+                + "speaks \(version - 1)): upgrade plait there."
         default: return "\(address): TLS failed: \(error)"
         }
     }

@@ -24,8 +24,26 @@ private let ignoreSIGPIPE: Void = {
 
 /// The application protocols (ALPN names) of plait; a connection speaks exactly one.
 public enum TLSApplicationProtocol: String, Sendable, CaseIterable {
-    /// The sync protocol between paired devices (§5 of the design).
-    case sync = "plait-sync/1"
+    /// The sync protocol between paired devices (§5 of the design), version `syncVersion`. Only this version is
+    /// spoken: protocol 2 signs changes and gives `Change` field 9, which a version-1 peer cannot be served.
+    case sync = "plait-sync/2"
     /// The pairing protocol, accepted only while `plait pair` runs on the server.
     case pairing = "plait-pair/1"
+}
+
+extension TLSApplicationProtocol {
+    /// The sync protocol version this build speaks (the number in the ALPN name and in Hello).
+    public static let syncVersion = 2
+    /// What the sync protocol's ALPN names look like, before their version number.
+    static let syncPrefix = "plait-sync/"
+
+    /// The version of another sync protocol among `offered` ALPN names (`plait-sync/1` gives 1), when no name
+    /// this build speaks was offered: the peer runs another plait, and the refusal can say which version it speaks.
+    public static func otherSyncVersion(in offered: [String]) -> Int? {
+        guard !offered.contains(where: { TLSApplicationProtocol(rawValue: $0) != nil }) else { return nil }
+        return offered.compactMap { name -> Int? in
+            guard name.hasPrefix(syncPrefix) else { return nil }
+            return Int(name.dropFirst(syncPrefix.count))
+        }.max()
+    }
 }

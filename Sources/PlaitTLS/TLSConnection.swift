@@ -63,7 +63,7 @@ public final class TLSConnection: @unchecked Sendable {
     /// The DER encoding of the certificate the peer presented in the handshake, once it is done;
     /// the pairing protocol binds its codes to these bytes.
     public private(set) var peerCertificateDER: [UInt8]?
-    /// The application protocol both sides agreed on (e.g. `plait-sync/1`), once the handshake is done.
+    /// The application protocol both sides agreed on (e.g. `plait-sync/2`), once the handshake is done.
     public private(set) var negotiatedALPN: String?
     /// The subject common name of the peer's certificate (the name that device gave itself at `plait
     /// init`; empty if none), once the handshake is done. It travels inside the certificate whose hash is
@@ -207,7 +207,7 @@ public final class TLSConnection: @unchecked Sendable {
     /// trusted peer certificate. Any failure closes the connection before application data flows.
     private func establish() throws {
         guard let alpn = selectedALPN, context.applicationProtocols.contains(where: { $0.rawValue == alpn }) else {
-            throw refuse(.alpnMismatch(offered: isServer ? [] : context.applicationProtocols.map(\.rawValue)))
+            throw refuse(.alpnMismatch(offered: isServer ? [] : context.alpnNames))
         }
         guard SSL_version(ssl) == TLS1_3_VERSION else {
             throw refuse(.handshakeFailed(reason: "the peer negotiated \(protocolVersion), not TLSv1.3"))
@@ -342,7 +342,7 @@ public final class TLSConnection: @unchecked Sendable {
             return .alpnMismatch(offered: refusedALPN)
         }
         if reason == SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL {
-            return .alpnMismatch(offered: context.applicationProtocols.map(\.rawValue))
+            return .alpnMismatch(offered: context.alpnNames)
         }
         // Reasons from SSL_AD_REASON_OFFSET up are alerts the peer sent (ours would be logged as
         // the cause, e.g. "certificate verify failed").

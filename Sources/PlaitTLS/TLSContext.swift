@@ -9,7 +9,7 @@ import COpenSSL
 public final class TLSContext: @unchecked Sendable {
     /// Which side of the handshake a context is for, and the application protocols it speaks.
     public enum Role: Sendable, Equatable {
-        /// Accepts connections; selects `plait-sync/1`, and `plait-pair/1` too when `acceptsPairing`.
+        /// Accepts connections; selects `plait-sync/2`, and `plait-pair/1` too when `acceptsPairing`.
         /// A pairing connection admits a client whatever its certificate (the pairing protocol is what
         /// authenticates it); a sync connection only a client the trust predicate accepts.
         case server(acceptsPairing: Bool)
@@ -29,6 +29,9 @@ public final class TLSContext: @unchecked Sendable {
     let context: OpaquePointer
     /// What the ALPN select callback reads; retained here because OpenSSL holds it unretained.
     private let alpnList: ALPNList
+
+    /// The ALPN names this context offers (a client) or selects from (a server), in order.
+    public var alpnNames: [String] { alpnList.names.map { String(decoding: $0, as: UTF8.self) } }
 
     /// Whether this context accepts connections.
     public var isServer: Bool {
@@ -51,6 +54,19 @@ public final class TLSContext: @unchecked Sendable {
         self.role = role
         self.identity = identity
         alpnList = ALPNList(applicationProtocols.map(\.rawValue))
+        context = try Self.makeContext(identity: identity, isServer: isServer, alpnList: alpnList)
+    }
+
+    /// A context speaking exactly the ALPN `names` given (offered as a client, selected in this order as a
+    /// server), whatever this build speaks: how tests play a device running another plait version (an older one
+    /// offers or selects only `plait-sync/1`). The names are not `TLSApplicationProtocol`s, so such a connection's
+    /// `applicationProtocol` is nil and no session runs on it.
+    package init(identity: Identity, isServer: Bool, rawApplicationProtocols names: [String]) throws {
+        TLS.setUp()
+        role = isServer ? .server(acceptsPairing: false) : .client(offering: .sync)
+        self.identity = identity
+        applicationProtocols = []
+        alpnList = ALPNList(names)
         context = try Self.makeContext(identity: identity, isServer: isServer, alpnList: alpnList)
     }
 

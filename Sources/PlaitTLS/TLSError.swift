@@ -58,6 +58,11 @@ public enum TLSError: Error, CustomStringConvertible {
             return "The peer refused the connection (\(reason)); it has probably not paired with this "
                 + "device: run `plait pair` on both."
         case .alpnMismatch(let offered):
+            if let version = TLSApplicationProtocol.otherSyncVersion(in: offered) {
+                let mine = TLSApplicationProtocol.syncVersion
+                return "The peer speaks plait protocol \(version); this device speaks protocol \(mine): upgrade plait "
+                    + (version < mine ? "there." : "on this device.")
+            }
             let list = offered.isEmpty ? "nothing" : offered.joined(separator: ", ")
             return "The peer does not speak the protocol asked for (offered: \(list)); pairing works "
                 + "only while `plait pair` runs on both devices."

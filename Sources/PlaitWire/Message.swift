@@ -18,8 +18,9 @@ public enum Message: Hashable, Sendable {
     case changes([EncodedChange])
     /// Ends the stream that answered a Want.
     case done(Summary)
-    /// The sender's summary changed; with a report, also what its state is at that summary.
-    case notify(Summary, report: StateReport?)
+    /// The sender's summary changed; with a report, also what its state is at that summary. `copies`: the
+    /// instance nonces of the receiver's own Device ID the sender saw connected at once (a copied home), or none.
+    case notify(Summary, report: StateReport?, copies: [[UInt8]] = [])
     /// Liveness check, answered by `pong` with the same nonce.
     case ping(nonce: UInt64)
     /// The answer to `ping`.
@@ -58,7 +59,8 @@ public enum Message: Hashable, Sendable {
 /// What a device announces when a sync connection opens.
 public struct Hello: Hashable, Sendable {
     /// The protocol version this build speaks.
-    public static let currentProtocolVersion: UInt32 = 1
+    /// The protocol version this build speaks, as in its ALPN name `plait-sync/2` (PROTOCOL.md §17).
+    public static let currentProtocolVersion: UInt32 = 2
 
     public var protocolVersion: UInt32
     /// The data model (`ListsDomain.name`).
@@ -84,12 +86,15 @@ public struct Hello: Hashable, Sendable {
     public var unknownCount: UInt64
     /// The largest frame length the sender accepts; frames sent to it must not be larger.
     public var maxFrameSize: Int
+    /// 16 random bytes drawn once per process: two live connections from one Device ID with different nonces
+    /// reveal a copied home (DESIGN §11). Empty when the sender sent none.
+    public var instanceNonce: [UInt8]
 
     public init(
         protocolVersion: UInt32 = Hello.currentProtocolVersion, domainName: String, domainVersion: UInt32,
         deviceID: String, name: String, summary: Summary, headHashes: [TimelineID: HeadHash],
         baselineSummary: Summary, baselineDigest: [UInt8]?, stateDigest: [UInt8], unknownCount: UInt64,
-        maxFrameSize: Int = Frame.defaultMaxSize
+        maxFrameSize: Int = Frame.defaultMaxSize, instanceNonce: [UInt8] = []
     ) {
         self.protocolVersion = protocolVersion
         self.domainName = domainName
@@ -103,6 +108,7 @@ public struct Hello: Hashable, Sendable {
         self.stateDigest = stateDigest
         self.unknownCount = unknownCount
         self.maxFrameSize = maxFrameSize
+        self.instanceNonce = instanceNonce
     }
 }
 
@@ -179,6 +185,8 @@ public enum WireLimits {
     /// The grouped text form is 63 characters; the slack admits another encoding, not an essay.
     public static let maxDeviceIDBytes = 128
     public static let maxCloseReasonBytes = 1024
+    /// A Hello's instance nonce (when sent) and each copied instance of Notify.
+    public static let instanceNonceSize = 16
     /// Sequence numbers stay below 2^63, as in the text form of a summary.
     public static let maxSeq = UInt64(Int64.max)
 }
@@ -219,6 +227,7 @@ extension Message {
                     $0.stateDigest = Data(hello.stateDigest)
                     $0.unknownCount = hello.unknownCount
                     $0.maxFrameSize = UInt32(clamping: hello.maxFrameSize)
+                    $0.instanceNonce = Data(hello.instanceNonce)
                 })
         case let .want(want):
             return serialize(
@@ -249,10 +258,11 @@ extension Message {
             return writer.bytes
         case let .done(summary):
             return serialize(Plait_Wire_V1_Done.with { $0.summary = summary.wireEntries })
-        case let .notify(summary, report):
+        case let .notify(summary, report, copies):
             return serialize(
                 Plait_Wire_V1_Notify.with {
                     $0.summary = summary.wireEntries
+                    $0.copiedInstances = copies.map { Data($0) }
                     if let report {
                         $0.stateDigest = Data(report.stateDigest)
                         $0.baselineDigest = report.baselineDigest.map { Data($0) } ?? Data()
@@ -324,11 +334,15 @@ extension Message {
         case .notify:
             let proto = try parse(Plait_Wire_V1_Notify.self, payload)
             let summary = try Summary(wireEntries: proto.summary, field: "summary")
+            var copies: [[UInt8]] = []
+            for copy in proto.copiedInstances {
+                copies.append(try validInstanceNonce(copy, field: "a copied instance"))
+            }
             guard !proto.stateDigest.isEmpty else {
                 guard proto.baselineDigest.isEmpty, proto.unknownCount == 0 else {
                     throw Invalid("a state report without its state digest")
                 }
-                return .notify(summary, report: nil)
+                return .notify(summary, report: nil, copies: copies)
             }
             return .notify(
                 summary,
@@ -336,7 +350,8 @@ extension Message {
                     stateDigest: try digest(proto.stateDigest, field: "state digest"),
                     baselineDigest: proto.baselineDigest.isEmpty
                         ? nil : try digest(proto.baselineDigest, field: "baseline digest"),
-                    unknownCount: proto.unknownCount))
+                    unknownCount: proto.unknownCount),
+                copies: copies)
         case .ping:
             return .ping(nonce: try parse(Plait_Wire_V1_Ping.self, payload).nonce)
         case .pong:
@@ -506,8 +521,18 @@ extension Hello {
             protocolVersion: proto.protocolVersion, domainName: proto.domainName, domainVersion: proto.domainVersion,
             deviceID: deviceID, name: proto.name, summary: summary, headHashes: heads,
             baselineSummary: baselineSummary, baselineDigest: baselineDigest, stateDigest: stateDigest,
-            unknownCount: proto.unknownCount, maxFrameSize: Int(proto.maxFrameSize))
+            unknownCount: proto.unknownCount, maxFrameSize: Int(proto.maxFrameSize),
+            instanceNonce: proto.instanceNonce.isEmpty
+                ? [] : try validInstanceNonce(proto.instanceNonce, field: "instance nonce"))
     }
+}
+
+/// An instance nonce: exactly `WireLimits.instanceNonceSize` bytes.
+private func validInstanceNonce(_ data: Data, field: String) throws(Invalid) -> [UInt8] {
+    guard data.count == WireLimits.instanceNonceSize else {
+        throw Invalid("\(field) is \(data.count) bytes, not \(WireLimits.instanceNonceSize)")
+    }
+    return Array(data)
 }
 
 private func isASCIIAlphanumeric(_ byte: UInt8) -> Bool {

@@ -186,7 +186,7 @@ package nonisolated struct Plait_Wire_V1_Hello: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// 1 today; 0 is refused
+  /// 2 today (as in the ALPN name); 0 is refused
   package var protocolVersion: UInt32 = 0
 
   /// "lists"; 1 to 64 bytes, no control characters
@@ -222,6 +222,10 @@ package nonisolated struct Plait_Wire_V1_Hello: Sendable {
 
   /// largest frame length the sender accepts (at least 65536)
   package var maxFrameSize: UInt32 = 0
+
+  /// 16 random bytes drawn once per process (an agent and the commands run beside it share the agent's); empty
+  /// when the sender has none. Two live connections from one Device ID with different nonces reveal a copied home.
+  package var instanceNonce: Data = Data()
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -328,6 +332,10 @@ package nonisolated struct Plait_Wire_V1_Notify: Sendable {
   package var baselineDigest: Data = Data()
 
   package var unknownCount: UInt64 = 0
+
+  /// The instance nonces (16 bytes each) of the receiver's own Device ID that the sender has seen connected at
+  /// once, when more than one: the receiver's home was copied (PROTOCOL.md §13.2). Empty otherwise.
+  package var copiedInstances: [Data] = []
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -514,7 +522,7 @@ nonisolated extension Plait_Wire_V1_HeadHash: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Hello"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{b}fork_records\0\u{b}instance_nonce\0\u{c}\u{d}\u{1}\u{c}\u{e}\u{1}")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{4}\u{2}instance_nonce\0\u{b}fork_records\0\u{c}\u{d}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -534,6 +542,7 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
       case 10: try { try decoder.decodeSingularBytesField(value: &self.stateDigest) }()
       case 11: try { try decoder.decodeSingularUInt64Field(value: &self.unknownCount) }()
       case 12: try { try decoder.decodeSingularUInt32Field(value: &self.maxFrameSize) }()
+      case 14: try { try decoder.decodeSingularBytesField(value: &self.instanceNonce) }()
       default: break
       }
     }
@@ -576,6 +585,9 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
     if self.maxFrameSize != 0 {
       try visitor.visitSingularUInt32Field(value: self.maxFrameSize, fieldNumber: 12)
     }
+    if !self.instanceNonce.isEmpty {
+      try visitor.visitSingularBytesField(value: self.instanceNonce, fieldNumber: 14)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -592,6 +604,7 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.stateDigest != rhs.stateDigest {return false}
     if lhs.unknownCount != rhs.unknownCount {return false}
     if lhs.maxFrameSize != rhs.maxFrameSize {return false}
+    if lhs.instanceNonce != rhs.instanceNonce {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -748,7 +761,7 @@ nonisolated extension Plait_Wire_V1_Done: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Notify"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}summary\0\u{3}state_digest\0\u{3}baseline_digest\0\u{3}unknown_count\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}summary\0\u{3}state_digest\0\u{3}baseline_digest\0\u{3}unknown_count\0\u{3}copied_instances\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -760,6 +773,7 @@ nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf
       case 2: try { try decoder.decodeSingularBytesField(value: &self.stateDigest) }()
       case 3: try { try decoder.decodeSingularBytesField(value: &self.baselineDigest) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.unknownCount) }()
+      case 5: try { try decoder.decodeRepeatedBytesField(value: &self.copiedInstances) }()
       default: break
       }
     }
@@ -778,6 +792,9 @@ nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf
     if self.unknownCount != 0 {
       try visitor.visitSingularUInt64Field(value: self.unknownCount, fieldNumber: 4)
     }
+    if !self.copiedInstances.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.copiedInstances, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -786,6 +803,7 @@ nonisolated extension Plait_Wire_V1_Notify: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.stateDigest != rhs.stateDigest {return false}
     if lhs.baselineDigest != rhs.baselineDigest {return false}
     if lhs.unknownCount != rhs.unknownCount {return false}
+    if lhs.copiedInstances != rhs.copiedInstances {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -176,7 +176,7 @@ struct Options {
                 throw UsageError(description: "--publish needs --port N")
             }
             let txt = TXTRecord(
-                tag: values["--tag"] ?? "", proto: values["--proto"].flatMap(Int.init) ?? 1, sum: values["--sum"] ?? "",
+                tag: values["--tag"] ?? "", proto: values["--proto"].flatMap(Int.init) ?? 2, sum: values["--sum"] ?? "",
                 pairing: pairing)
             announcement = Announcement(name: name, port: port, txt: txt)
         }

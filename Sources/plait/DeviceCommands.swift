@@ -89,6 +89,7 @@ extension Plait {
             let liveItems = state.items.values.filter { !$0.deleted }.count
             // A damaged certificate stops networking, not the status of the lists: say so in its place.
             let device = Result { try home.identity.deviceID.description }
+            let copied = try home.copiedHomeReports()
             if json {
                 var problem: String?
                 if case .failure(let error) = device { problem = "\(error)" }
@@ -97,7 +98,7 @@ extension Plait {
                         baseline: baseline.map { $0.summary.description }, changes: changes,
                         device: try? device.get(), deviceProblem: problem, digest: digest, home: home.path,
                         items: liveItems, lists: liveLists, name: home.deviceName, summary: summary.description,
-                        timeline: timeline.description, unknown: unknown))
+                        timeline: timeline.description, unknown: unknown, copied: copied))
                 return
             }
             switch device {
@@ -111,6 +112,7 @@ extension Plait {
             print("changes   \(changes) stored" + (baseline.map { ", baseline \($0.summary)" } ?? ", no baseline"))
             print("data      \(liveLists) lists, \(liveItems) items")
             if unknown > 0 { print("unknown   \(unknown) changes need a newer plait (kept and forwarded, not shown)") }
+            for sentence in copied { print("alarm     \(sentence.terminalSafe)") }
         }
     }
 

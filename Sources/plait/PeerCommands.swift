@@ -242,8 +242,10 @@ extension Plait {
             let summary = try home.store.summary()
             let rows = try home.store.peers()
             let forks = Dictionary(grouping: try home.store.forks(), by: \.peer)
+            let copied = Set(try home.store.copiedHomes(now: Replica.now()).map(\.deviceID))
             // What went wrong outranks what the summaries say: "in sync" only when nothing did (DESIGN §10).
             let state = { (peer: PeerRecord) -> String in
+                if copied.contains(peer.deviceID) { return "home copied (run `plait rejoin --new-key` on one copy)" }
                 if forks[peer.deviceID] != nil { return "forked" }
                 if peer.diverged != nil { return "diverged" }
                 if peer.refused != nil { return "refused changes" }

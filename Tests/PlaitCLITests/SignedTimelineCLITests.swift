@@ -93,7 +93,7 @@ struct SignedTimelineCLITests {
                 ALTER TABLE quarantine DROP COLUMN witness_seq; ALTER TABLE quarantine DROP COLUMN witness_tl;
                 ALTER TABLE timelines DROP COLUMN certificate; ALTER TABLE timelines DROP COLUMN superseded_seq;
                 ALTER TABLE timelines DROP COLUMN last_arrival;
-                DELETE FROM grdb_migrations WHERE identifier = 'v5-signed-timelines';
+                DELETE FROM grdb_migrations WHERE identifier = 'v6-signed-timelines';
                 """)
             let oldStore = try Store.open(at: path, synchronousFull: false)
             let oldHashes = try oldStore.changesInReplayOrder(limit: nil).map(\.hash)

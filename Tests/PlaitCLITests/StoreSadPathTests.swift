@@ -140,8 +140,11 @@ import Glibc
             let third = try RunningAgent(sandbox: sandbox, home: sandbox.home)
             #expect(third.port != 0)
             #expect(third.stop() == 0, "\(third.log)")
-            #expect(try String(contentsOfFile: sandbox.home + "/agent.lock", encoding: .utf8)
-                == "\(third.process.processIdentifier)\n")
+            // The PID, then the agent's instance nonce (a `plait sync` run beside it says the same one in Hello).
+            let lines = try String(contentsOfFile: sandbox.home + "/agent.lock", encoding: .utf8)
+                .split(separator: "\n", omittingEmptySubsequences: false)
+            #expect(lines.count == 3 && lines[0] == "\(third.process.processIdentifier)" && lines[1].count == 32
+                && lines[1].allSatisfy(\.isHexDigit) && lines[2].isEmpty, "\(lines)")
         }
     }
 

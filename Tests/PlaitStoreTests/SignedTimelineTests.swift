@@ -362,7 +362,7 @@ struct SignedTimelineTests {
 @Suite("Migration of a store made before signed timelines")
 struct SignedTimelineMigrationTests {
     /// Makes a store exactly as the previous version left it: changes authored and pulled by the code, then the
-    /// columns and migration of `v5-signed-timelines` taken out again (checked against the schema the previous
+    /// columns and migration of `v6-signed-timelines` taken out again (checked against the schema the previous
     /// migrations make). Returns the path.
     static func previousVersionStore(
         in directory: TemporaryDirectory, rng: inout SplitMix64, own: Int = 30, other: Int = 50
@@ -392,11 +392,11 @@ struct SignedTimelineMigrationTests {
             ALTER TABLE quarantine DROP COLUMN witness_seq; ALTER TABLE quarantine DROP COLUMN witness_tl;
             ALTER TABLE timelines DROP COLUMN certificate; ALTER TABLE timelines DROP COLUMN superseded_seq;
             ALTER TABLE timelines DROP COLUMN last_arrival;
-            DELETE FROM grdb_migrations WHERE identifier = 'v5-signed-timelines';
+            DELETE FROM grdb_migrations WHERE identifier = 'v6-signed-timelines';
             """)
         // The result has exactly the columns the previous migrations make.
         let reference = try DatabaseQueue(path: directory.file("reference.db"))
-        try Schema.migrator.migrate(reference, upTo: "v4-sad-path")
+        try Schema.migrator.migrate(reference, upTo: "v5-copied-homes")
         let old = try DatabaseQueue(path: path)
         #expect(try columns(old) == columns(reference))
         try old.close()

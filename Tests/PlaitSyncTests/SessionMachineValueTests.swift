@@ -283,7 +283,7 @@ import Testing
         // One-shot: the state report, then Close.
         guard case .readStatus = try machine.nextOutgoing().last else { Issue.record("no state report"); return }
         let report = try machine.answered(.status(Self.status(summary: [Self.theirs: 4], digest: [3])))
-        guard case let .notify(summary, report?) = Self.sent(report).first else { Issue.record("no Notify"); return }
+        guard case let .notify(summary, report?, _) = Self.sent(report).first else { Issue.record("no Notify"); return }
         #expect(summary == [Self.theirs: 4] && report.stateDigest == [3])
         #expect(Self.sent(try machine.nextOutgoing()) == [.close(reason: "done")])
         #expect(try machine.nextOutgoing().isEmpty)

@@ -401,14 +401,15 @@ import Testing
         }
     }
 
-    /// A peer on another protocol version is refused with a Close naming why.
+    /// A Hello of another protocol version than the connection's (`plait-sync/2`) is refused with a Close naming
+    /// both versions (PROTOCOL.md §13.2, §17).
     @Test func anotherProtocolVersionIsRefused() throws {
         try withTemporaryDirectory { directory in
             var rng = SplitMix64(seed: 0x5E55_000F)
             let device = try Device("a", in: directory, timeline: TimelineID(rng.next()))
             let (error, seen) = try sessionAgainstRawPeer(device) { peer in
                 guard case var .hello(hello) = rawHello() else { return }
-                hello.protocolVersion = 2
+                hello.protocolVersion = 1
                 try peer.send(.hello(hello))
             }
             guard case .incompatible = error else {
@@ -419,7 +420,7 @@ import Testing
                 Issue.record("the peer was not told")
                 return
             }
-            #expect(reason.contains("protocol version 2"), "\(reason)")
+            #expect(reason.contains("it speaks protocol version 1 and this device 2"), "\(reason)")
         }
     }
 }

@@ -39,7 +39,7 @@ struct TLSConnectionTests {
         #expect(client.peerCertificateDER == alice.certificateDER)
         #expect(client.protocolVersion == "TLSv1.3")
         #expect(SSL_version(client.ssl) == TLS1_3_VERSION)
-        #expect(client.negotiatedALPN == "plait-sync/1")
+        #expect(client.negotiatedALPN == "plait-sync/2")
         #expect(client.applicationProtocol == .sync)
         try client.writeAll(toServer, timeout: .seconds(10))
         let received = try client.readExactly(toClient.count, timeout: .seconds(10))
@@ -51,7 +51,7 @@ struct TLSConnectionTests {
 
         let report = try server.join().get()
         #expect(report.peer == bob.deviceID)
-        #expect(report.alpn == "plait-sync/1")
+        #expect(report.alpn == "plait-sync/2")
         #expect(report.version == "TLSv1.3")
         #expect(report.intact)
         #expect(report.end == .closed)
@@ -180,7 +180,9 @@ struct TLSConnectionTests {
         #expect(reason.contains("certificate verify failed"))
     }
 
-    @Test(arguments: [nil, "h2"] as [String?])
+    /// Another protocol, none, or the sync protocol's version 1 (an older plait, DESIGN §11 "Versions"): refused at
+    /// the handshake, and the refusal of an older plait names both versions.
+    @Test(arguments: [nil, "h2", "plait-sync/1"] as [String?])
     func aClientOfferingNoPlaitProtocolGetsNoData(alpn: String?) throws {
         let listener = try makeListener(alice)
         defer { listener.close() }
@@ -198,6 +200,10 @@ struct TLSConnectionTests {
             return
         }
         #expect(offered == (alpn.map { [$0] } ?? []))
+        let refusal = TLSError.alpnMismatch(offered: offered).description
+        #expect(
+            refusal.contains("The peer speaks plait protocol 1; this device speaks protocol 2: upgrade plait there")
+                == (alpn == "plait-sync/1"), "\(refusal)")
     }
 
     @Test func tls12IsRefused() throws {

@@ -159,8 +159,8 @@ final class PlainTLSClient {
     private let descriptor: Int32
 
     init(
-        port: UInt16, identity: Identity?, chainedTo extra: Identity? = nil, alpn: String? = "plait-sync/1",
-        maxVersion: Int32 = TLS1_3_VERSION
+        port: UInt16, identity: Identity?, chainedTo extra: Identity? = nil,
+        alpn: String? = TLSApplicationProtocol.sync.rawValue, maxVersion: Int32 = TLS1_3_VERSION
     ) throws {
         descriptor = try connectTCP(host: "127.0.0.1", port: port, deadline: Deadline(.seconds(5)))
         let flags = fcntl(descriptor, F_GETFL)

@@ -39,7 +39,8 @@ struct WireConformanceTests {
             Issue.record("the Hello vector is not a Hello")
             return
         }
-        #expect(hello.protocolVersion == 1)
+        #expect(hello.protocolVersion == 2)
+        #expect(hello.instanceNonce.hexString == fields["instance_nonce"] as! String)
         #expect(hello.domainName == fields["domain_name"] as! String)
         #expect(hello.deviceID == (vectors["device_id"] as! [String: Any])["text"] as! String)
         #expect(hello.summary.description == (vectors["summary"] as! [String: Any])["text"] as! String)
@@ -56,7 +57,7 @@ struct WireConformanceTests {
         let entry = frames.first { $0["name"] as! String == "Notify (with its state report)" }!
         var decoder = FrameDecoder()
         decoder.append(try bytes(entry["bytes"]))
-        guard case let .notify(summary, report) = try Message.decode(try #require(try decoder.next())) else {
+        guard case let .notify(summary, report, _) = try Message.decode(try #require(try decoder.next())) else {
             Issue.record("the Notify vector is not a Notify")
             return
         }
@@ -64,6 +65,20 @@ struct WireConformanceTests {
         #expect(report?.stateDigest.hexString == (vectors["state"] as! [String: Any])["digest"] as! String)
         #expect(report?.baselineDigest?.hexString == (vectors["baseline"] as! [String: Any])["digest"] as! String)
         #expect(report?.unknownCount == 1)
+    }
+
+    /// Notify's copied instances (PROTOCOL.md §13.2): the two nonces of the vector, read back from the frame.
+    @Test func notifyCarriesCopiedInstances() throws {
+        let frames = try Self.vectors()["frames"] as! [[String: Any]]
+        let entry = frames.first { ($0["name"] as! String).hasPrefix("Notify (copied instances") }!
+        var decoder = FrameDecoder()
+        decoder.append(try bytes(entry["bytes"]))
+        guard case let .notify(_, report, copies) = try Message.decode(try #require(try decoder.next())) else {
+            Issue.record("the Notify vector is not a Notify")
+            return
+        }
+        #expect(report == nil)
+        #expect(copies.map(\.hexString) == (entry["fields"] as! [String: Any])["copied_instances"] as! [String])
     }
 
     /// A change that travels in any encoding but the canonical one is refused (PROTOCOL.md §8): A1 without its

@@ -35,7 +35,7 @@ enum Fixtures {
             timelineB: HeadHash(seq: 1, hash: unknownChange.hash),
         ],
         baselineSummary: Summary([timelineA: 1]), baselineDigest: digest(1), stateDigest: digest(2),
-        unknownCount: 1, maxFrameSize: 1 << 20)
+        unknownCount: 1, maxFrameSize: 1 << 20, instanceNonce: Array(0..<16))
 
     static let minimalHello = Hello(
         protocolVersion: 7, domainName: "x", domainVersion: UInt32.max, deviceID: "A", name: "", summary: .empty,

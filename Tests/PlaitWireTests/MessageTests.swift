@@ -123,6 +123,8 @@ import Testing
             $0.summary = [entry(Fixtures.timelineA, 1), entry(Fixtures.timelineB, 1), entry(Fixtures.timelineA, 3)]
         }
         #expect(reason(.notify, twice)?.contains("appears twice") == true)
+        let shortCopy = Plait_Wire_V1_Notify.with { $0.copiedInstances = [Data(count: 16), Data(count: 8)] }
+        #expect(reason(.notify, shortCopy)?.contains("a copied instance is 8 bytes, not 16") == true)
         let huge = Plait_Wire_V1_Want.with { $0.have = [entry(Fixtures.timelineA, UInt64(Int64.max) + 1)] }
         #expect(reason(.want, huge)?.contains("over 2^63-1") == true)
         var hello = proto(Fixtures.hello)
@@ -153,6 +155,8 @@ import Testing
             ("state digest is 0 bytes", { $0.stateDigest = Data() }),
             ("max frame size 0", { $0.maxFrameSize = 0 }),
             ("max frame size 65535", { $0.maxFrameSize = 65535 }),
+            ("instance nonce is 15 bytes", { $0.instanceNonce = Data(count: 15) }),
+            ("instance nonce is 17 bytes", { $0.instanceNonce = Data(count: 17) }),
         ]
         for (expected, mutate) in cases {
             var hello = valid
