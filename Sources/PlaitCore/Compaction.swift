@@ -3,8 +3,8 @@ public struct TimelineHead: Hashable, Sendable {
     public var timeline: TimelineID
     public var seq: UInt64
     public var lamport: UInt64
-    /// The timeline ended (`timeline.end`), or its device is past the peer grace: it no longer holds the
-    /// cut-off down.
+    /// The timeline no longer holds the cut-off down (`Compaction.released`): it ended (`timeline.end`), was
+    /// superseded and is held up to there, or its author nobody here paired has been quiet past the peer grace.
     public var released: Bool
 
     public init(timeline: TimelineID, seq: UInt64, lamport: UInt64, released: Bool = false) {
@@ -42,6 +42,24 @@ public enum CutOffLimit: Hashable, Sendable, CustomStringConvertible {
 
 /// The compaction cut-off rule (DESIGN §2).
 public enum Compaction {
+    /// Whether a timeline no longer holds the cut-off down (DESIGN §2, §11): it ended; a begin superseded it at
+    /// `supersededSeq` and it is held up to there (what comes after is a fork, not a change to wait for); or it
+    /// is signed by an author that is neither this device nor a paired peer (`authorKnown` false) and none of
+    /// its changes arrived within the grace (`lastArrival` nil or older than `now - graceMs`), so a peer
+    /// cannot freeze compaction by inventing identities. `authorKnown` nil: unsigned, or no author rule.
+    public static func released(
+        ended: Bool, seq: UInt64, supersededSeq: UInt64?, authorKnown: Bool?, lastArrival: Int64?, now: Int64,
+        graceMs: Int64
+    ) -> Bool {
+        if ended { return true }
+        if let supersededSeq, seq >= supersededSeq { return true }
+        if authorKnown == false {
+            guard let lastArrival else { return true }
+            return now.subtractingReportingOverflow(lastArrival).partialValue > graceMs
+        }
+        return false
+    }
+
     /// The cut-off: the minimum head Lamport time over the timelines that still hold it down, then lowered to
     /// every extra limit (peer acknowledgements, the earliest uninterpretable change). Every change with
     /// Lamport ≤ the result may be folded. Nil when there is nothing to hold the cut-off (no timelines).

@@ -6,11 +6,28 @@ import PlaitCore
 /// The hot paths over the changes table, on SQLite's C API through GRDB's prepared statements: a full replay
 /// reads a million rows, and a pulled batch inserts thousands in one transaction.
 enum ChangeRows {
-    static let columns = "tl, seq, lamport, kind, version, wall, prev, payload"
+    /// The columns of a stored change, in the order `scan` reads them: its hashed fields (the witness too: it
+    /// is hashed when present), then the signature beside them.
+    static let storedColumns =
+        "tl, seq, lamport, kind, version, wall, prev, payload, witness_tl, witness_seq, signature"
+
+    /// `storedColumns` as `db` can select them: a store not yet migrated to signed timelines (it is migrated
+    /// on its first write, and reading writes nothing) has no witnesses or signatures, read as NULL.
+    static func columns(_ db: Database) throws -> String {
+        try db.columns(in: "changes").contains { $0.name == "signature" }
+            ? storedColumns : "tl, seq, lamport, kind, version, wall, prev, payload, NULL, NULL, NULL"
+    }
 
     /// Steps `statement` (selecting `columns`) and hands each change to `body`. Without `withChain` the
     /// previous hash is left as zeros (replay does not need it) to save an allocation per row.
     static func scan(_ statement: Statement, withChain: Bool, _ body: (Change) throws -> Void) throws {
+        try scanSigned(statement, withChain: withChain) { change, _ in try body(change) }
+    }
+
+    /// `scan`, handing each change with its stored signature (nil when it has none).
+    static func scanSigned(
+        _ statement: Statement, withChain: Bool, _ body: (Change, [UInt8]?) throws -> Void
+    ) throws {
         let handle = statement.sqliteStatement
         var kinds = KindCache()
         defer { sqlite3_reset(handle) }
@@ -29,11 +46,21 @@ enum ChangeRows {
             let wall = sqlite3_column_int64(handle, 5)
             let previous = withChain ? blob(handle, 6) : Change.zeroHash
             let payload = blob(handle, 7)
+            let signature = sqlite3_column_type(handle, 10) == SQLITE_NULL ? nil : blob(handle, 10)
             try body(
                 Change(
                     timeline: timeline, seq: seq, lamport: lamport, previousHash: previous, kind: kind,
-                    version: version, wallTime: wall, payload: payload))
+                    version: version, wallTime: wall, payload: payload, witness: witness(handle)),
+                signature)
         }
+    }
+
+    /// The witness in columns 8 and 9 (`witness_tl`, `witness_seq`), nil when they are NULL.
+    @inline(__always) static func witness(_ handle: OpaquePointer) -> ChangeRef? {
+        guard sqlite3_column_type(handle, 8) != SQLITE_NULL else { return nil }
+        return ChangeRef(
+            timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 8))),
+            seq: UInt64(bitPattern: sqlite3_column_int64(handle, 9)))
     }
 
     @inline(__always) static func blob(_ handle: OpaquePointer, _ column: Int32) -> [UInt8] {
@@ -42,12 +69,27 @@ enum ChangeRows {
         return [UInt8](UnsafeRawBufferPointer(start: pointer, count: count))
     }
 
-    /// Inserts changes with one prepared statement (the caller holds the transaction).
+    /// Inserts changes with one prepared statement (the caller holds the transaction), without signatures.
     static func insert(_ changes: [Change], _ db: Database) throws {
+        try insert(changes, signatures: { _ in nil }, db)
+    }
+
+    /// Inserts changes with their signatures (only verified ones: a receiver stores no other).
+    static func insert(_ changes: [EncodedChange], _ db: Database) throws {
+        try insert(changes.map(\.change), signatures: { changes[$0].signature }, db)
+    }
+
+    /// Inserts changes the intake accepted, each with the signature it verified (nil: none).
+    static func insert(_ accepted: [Intake<ListsDomain>.Accepted], _ db: Database) throws {
+        try insert(accepted.map(\.change), signatures: { accepted[$0].signature }, db)
+    }
+
+    /// Inserts changes; `signatures(i)` is the signature to store with `changes[i]` (nil: none).
+    static func insert(_ changes: [Change], signatures: (Int) -> [UInt8]?, _ db: Database) throws {
         let statement = try db.cachedStatement(
-            sql: "INSERT INTO changes (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            sql: "INSERT INTO changes (\(storedColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         let handle = statement.sqliteStatement
-        for change in changes {
+        for (index, change) in changes.enumerated() {
             sqlite3_reset(handle)
             sqlite3_bind_int64(handle, 1, timelineColumn(change.timeline.rawValue))
             sqlite3_bind_int64(handle, 2, Int64(change.seq))
@@ -65,6 +107,20 @@ enum ChangeRows {
                 _ = bytes.count == 0
                     ? sqlite3_bind_zeroblob(handle, 8, 0)
                     : sqlite3_bind_blob(handle, 8, bytes.baseAddress, Int32(bytes.count), sqliteTransient)
+            }
+            if let witness = change.witness {
+                sqlite3_bind_int64(handle, 9, timelineColumn(witness.timeline.rawValue))
+                sqlite3_bind_int64(handle, 10, Int64(bitPattern: witness.seq))
+            } else {
+                sqlite3_bind_null(handle, 9)
+                sqlite3_bind_null(handle, 10)
+            }
+            if let signature = signatures(index) {
+                signature.withUnsafeBytes { bytes in
+                    _ = sqlite3_bind_blob(handle, 11, bytes.baseAddress, Int32(bytes.count), sqliteTransient)
+                }
+            } else {
+                sqlite3_bind_null(handle, 11)
             }
             let code = sqlite3_step(handle)
             guard code == SQLITE_DONE else {
@@ -102,7 +158,7 @@ struct StoredChanges: ChangeSource {
     func forEachChange(after key: OrderKey, _ body: (Change) throws -> Void) throws {
         let statement = try db.cachedStatement(
             sql: """
-                SELECT \(ChangeRows.columns) FROM changes WHERE (lamport, tl, seq) > (?, ?, ?)
+                SELECT \(try ChangeRows.columns(db)) FROM changes WHERE (lamport, tl, seq) > (?, ?, ?)
                 ORDER BY lamport, tl, seq
                 """)
         let handle = statement.sqliteStatement
@@ -135,7 +191,7 @@ extension ChangeRows {
                 lamport: UInt64(bitPattern: sqlite3_column_int64(handle, 2)),
                 previousHash: Change.zeroHash, kind: kind,
                 version: UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 4)),
-                wallTime: sqlite3_column_int64(handle, 5), payload: blob(handle, 7))
+                wallTime: sqlite3_column_int64(handle, 5), payload: blob(handle, 7), witness: witness(handle))
             guard change.orderKey > last else {
                 throw StoreError.inconsistent("stored change \(change.ref) is out of replay order (a damaged page)")
             }
@@ -151,7 +207,7 @@ extension StoredChanges {
     /// (this one waits for chunks and touches no SQLite while the reader runs).
     func forEachChangePipelined(_ body: (Change) throws -> Void) throws {
         let statement = try db.makeStatement(
-            sql: "SELECT \(ChangeRows.columns) FROM changes ORDER BY lamport, tl, seq")
+            sql: "SELECT \(try ChangeRows.columns(db)) FROM changes ORDER BY lamport, tl, seq")
         let handle = StatementHandle(statement.sqliteStatement)
         let chunks = ChunkQueue()
         let reader = Thread {

@@ -74,7 +74,7 @@ enum DerivedState {
         }
         var out: [Change] = []
         let statement = try db.cachedStatement(
-            sql: "SELECT \(ChangeRows.columns) FROM changes WHERE tl = ? AND seq > ? ORDER BY seq")
+            sql: "SELECT \(try ChangeRows.columns(db)) FROM changes WHERE tl = ? AND seq > ? ORDER BY seq")
         for head in try Store.heads(db) where head.seq > applied[head.timeline] {
             statement.arguments = [timelineColumn(head.timeline.rawValue), Int64(applied[head.timeline])]
             try ChangeRows.scan(statement, withChain: false) { out.append($0) }

@@ -40,10 +40,40 @@ public final class Replica: @unchecked Sendable {
     /// The last repair reported: a failed write reloads and may meet the same damage again, which is not news.
     private var lastRepair: DerivedStateRepair?
 
-    public init(store: Store) throws {
+    /// Where local changes get their signatures (DESIGN §11): none (an unsigned protocol-1 timeline, test
+    /// fixtures), a signer, or one loaded at the first local edit (a home's key, which reading never needs).
+    private var signerSource: SignerSource
+
+    private enum SignerSource {
+        case none
+        case ready(any ChangeSigner)
+        case loading(@Sendable () throws -> any ChangeSigner)
+    }
+
+    /// `signer` signs local changes; without one the own timeline must be unsigned (and stays so).
+    public init(store: Store, signer: (any ChangeSigner)? = nil) throws {
         self.store = store
+        signerSource = signer.map { .ready($0) } ?? .none
         engine = ReplayEngine(domain: domain, state: ListsState(), position: .zero)
         try store.read { db in try self.reload(db) }
+    }
+
+    /// Signs local changes with the signer `load` returns, loaded at the first local edit (a failure to load
+    /// fails that edit, and the next edit tries again).
+    public func signWith(loading load: @escaping @Sendable () throws -> any ChangeSigner) {
+        lock.withLock { signerSource = .loading(load) }
+    }
+
+    /// The signer, loaded if it is not yet. Called with the lock held.
+    private func resolvedSigner() throws -> (any ChangeSigner)? {
+        switch signerSource {
+        case .none: return nil
+        case let .ready(signer): return signer
+        case let .loading(load):
+            let signer = try load()
+            signerSource = .ready(signer)
+            return signer
+        }
     }
 
     /// The materialized state as of the last transaction or `refresh()`.
@@ -204,16 +234,35 @@ public final class Replica: @unchecked Sendable {
 
         /// Why the own timeline may continue elsewhere, when it may (only `rejoin` gets this far then).
         fileprivate let suspect: String?
+        /// Signs this edit's changes on a signed timeline; nil when the store has no key (unsigned timelines).
+        fileprivate let signer: (any ChangeSigner)?
+        /// The timeline being appended to has a certificate: its changes are signed (DESIGN §11).
+        fileprivate var timelineSigned: Bool
+        /// The certificate of a timeline begun in this edit, recorded on its row when the head row is written.
+        fileprivate var beganCertificate: [UInt8]?
+        /// Changes, and their canonical bytes, appended since the last signed one.
+        fileprivate var unsignedRun = 0
+        fileprivate var unsignedBytes = 0
+        /// The signature of `lastAppended`, if it got one as it was appended.
+        fileprivate var lastSignature: [UInt8]?
+        /// Signatures made in this edit (every 1,000th change or 1 MiB, the last change, each begin).
+        public private(set) var signatures = 0
 
-        fileprivate init(replica: Replica, db: Database, now: Int64, leavingSuspectTimeline: Bool = false) throws {
+        fileprivate init(
+            replica: Replica, db: Database, now: Int64, signer: (any ChangeSigner)?,
+            leavingSuspectTimeline: Bool = false
+        ) throws {
             self.replica = replica
             self.db = db
             self.now = now
+            self.signer = signer
             timeline = try Store.ownTimeline(db)
             suspect = try Meta.get(db, .ownTimelineSuspect)
             if let suspect, !leavingSuspectTimeline {
                 throw StoreError.ownTimelineSuspect(timeline: timeline, reason: suspect)
             }
+            timelineSigned = try Store.certificate(db, of: timeline) != nil
+            if timelineSigned && signer == nil { throw StoreError.noSigningKey(timeline: timeline) }
             let row = try Row.fetchOne(
                 db, sql: "SELECT head_seq, head_lamport, head_hash FROM timelines WHERE tl = ?",
                 arguments: [timelineColumn(timeline.rawValue)])
@@ -231,10 +280,30 @@ public final class Replica: @unchecked Sendable {
             return summary
         }
 
-        /// Writes the head row of the own timeline (once per edit, not per change).
+        /// Signs the last change if it has no signature yet, and writes the head row of the own timeline (once
+        /// per edit, not per change) with the certificate of a timeline begun here.
         fileprivate func finish() throws {
-            if let lastAppended { try Replica.setHead(db, lastAppended, hash: head.hash) }
+            if let lastAppended {
+                if timelineSigned, lastSignature == nil, let signer {
+                    let signature = try signer.sign(changeHash: head.hash)
+                    try db.execute(
+                        sql: "UPDATE changes SET signature = ? WHERE lamport = ? AND tl = ? AND seq = ?",
+                        arguments: [
+                            Data(signature), Int64(lastAppended.lamport), timelineColumn(timeline.rawValue),
+                            Int64(lastAppended.seq),
+                        ])
+                    signatures += 1
+                    unsignedRun = 0
+                    unsignedBytes = 0
+                }
+                try Replica.setHead(db, lastAppended, hash: head.hash)
+            }
+            if let certificate = beganCertificate, head.seq > 0 {
+                try Store.recordCertificate(db, timeline, certificate)
+                beganCertificate = nil
+            }
             lastAppended = nil
+            lastSignature = nil
         }
 
         /// The state including every change appended so far.
@@ -247,20 +316,42 @@ public final class Replica: @unchecked Sendable {
         }
 
         /// Appends a change of any kind (the engine-level `timeline.end`, or a kind for tests).
+        ///
+        /// A change whose Lamport time is more than its predecessor's + 1 names as its witness a held change
+        /// with Lamport time exactly one below (DESIGN §11). On a signed timeline every `maxUnsignedRun`-th
+        /// change, the change that brings the unsigned run to `maxUnsignedBytes`, and each begin are signed
+        /// here; the last change of the edit is signed when it finishes.
         @discardableResult
         public func appendRaw(kind: String, version: UInt32, payload: [UInt8]) throws -> Change {
+            let predecessor = head.lamport
             lamport = Lamport.next(after: max(lamport, head.lamport))
             guard lamport <= Lamport.max else { throw StoreError.lamportExhausted(timeline: timeline) }
+            let witness = lamport > predecessor + 1 ? try Store.witness(db, lamport: lamport - 1) : nil
             let change = Change(
                 timeline: timeline, seq: head.seq + 1, lamport: lamport, previousHash: head.hash, kind: kind,
-                version: version, wallTime: now, payload: payload)
+                version: version, wallTime: now, payload: payload, witness: witness)
             let bytes = change.canonicalBytes
             guard bytes.count <= replica.maxChangeBytes else {
                 throw CoreError.changeTooLarge(size: bytes.count, limit: replica.maxChangeBytes)
             }
-            try ChangeRows.insert([change], db)
-            head = (change.seq, change.lamport, SHA256.hash(bytes))
+            let hash = SHA256.hash(bytes)
+            var signature: [UInt8]?
+            if timelineSigned, let signer {
+                unsignedRun += 1
+                unsignedBytes += bytes.count
+                if unsignedRun >= ChangeSignature.maxUnsignedRun || unsignedBytes >= ChangeSignature.maxUnsignedBytes
+                    || kind == TimelineBegin.kind
+                {
+                    signature = try signer.sign(changeHash: hash)
+                    signatures += 1
+                    unsignedRun = 0
+                    unsignedBytes = 0
+                }
+            }
+            try ChangeRows.insert([change], signatures: { _ in signature }, db)
+            head = (change.seq, change.lamport, hash)
             lastAppended = change
+            lastSignature = signature
             replica.engine.applyNext(change, checkpointing: false)
             appended.append(change)
             return change
@@ -272,6 +363,33 @@ public final class Replica: @unchecked Sendable {
             try Meta.set(db, .ownTimeline, Int64(bitPattern: new.rawValue))
             timeline = new
             head = (0, 0, Change.zeroHash)
+            timelineSigned = false
+            unsignedRun = 0
+            unsignedBytes = 0
+        }
+
+        /// Continues on a new signed timeline whose first change, `timeline.begin`, carries the signer's
+        /// certificate and a fresh nonce (the timeline ID derives from both) and names the timeline it
+        /// supersedes with that timeline's head; the superseded row records where it stops.
+        fileprivate func beginSignedTimeline(superseding old: TimelineBegin.Superseded?) throws {
+            guard let signer else { throw StoreError.inconsistent("a signed timeline was to begin without a key") }
+            var generator = SystemRandomNumberGenerator()
+            let nonce = (0..<TimelineBegin.nonceSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let begin = TimelineBegin(certificate: signer.certificate, nonce: nonce, supersedes: old)
+            try switchTimeline(to: begin.timelineID)
+            if let old { try Store.markSuperseded(db, old.timeline, at: old.seq) }
+            timelineSigned = true
+            beganCertificate = signer.certificate
+            try appendRaw(kind: TimelineBegin.kind, version: 1, payload: begin.payload)
+        }
+
+        /// Moves an unsigned own timeline onto a signed one when there is a key (a store made before signed
+        /// timelines, or created without a key): the old timeline and its changes stay exactly as they are, and
+        /// the new one's begin supersedes it at its head. Nothing to do on a signed timeline or without a key.
+        fileprivate func continueOnSignedTimelineIfNeeded() throws {
+            guard signer != nil, !timelineSigned else { return }
+            let old = head.seq > 0 ? TimelineBegin.Superseded(timeline: timeline, seq: head.seq, hash: head.hash) : nil
+            try beginSignedTimeline(superseding: old)
         }
     }
 
@@ -281,9 +399,13 @@ public final class Replica: @unchecked Sendable {
     }
 
     private func edit<T>(now: Int64, leavingSuspectTimeline: Bool, _ body: (LocalEdit) throws -> T) throws -> T {
-        try transaction { db in
+        // Loaded before the transaction: a key that cannot be read leaves the store's files untouched.
+        let signer = try lock.withLock { try resolvedSigner() }
+        return try transaction { db in
             let edit = try LocalEdit(
-                replica: self, db: db, now: now, leavingSuspectTimeline: leavingSuspectTimeline)
+                replica: self, db: db, now: now, signer: signer, leavingSuspectTimeline: leavingSuspectTimeline)
+            // `rejoin` starts its new timeline itself.
+            if !leavingSuspectTimeline { try edit.continueOnSignedTimelineIfNeeded() }
             let result = try body(edit)
             try edit.finish()
             try persistCheckpointIfDue(db, added: edit.appended.count)
@@ -307,7 +429,8 @@ public final class Replica: @unchecked Sendable {
     }
 
     /// Ends the own timeline with `timeline.end`, starts a new one, and re-emits the current state as creates
-    /// (and completes), which collapse as duplicates on devices that already have them.
+    /// (and completes), which collapse as duplicates on devices that already have them. With a key the new
+    /// timeline is signed and its begin supersedes the old one at its head.
     public func rejoin(now: Int64 = Replica.now()) throws -> (old: TimelineID, new: TimelineID, emitted: Int) {
         try edit(now: now, leavingSuspectTimeline: true) { edit in
             let old = edit.ownTimeline
@@ -316,8 +439,15 @@ public final class Replica: @unchecked Sendable {
             if edit.suspect == nil {
                 try edit.appendRaw(kind: Change.timelineEndKind, version: 1, payload: [])
             }
-            let new = TimelineID.random()
-            try edit.switchTimeline(to: new)
+            if edit.signer != nil {
+                // The new timeline's begin supersedes the old one at its head (the end just appended, if any).
+                let head = edit.head
+                try edit.beginSignedTimeline(
+                    superseding: head.seq > 0 ? .init(timeline: old, seq: head.seq, hash: head.hash) : nil)
+            } else {
+                try edit.switchTimeline(to: TimelineID.random())
+            }
+            let new = edit.ownTimeline
             try Meta.set(edit.db, .ownTimelineSuspect, nil)
             try Meta.set(edit.db, .ownTimelineSuspectCause, nil)
             let state = edit.state
@@ -362,10 +492,14 @@ public final class Replica: @unchecked Sendable {
         public var ownTimelineContinued: TimelineID?
     }
 
-    /// The one check of arriving changes, with this store's size cap and domain, hashing with OpenSSL.
+    /// The one check of arriving changes, with this store's size cap and domain, hashing and verifying change
+    /// signatures with OpenSSL.
     var intake: Intake<ListsDomain> {
-        Intake(domain: domain, maxChangeBytes: maxChangeBytes, sha256: FastSHA256.function)
+        Intake(domain: domain, maxChangeBytes: maxChangeBytes, sha256: FastSHA256.function, verifier: Self.verifier)
     }
+
+    /// One verifier per process: it caches the parsed keys of the certificates it met.
+    static let verifier = P256Verifier()
 
     /// Integrates changes pulled from a peer in one transaction: each timeline must continue without a gap,
     /// its hash chain and Lamport times (at most 2^62); a change under a number already held must have the
@@ -478,7 +612,7 @@ public final class Replica: @unchecked Sendable {
             }
             let fresh = verdict.accepted.map(\.change)
             guard !fresh.isEmpty else { return result }
-            try ChangeRows.insert(fresh, db)
+            try ChangeRows.insert(verdict.accepted, db)
             var healed: Set<TimelineID> = []
             for accepted in verdict.accepted where verdict.heads[accepted.change.timeline]?.seq == accepted.change.seq {
                 try Self.setHead(db, accepted.change, hash: accepted.hash)
@@ -488,6 +622,7 @@ public final class Replica: @unchecked Sendable {
                     arguments: [timelineColumn(accepted.change.timeline.rawValue), Int64(accepted.change.seq)])
                 if db.changesCount > 0 { healed.insert(accepted.change.timeline) }
             }
+            try Store.recordAuthors(db, accepted: fresh, superseded: verdict.superseded, arrivedAt: Replica.now())
             var earliest = fresh[0].orderKey
             for change in fresh where change.orderKey < earliest { earliest = change.orderKey }
             if earliest <= engine.position && derivedUnsaved {
@@ -540,16 +675,10 @@ public final class Replica: @unchecked Sendable {
         }
     }
 
-    /// The head this store holds of `timeline`, nil when it holds none of it.
+    /// The head this store holds of `timeline`, nil when it holds none of it (with its certificate and where a
+    /// begin superseded it: `Store.heldHead`).
     static func heldHead(_ db: Database, _ timeline: TimelineID) throws -> HeldHead? {
-        try Row.fetchOne(
-            db, sql: "SELECT head_seq, head_lamport, head_hash, ended FROM timelines WHERE tl = ?",
-            arguments: [timelineColumn(timeline.rawValue)]
-        ).map { row in
-            HeldHead(
-                seq: UInt64(clamping: row[0] as Int64), lamport: UInt64(clamping: row[1] as Int64),
-                hash: [UInt8](row[2] as Data), ended: (row[3] as Int64) != 0)
-        }
+        try Store.heldHead(db, timeline)
     }
 
     /// Why the own timeline was marked as one that may continue on another device.
@@ -747,13 +876,39 @@ public final class Replica: @unchecked Sendable {
         public var remaining: Int
     }
 
+    /// The authors compaction waits for (DESIGN §11): a signed timeline whose certificate is neither this
+    /// device's nor a paired peer's holds the cut-off only while one of its changes arrived within `graceMs`.
+    public struct AuthorGrace: Sendable {
+        /// SHA-256 of the certificates (DER) of this device and its paired peers: their Device IDs' bytes.
+        /// The certificates of the own timeline and of the signer are added to it.
+        public var known: Set<[UInt8]>
+        public var graceMs: Int64
+        public var now: Int64
+
+        public init(known: Set<[UInt8]>, graceMs: Int64, now: Int64 = Replica.now()) {
+            self.known = known
+            self.graceMs = graceMs
+            self.now = now
+        }
+    }
+
     /// Folds every change with Lamport ≤ the cut-off into the baseline (DESIGN §2). `limits` lowers the
     /// cut-off further (what paired peers have acknowledged); the earliest change this build cannot
-    /// interpret always does. The state, and so the digest, do not change.
-    public func compact(limits: [CutOffLimit] = []) throws -> CompactionReport {
+    /// interpret always does. A timeline superseded at a head held stops holding it; with `authors`, so does
+    /// a quiet one of an author nobody here paired (`Compaction.released`). The state, and so the digest, do
+    /// not change.
+    public func compact(limits: [CutOffLimit] = [], authors: AuthorGrace? = nil) throws -> CompactionReport {
         try transaction { db in
-            let heads = try Store.heads(db).map {
-                TimelineHead(timeline: $0.timeline, seq: $0.seq, lamport: $0.lamport, released: $0.ended)
+            var known = authors?.known ?? []
+            if let own = try Store.certificate(db, of: try Store.ownTimeline(db)) { known.insert(SHA256.hash(own)) }
+            if case let .ready(signer) = signerSource { known.insert(SHA256.hash(signer.certificate)) }
+            let heads = try Store.heads(db).map { head in
+                let authority = try Store.authority(db, of: head.timeline)
+                let released = Compaction.released(
+                    ended: head.ended, seq: head.seq, supersededSeq: authority.supersededSeq,
+                    authorKnown: authors == nil ? nil : authority.certificate.map { known.contains(SHA256.hash($0)) },
+                    lastArrival: authority.lastArrival, now: authors?.now ?? 0, graceMs: authors?.graceMs ?? 0)
+                return TimelineHead(timeline: head.timeline, seq: head.seq, lamport: head.lamport, released: released)
             }
             var allLimits = limits
             if let unknown = try Store.earliestUninterpretable(db, understands: { kind, version in
@@ -767,7 +922,7 @@ public final class Replica: @unchecked Sendable {
             }
             var folder = try BaselineFolder(domain: domain, previous: previous)
             let statement = try db.makeStatement(
-                sql: "SELECT \(ChangeRows.columns) FROM changes WHERE lamport <= ? ORDER BY lamport, tl, seq")
+                sql: "SELECT \(try ChangeRows.columns(db)) FROM changes WHERE lamport <= ? ORDER BY lamport, tl, seq")
             statement.arguments = [Int64(cut.lamport)]
             try ChangeRows.scan(statement, withChain: true) { change in try folder.add(change) }
             let remaining = try Int.fetchOne(db, sql: "SELECT count(*) FROM changes WHERE lamport > ?", arguments: [Int64(cut.lamport)]) ?? 0

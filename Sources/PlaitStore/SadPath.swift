@@ -57,8 +57,8 @@ extension Replica {
             let from = Int64(damage.ref.seq)
             try db.execute(
                 sql: """
-                    INSERT OR REPLACE INTO quarantine (tl, seq, lamport, kind, version, wall, prev, payload, reason, at)
-                    SELECT tl, seq, lamport, kind, version, wall, prev, payload, ?, ? FROM changes
+                    INSERT OR REPLACE INTO quarantine (\(ChangeRows.storedColumns), reason, at)
+                    SELECT \(ChangeRows.storedColumns), ?, ? FROM changes
                     WHERE tl = ? AND seq >= ?
                     """,
                 arguments: [reason, now, column, from])
@@ -139,7 +139,7 @@ extension Store {
                 damaged.append(DamagedChange(ref: broken.ref, following: broken.count + 1))
             }
         }
-        let statement = try db.makeStatement(sql: "SELECT \(ChangeRows.columns) FROM changes ORDER BY tl, seq")
+        let statement = try db.makeStatement(sql: "SELECT \(try ChangeRows.columns(db)) FROM changes ORDER BY tl, seq")
         try ChangeRows.scan(statement, withChain: true) { change in
             if change.timeline != current {
                 finish()
@@ -175,7 +175,7 @@ extension Store {
     /// Changes of one timeline from `seq` on, in sequence order, with their previous hashes.
     static func changes(_ db: Database, of timeline: TimelineID, from seq: UInt64, limit: Int) throws -> [Change] {
         let statement = try db.makeStatement(
-            sql: "SELECT \(ChangeRows.columns) FROM changes WHERE tl = ? AND seq >= ? ORDER BY seq LIMIT ?")
+            sql: "SELECT \(try ChangeRows.columns(db)) FROM changes WHERE tl = ? AND seq >= ? ORDER BY seq LIMIT ?")
         statement.arguments = [timelineColumn(timeline.rawValue), Int64(clamping: seq), Int64(clamping: limit)]
         var out: [Change] = []
         try ChangeRows.scan(statement, withChain: true) { out.append($0) }

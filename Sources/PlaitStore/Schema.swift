@@ -198,6 +198,35 @@ enum Schema {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v7-signed-timelines") { db in
+            try db.execute(
+                sql: """
+                    -- Signed timelines (DESIGN §11). A change's Lamport witness (both NULL or both set: hashed, field
+                    -- 9) and its signature (64 bytes r || s, beside the hashed bytes, kept only once verified). Rows
+                    -- written before this migration have neither, and their bytes and hashes are unchanged.
+                    ALTER TABLE changes ADD COLUMN witness_tl INTEGER;
+                    ALTER TABLE changes ADD COLUMN witness_seq INTEGER CHECK (
+                        (witness_tl IS NULL) = (witness_seq IS NULL) AND (witness_seq IS NULL OR witness_seq >= 1));
+                    ALTER TABLE changes ADD COLUMN signature BLOB
+                        CHECK (signature IS NULL OR length(signature) = 64);
+
+                    -- Set aside with the rest of a damaged change, so good copies restore it whole.
+                    ALTER TABLE quarantine ADD COLUMN witness_tl INTEGER;
+                    ALTER TABLE quarantine ADD COLUMN witness_seq INTEGER;
+                    ALTER TABLE quarantine ADD COLUMN signature BLOB;
+
+                    -- certificate: the signing certificate (DER) from the timeline's begin; NULL for an unsigned
+                    -- protocol-1 timeline. superseded_seq: a begin superseded this timeline at that head, so it
+                    -- holds the compaction cut-off only up to there. last_arrival: when (ms) a change of it last
+                    -- arrived from a peer, so a timeline of an author nobody here paired stops holding the cut-off
+                    -- once it has been quiet longer than the peer grace.
+                    ALTER TABLE timelines ADD COLUMN certificate BLOB
+                        CHECK (certificate IS NULL OR length(certificate) > 0);
+                    ALTER TABLE timelines ADD COLUMN superseded_seq INTEGER
+                        CHECK (superseded_seq IS NULL OR superseded_seq >= 1);
+                    ALTER TABLE timelines ADD COLUMN last_arrival INTEGER;
+                    """)
+        }
         return migrator
     }
 }

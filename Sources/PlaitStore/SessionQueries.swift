@@ -123,9 +123,41 @@ extension Store {
         }
     }
 
+    /// `streamPage` with each change as it travels: its canonical bytes, encoded once, and its stored
+    /// signature (DESIGN §11), for the sender of a `Changes` message.
+    public func streamPageEncoded(
+        for have: Summary, within cap: Summary, after cursor: OrderKey?, limit: Int, maxBytes: Int = .max
+    ) throws -> (baselineSummary: Summary, changes: [EncodedChange], damaged: [ChangeRef]) {
+        let ranges = cap.timelines.compactMap { timeline -> (TimelineID, UInt64, UInt64)? in
+            have[timeline] < cap[timeline] ? (timeline, have[timeline], cap[timeline]) : nil
+        }
+        return try read { db in
+            let baseline = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1")
+                .map { try Summary(parsing: $0) } ?? Summary()
+            guard !ranges.isEmpty, limit > 0 else { return (baseline, [], []) }
+            var page: [EncodedChange] = []
+            try Self.missing(db, ranges: ranges, after: cursor, limit: limit, maxBytes: maxBytes) {
+                page.append(EncodedChange($0, signature: $1))
+            }
+            return (baseline, page, try Self.damagedInPage(db, page.map(\.change)))
+        }
+    }
+
     private static func missing(
         _ db: Database, ranges: [(TimelineID, UInt64, UInt64)], after cursor: OrderKey?, limit: Int, maxBytes: Int
     ) throws -> [Change] {
+        var page: [Change] = []
+        try missing(db, ranges: ranges, after: cursor, limit: limit, maxBytes: maxBytes) { change, _ in
+            page.append(change)
+        }
+        return page
+    }
+
+    /// The rows of `missing`, each handed to `body` with its signature.
+    private static func missing(
+        _ db: Database, ranges: [(TimelineID, UInt64, UInt64)], after cursor: OrderKey?, limit: Int, maxBytes: Int,
+        _ body: (Change, [UInt8]?) -> Void
+    ) throws {
             let first = try db.cachedStatement(
                 sql: "SELECT lamport FROM changes WHERE tl = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT 1")
             var startLamport: UInt64?
@@ -135,7 +167,7 @@ extension Store {
                     startLamport = min(startLamport ?? .max, UInt64(lamport))
                 }
             }
-            guard let startLamport else { return [] }
+            guard let startLamport else { return }
             // Exclusive: every change at `startLamport` sorts after (startLamport, timeline 0, seq 0).
             var start = OrderKey(lamport: startLamport, timeline: TimelineID(0), seq: 0)
             if let cursor, cursor > start { start = cursor }
@@ -146,24 +178,25 @@ extension Store {
             }.joined(separator: " OR ")
             let statement = try db.makeStatement(
                 sql: """
-                    SELECT \(ChangeRows.columns) FROM changes WHERE (lamport, tl, seq) > (?, ?, ?) AND (\(filter))
+                    SELECT \(try ChangeRows.columns(db)) FROM changes
+                    WHERE (lamport, tl, seq) > (?, ?, ?) AND (\(filter))
                     ORDER BY lamport, tl, seq LIMIT ?
                     """)
             statement.arguments = [
                 Int64(start.lamport), timelineColumn(start.timeline.rawValue), Int64(start.seq), limit,
             ]
-            var page: [Change] = []
+            var count = 0
             var bytes = 0
             do {
-                try ChangeRows.scan(statement, withChain: true) { change in
+                try ChangeRows.scanSigned(statement, withChain: true) { change, signature in
                     let size = Self.encodedSizeBound(of: change)
-                    if !page.isEmpty && bytes + size > maxBytes { throw StopIteration() }
+                    if count > 0 && bytes + size > maxBytes { throw StopIteration() }
                     bytes += size
-                    page.append(change)
+                    count += 1
+                    body(change, signature)
                 }
             } catch is StopIteration {
             }
-            return page
     }
 
     /// The query plan `missing` gets from SQLite, for tests that guard against a full sort.
@@ -174,7 +207,7 @@ extension Store {
             return try Row.fetchAll(
                 db,
                 sql: """
-                    EXPLAIN QUERY PLAN SELECT \(ChangeRows.columns) FROM changes
+                    EXPLAIN QUERY PLAN SELECT \(try ChangeRows.columns(db)) FROM changes
                     WHERE (lamport, tl, seq) > (?, ?, ?) AND (\(filter)) ORDER BY lamport, tl, seq LIMIT ?
                     """,
                 arguments: [0, 0, 0, 10]

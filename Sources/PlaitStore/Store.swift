@@ -91,6 +91,27 @@ public final class Store: @unchecked Sendable {
         }
     }
 
+    /// Creates a new store on a signed timeline (DESIGN §11): its ID derives from `signer`'s certificate and a
+    /// fresh nonce, and its first change, `timeline.begin`, carries both and is signed, in the same transaction
+    /// as nothing else. Refuses an existing file.
+    public static func create(
+        at path: String, signer: any ChangeSigner, synchronousFull: Bool = true,
+        busyTimeout: Double = defaultBusyTimeout
+    ) throws -> Store {
+        // The placeholder timeline never holds a change: the first edit moves the store onto a signed one.
+        let store = try create(
+            at: path, timeline: TimelineID.random(), synchronousFull: synchronousFull, busyTimeout: busyTimeout)
+        do {
+            try Replica(store: store, signer: signer).edit { _ in }
+        } catch {
+            try? store.readers.close()
+            try? store.writer?.close()
+            for file in [path, path + "-wal", path + "-shm"] { try? FileManager.default.removeItem(atPath: file) }
+            throw error
+        }
+        return store
+    }
+
     /// Opens an existing store; refuses a missing file, a damaged one, and one written by a newer plait.
     /// Opening writes nothing: the store is opened for writing (and migrated) on the first write.
     public static func open(
@@ -331,11 +352,11 @@ public final class Store: @unchecked Sendable {
             let sql: String
             if let limit {
                 sql = """
-                    SELECT * FROM (SELECT tl, seq, lamport, kind, version, wall, prev, payload FROM changes
+                    SELECT * FROM (SELECT \(try ChangeRows.columns(db)) FROM changes
                     ORDER BY lamport DESC, tl DESC, seq DESC LIMIT \(max(0, limit))) ORDER BY lamport, tl, seq
                     """
             } else {
-                sql = "SELECT tl, seq, lamport, kind, version, wall, prev, payload FROM changes ORDER BY lamport, tl, seq"
+                sql = "SELECT \(try ChangeRows.columns(db)) FROM changes ORDER BY lamport, tl, seq"
             }
             let statement = try db.makeStatement(sql: sql)
             try ChangeRows.scan(statement, withChain: true) { out.append($0) }
@@ -348,8 +369,7 @@ public final class Store: @unchecked Sendable {
         try read { db in
             let statement = try db.makeStatement(
                 sql: """
-                    SELECT tl, seq, lamport, kind, version, wall, prev, payload FROM changes
-                    WHERE tl = ? AND seq >= ? ORDER BY seq LIMIT ?
+                    SELECT \(try ChangeRows.columns(db)) FROM changes WHERE tl = ? AND seq >= ? ORDER BY seq LIMIT ?
                     """)
             statement.arguments = [timelineColumn(timeline.rawValue), Int64(seq), limit]
             var out: [Change] = []

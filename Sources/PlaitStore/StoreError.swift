@@ -35,6 +35,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// The own timeline may continue on another device (`reason`): authoring on it could put two changes
     /// under one number, so nothing is written until `plait rejoin` starts a new timeline.
     case ownTimelineSuspect(timeline: TimelineID, reason: String)
+    /// The own timeline is signed (DESIGN §11) but the store was opened without the key that signs it.
+    case noSigningKey(timeline: TimelineID)
     /// The Lamport clock reached its limit (2^62): no change can be authored after it.
     case lamportExhausted(timeline: TimelineID)
     /// Derived data (the materialized state, its replay position, a checkpoint) fails to load or to check. It
@@ -87,6 +89,9 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
         case let .ownTimelineSuspect(timeline, reason):
             return "this device's timeline \(timeline) may continue on another device: \(reason). Nothing was "
                 + "changed. Run `plait rejoin` to go on with a new timeline (`plait doctor` says more)."
+        case let .noSigningKey(timeline):
+            return "this store's timeline \(timeline) is signed but no key was given to sign changes with; nothing "
+                + "was changed. Use the home the store belongs to (its key.pem and cert.pem)."
         case let .lamportExhausted(timeline):
             return "the Lamport clock of timeline \(timeline) reached its limit (2^62); nothing was changed."
         case let .damagedDerivedState(detail):

@@ -837,7 +837,7 @@ public final class Agent: @unchecked Sendable {
             }
             // A paired peer never seen holds everything back: it may need all of it.
             if try home.store.peers().contains(where: { $0.lastSeen == nil }) { return }
-            let report = try home.replica.compact(limits: limits)
+            let report = try home.replica.compact(limits: limits, authors: try home.authorGrace(graceMs: graceMs))
             if report.folded > 0 { logger.info("compacted \(report.folded) changes (cut-off \(report.cutOff?.lamport ?? 0))") }
         } catch {
             logger.error("compaction failed: \(error)")

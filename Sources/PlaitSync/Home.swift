@@ -78,6 +78,9 @@ public final class Home: @unchecked Sendable {
         }
         replica.maxChangeBytes = config.maxChangeBytes
         replica.storedCheckpointInterval = config.checkpointInterval
+        // Local changes are signed with the home's key (DESIGN §11), read at the first edit: reading the lists
+        // never needs it. An old store's first edit moves the device onto a signed timeline.
+        replica.signWith { try P256Signer(directory: path) }
     }
 
     /// Creates a home: directory (mode 0700), key and certificate, store and first timeline. Refuses an
@@ -109,7 +112,9 @@ public final class Home: @unchecked Sendable {
             created += [path + "/" + Identity.keyFileName, path + "/" + Identity.certificateFileName]
             let store: Store
             do {
-                store = try Store.create(at: storePath, timeline: TimelineID.random(), synchronousFull: config.synchronousFull)
+                // A signed timeline, begun with `timeline.begin` carrying this key's certificate.
+                store = try Store.create(
+                    at: storePath, signer: try P256Signer(directory: path), synchronousFull: config.synchronousFull)
             } catch {
                 throw Self.wrap(error)
             }
@@ -153,4 +158,16 @@ public final class Home: @unchecked Sendable {
     }
 
     public var deviceName: String { (try? store.deviceName()) ?? (try? identity)?.commonName ?? "" }
+
+    /// The authors compaction waits for however quiet (DESIGN §11): this device and its paired peers, by the
+    /// SHA-256 of their certificates (their Device IDs); a signed timeline of anyone else holds the cut-off only
+    /// while one of its changes arrived within `graceMs`.
+    public func authorGrace(graceMs: Int64, now: Int64 = Replica.now()) throws -> Replica.AuthorGrace {
+        var known: Set<[UInt8]> = []
+        if let identity = try? identity { known.insert(identity.deviceID.digest) }
+        for peer in try store.peers() {
+            if let id = try? DeviceID(parsing: peer.deviceID) { known.insert(id.digest) }
+        }
+        return Replica.AuthorGrace(known: known, graceMs: graceMs, now: now)
+    }
 }

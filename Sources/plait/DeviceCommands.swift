@@ -172,8 +172,10 @@ extension Plait {
             abstract: "Fold history into the baseline, up to the cut-off every timeline has passed.",
             discussion: """
                 The cut-off is the smallest Lamport time among the timelines' head changes (ended timelines \
-                do not count), lowered below the earliest change this build cannot interpret. Every change \
-                at or below it is folded; the state does not change.
+                do not count, nor superseded ones held to where they were superseded, nor signed timelines of \
+                authors nobody here paired that were quiet longer than compaction.peer_grace_days), lowered \
+                below the earliest change this build cannot interpret. Every change at or below it is folded; \
+                the state does not change.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -183,7 +185,8 @@ extension Plait {
 
         func run() throws {
             let home = try global.openHome()
-            let report = try home.replica.compact()
+            let graceMs = Int64(home.config.peerGraceDays) * 24 * 3600 * 1000
+            let report = try home.replica.compact(authors: try home.authorGrace(graceMs: graceMs))
             if json {
                 try printJSON(
                     CompactOutput(

@@ -25,7 +25,7 @@ import Testing
             #expect(run.stdout.contains("committed 10 changes from 10 lines"), "\(run)")
             let after = try sandbox.status()
             let timeline = try #require(before["timeline"] as? String)
-            #expect(after["summary"] as? String == "\(timeline):10", "one timeline, ten changes")
+            #expect(after["summary"] as? String == "\(timeline):11", "one timeline: its begin and ten changes")
             let shown = try sandbox.shown()
             #expect(shown.map(\.title) == ["Weekly shop", "Other"])
             #expect(shown.map(\.color) == ["dark green", "#00ff00"])

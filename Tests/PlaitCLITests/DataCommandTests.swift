@@ -110,8 +110,9 @@ import Testing
             #expect(one.map { $0["title"] as? String } == ["Groceries"])
 
             let status = try sandbox.status()
-            #expect((status["summary"] as? String)?.hasSuffix(":\(Self.script.count)") == true)
-            #expect(status["changes"] as? Int == Self.script.count)
+            // One change per line, after the timeline's begin.
+            #expect((status["summary"] as? String)?.hasSuffix(":\(Self.script.count + 1)") == true)
+            #expect(status["changes"] as? Int == Self.script.count + 1)
             let text = try sandbox.ok(["show"]).stdout
             #expect(text.contains("[x] bread") && text.contains("[ ] hammer"), "\(text)")
         }

@@ -13,6 +13,7 @@ import Testing
     static func populate(_ sandbox: Sandbox, home: String? = nil, count: Int) throws {
         let homeArguments = home.map { ["--home", $0] } ?? []
         try sandbox.ok(["init", "--name", "days"] + homeArguments)
+        // The store holds the timeline's begin, then one change per line: count + 3 + 1 in all.
         var script = "list add Days\n"
         for number in 1...count { script += "add Days d\(number)\n" }
         script += "done d3\ndone d10\n"
@@ -77,7 +78,7 @@ import Testing
                     warnings.count == 1 && run.stderr.split(separator: "\n").count == 1, "\(command): \(run.stderr)")
                 #expect(
                     warnings.first?.hasPrefix(Self.warningPrefix + "item ") == true
-                        && warnings.first?.hasSuffix("; rebuilt it from the 1003 stored changes.") == true,
+                        && warnings.first?.hasSuffix("; rebuilt it from the 1004 stored changes.") == true,
                     "\(run.stderr)")
                 if command == "status --json" { #expect(try run.json()["digest"] as? String == digest) }
             }
@@ -93,7 +94,7 @@ import Testing
             #expect(materialized?["status"] as? String == "failed", "\(doctor)")
             let detail = materialized?["detail"] as? String ?? ""
             #expect(
-                detail.contains("does not match a replay of the 1003 stored changes")
+                detail.contains("does not match a replay of the 1004 stored changes")
                     && detail.contains("run `plait repair`"), "\(detail)")
             #expect(fingerprint(ofFile: store) == whole, "doctor writes nothing, header included")
 
@@ -122,7 +123,7 @@ import Testing
             let repair = try sandbox.ok(["repair"])
             #expect(repair.stderr.isEmpty, "the damage is in the report, not a separate warning: \(repair)")
             #expect(
-                repair.stdout.contains("rebuilt the materialized state from 603 stored changes: 1 lists, 600 items"))
+                repair.stdout.contains("rebuilt the materialized state from 604 stored changes: 1 lists, 600 items"))
             #expect(repair.stdout.contains("it was damaged (item "), "\(repair)")
             #expect(try Self.d500LinksToD501(store))
             let show = try sandbox.ok(["show", "--json"])
@@ -131,7 +132,7 @@ import Testing
             let again = try sandbox.ok(["repair", "--json"]).json()
             let materialized = again["materialized"] as? [String: Any]
             #expect(materialized?["previous"] as? String == "matched", "\(again)")
-            #expect(materialized?["changes"] as? Int == 603)
+            #expect(materialized?["changes"] as? Int == 604)
             #expect((again["checkpoints"] as? [String: Any])?["written"] as? Int == 1)
 
             // Links intact, text wrong: no load check sees it; doctor's replay does, and repair fixes it.
@@ -166,7 +167,7 @@ import Testing
             defer { #expect(agent.stop() == 0, "the agent exits cleanly: \(agent.log)") }
             let sync = try sandbox.run(["sync", "--peer", agent.address, "--home", client])
             #expect(sync.succeeded && !sync.crashed, "\(sync)\n\(agent.log)")
-            #expect(sync.stdout.contains("pulled 1003 changes"), "\(sync)")
+            #expect(sync.stdout.contains("pulled 1004 changes"), "\(sync)")
             let shown = try sandbox.ok(["show", "--json", "--home", client])
             #expect(shown.stdout == healthy, "the peer got every change")
             let serverStatus = try sandbox.ok(["status", "--json", "--home", server]).json()

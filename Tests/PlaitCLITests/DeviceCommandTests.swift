@@ -49,22 +49,23 @@ import Testing
             #expect(empty["name"] as? String == "desk")
             let timeline = try #require(empty["timeline"] as? String)
             #expect(timeline.count == 13)
-            #expect(empty["summary"] as? String == "")
+            // A new device's timeline holds one change: its signed `timeline.begin` (DESIGN §11).
+            #expect(empty["summary"] as? String == "\(timeline):1")
             let digest = try #require(empty["digest"] as? String)
             #expect(digest.count == 64 && digest.allSatisfy { "0123456789abcdef".contains($0) })
-            #expect(empty["changes"] as? Int == 0)
+            #expect(empty["changes"] as? Int == 1)
             #expect(empty["baseline"] is NSNull)
             #expect(empty["unknown"] as? Int == 0)
 
             try sandbox.ok(["list", "add", "Groceries"])
             try sandbox.ok(["add", "Groceries", "milk"])
             let after = try sandbox.status()
-            #expect(after["summary"] as? String == "\(timeline):2")
-            #expect(after["changes"] as? Int == 2)
+            #expect(after["summary"] as? String == "\(timeline):3")
+            #expect(after["changes"] as? Int == 3)
             #expect(after["digest"] as? String != digest)
             #expect(after["timeline"] as? String == timeline)
             let text = try sandbox.ok(["status"]).stdout
-            #expect(text.contains("\(timeline):2") && text.contains(after["digest"] as! String))
+            #expect(text.contains("\(timeline):3") && text.contains(after["digest"] as! String))
         }
     }
 
@@ -77,24 +78,25 @@ import Testing
             let timeline = try #require(try sandbox.status()["timeline"] as? String)
 
             let all = try #require(try sandbox.ok(["log", "--json"]).json()["changes"] as? [[String: Any]])
-            #expect(all.map { $0["change"] as? String } == (1...5).map { "\(timeline):\($0)" })
+            // Seq 1 is the timeline's begin (DESIGN §11).
+            #expect(all.map { $0["change"] as? String } == (1...6).map { "\(timeline):\($0)" })
             #expect(
                 all.map { $0["kind"] as? String } == [
-                    "list.create", "item.create", "item.create", "item.create", "item.complete",
+                    "timeline.begin", "list.create", "item.create", "item.create", "item.create", "item.complete",
                 ])
             let lamports = all.compactMap { $0["lamport"] as? Int }
-            #expect(lamports == lamports.sorted() && Set(lamports).count == 5)
+            #expect(lamports == lamports.sorted() && Set(lamports).count == 6)
             #expect(all.allSatisfy { Set($0.keys) == ["change", "lamport", "kind", "version", "description", "time"] })
             #expect((all.last?["description"] as? String)?.contains("eggs") == true)
 
             let newest = try #require(
                 try sandbox.ok(["log", "--json", "--limit", "2"]).json()["changes"] as? [[String: Any]])
-            #expect(newest.map { $0["change"] as? String } == ["\(timeline):4", "\(timeline):5"])
+            #expect(newest.map { $0["change"] as? String } == ["\(timeline):5", "\(timeline):6"])
             let none = try #require(
                 try sandbox.ok(["log", "--json", "--limit", "0"]).json()["changes"] as? [[String: Any]])
             #expect(none.isEmpty)
             try sandbox.fails(["log", "--limit", "-1"])
-            #expect(try sandbox.ok(["log"]).lines.count == 5)
+            #expect(try sandbox.ok(["log"]).lines.count == 6)
         }
     }
 
@@ -108,8 +110,9 @@ import Testing
             let shown = try sandbox.shown()
 
             let run = try sandbox.ok(["compact"])
-            #expect(run.stdout.contains("cut-off 5"), "\(run)")
-            #expect(run.stdout.contains("folded 5 changes"), "\(run)")
+            // The begin, then five edits.
+            #expect(run.stdout.contains("cut-off 6"), "\(run)")
+            #expect(run.stdout.contains("folded 6 changes"), "\(run)")
             let after = try sandbox.status()
             #expect(after["digest"] as? String == before["digest"] as? String)
             #expect(after["summary"] as? String == before["summary"] as? String)
@@ -122,7 +125,7 @@ import Testing
             // Later edits continue on top of the baseline.
             try sandbox.ok(["add", "Groceries", "butter"])
             let json = try sandbox.ok(["compact", "--json"]).json()
-            #expect(json["cutoff"] as? Int == 6)
+            #expect(json["cutoff"] as? Int == 7)
             #expect(json["folded"] as? Int == 1)
             #expect(try sandbox.shown().first?.pendingTexts == ["eggs", "bread", "butter"])
         }
@@ -144,14 +147,16 @@ import Testing
             #expect(new != old)
             #expect(run.stdout.contains(old) && run.stdout.contains(new), "\(run)")
             #expect(after["digest"] as? String == before["digest"] as? String)
-            // The old timeline got its end; the new one the re-sent list, two items and one completion.
+            // The old timeline (begin and four edits) got its end; the new one its begin (superseding the old),
+            // then the re-sent list, two items and one completion.
             let summary = try #require(after["summary"] as? String)
-            #expect(Set(summary.split(separator: ",").map(String.init)) == ["\(old):5", "\(new):4"])
+            #expect(Set(summary.split(separator: ",").map(String.init)) == ["\(old):6", "\(new):5"])
             let log = try #require(try sandbox.ok(["log", "--json"]).json()["changes"] as? [[String: Any]])
-            #expect(log.contains { $0["change"] as? String == "\(old):5" && $0["kind"] as? String == "timeline.end" })
+            #expect(log.contains { $0["change"] as? String == "\(old):6" && $0["kind"] as? String == "timeline.end" })
+            #expect(log.contains { $0["change"] as? String == "\(new):1" && $0["kind"] as? String == "timeline.begin" })
             // Editing goes on, on the new timeline.
             try sandbox.ok(["add", "Groceries", "bread"])
-            #expect((try sandbox.status()["summary"] as? String)?.contains("\(new):5") == true)
+            #expect((try sandbox.status()["summary"] as? String)?.contains("\(new):6") == true)
         }
     }
 
