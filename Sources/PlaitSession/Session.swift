@@ -330,7 +330,7 @@ public final class Session: @unchecked Sendable {
             return .baseline(try local { try store.encodedBaseline() })
         case let .readPage(have, cap, cursor, limit, maxBytes):
             let page = try local {
-                try store.streamPage(for: have, within: cap, after: cursor, limit: limit, maxBytes: maxBytes)
+                try store.streamPageEncoded(for: have, within: cap, after: cursor, limit: limit, maxBytes: maxBytes)
             }
             return .page(baselineSummary: page.baselineSummary, changes: page.changes, damaged: page.damaged)
         case let .integrate(batch, skip):

@@ -268,7 +268,7 @@ enum SessionAnswer {
     case greeting(staged: StagedBaseline?, view: LocalView, quarantined: [QuarantinedRange])
     case hashes([ChangeRef: [UInt8]])
     case baseline(EncodedBaseline?)
-    case page(baselineSummary: Summary, changes: [Change], damaged: [ChangeRef])
+    case page(baselineSummary: Summary, changes: [EncodedChange], damaged: [ChangeRef])
     case integrated(Replica.IntegrateResult)
     /// The timelines refused because their changes held back were never covered by a signature.
     case streamEnded([RefusedTimeline])
@@ -903,7 +903,7 @@ struct SessionMachine {
     }
 
     private mutating func paged(
-        baselineSummary: Summary, page: [Change], damaged damagedRefs: [ChangeRef]
+        baselineSummary: Summary, page: [EncodedChange], damaged damagedRefs: [ChangeRef]
     ) throws(SessionError) -> [SessionAction] {
         guard var current = stream else { preconditionFailure("a page came with no stream") }
         var page = page
@@ -923,8 +923,8 @@ struct SessionMachine {
                         DamagedChange(ref: ref, following: 0),
                         reason: "its hash does not continue the chain of its timeline (found while sending)"))
             }
-            page.removeAll { change in
-                damagedRefs.contains { $0.timeline == change.timeline && change.seq >= $0.seq }
+            page.removeAll { encoded in
+                damagedRefs.contains { $0.timeline == encoded.change.timeline && encoded.change.seq >= $0.seq }
             }
             stream = current
         }
@@ -948,10 +948,11 @@ struct SessionMachine {
             }
             return actions + [.send(.done(current.cap))]
         }
-        current.cursor = last.orderKey
+        current.cursor = last.change.orderKey
         stream = current
         sent += page.count
-        return actions + [.send(.changes(page.map { EncodedChange($0) }))]
+        // Each change with its stored signature (DESIGN §11): the receiver holds a run back until one covers it.
+        return actions + [.send(.changes(page))]
     }
 
     private mutating func integrated(_ result: Replica.IntegrateResult, heads: Summary?) -> [SessionAction] {

@@ -84,6 +84,11 @@ extension Store {
         change.payload.count + change.kind.utf8.count + 128
     }
 
+    /// `encodedSizeBound(of:)` plus the `ChangeSignature` entry a signed change brings (64 bytes, index, tags).
+    static func encodedSizeBound(of change: Change, signature: [UInt8]?) -> Int {
+        encodedSizeBound(of: change) + (signature == nil ? 0 : ChangeSignature.size + 12)
+    }
+
     /// One page of the changes a peer lacks, in replay order: the stored changes with
     /// `have[tl] < seq ≤ cap[tl]` that sort after `cursor`, at most `limit` of them and, past the first, at
     /// most `maxBytes` by `encodedSizeBound(of:)`. Each carries its real previous hash.
@@ -189,7 +194,7 @@ extension Store {
             var bytes = 0
             do {
                 try ChangeRows.scanSigned(statement, withChain: true) { change, signature in
-                    let size = Self.encodedSizeBound(of: change)
+                    let size = Self.encodedSizeBound(of: change, signature: signature)
                     if count > 0 && bytes + size > maxBytes { throw StopIteration() }
                     bytes += size
                     count += 1

@@ -125,7 +125,7 @@ import Testing
             #expect(have == [Self.mine: 1] && cap == mine && after == cursor && limit == 2)
             // The byte budget: the smaller of the option and the peer's frame limit less the frame overhead.
             #expect(maxBytes == 4_096 - 64)
-            actions = try machine.answered(.page(baselineSummary: [:], changes: page, damaged: []))
+            actions = try machine.answered(.page(baselineSummary: [:], changes: page.map { EncodedChange($0) }, damaged: []))
             #expect(Self.sent(actions) == [.changes(page)])
             cursor = page.last?.orderKey
         }
@@ -565,7 +565,7 @@ import Testing
         _ = try machine.nextOutgoing()
         let page = [Self.change(Self.mine, 1), Self.change(Self.other, 1), Self.change(Self.mine, 2)]
         let damagedRef = ChangeRef(timeline: Self.mine, seq: 2)
-        let actions = try machine.answered(.page(baselineSummary: [:], changes: page, damaged: [damagedRef]))
+        let actions = try machine.answered(.page(baselineSummary: [:], changes: page.map { EncodedChange($0) }, damaged: [damagedRef]))
         #expect(Self.sent(actions) == [.changes(Array(page[0..<2]))])
         #expect(machine.damaged == [damagedRef] && Self.findings(actions).count == 1)
         let setAside = DamagedChange(ref: damagedRef, following: 0)
