@@ -883,6 +883,10 @@ def check_changes_message(vectors, signed):
             unhex(vectors["signed_timeline"]["certificate_der"]), unhex(change["sha256"]), unhex(e["signature"])),
             "changes message: the signature is not the signed change's")
     check(decoded == expected, "changes message: does not decode to its changes and signature")
+    for e in m["accepted"]:
+        expected = [(unhex(signed[n]["canonical"]), unhex(signed[n]["signature"]) if i in e["signed"] else None)
+                    for i, n in enumerate(e["changes"])]
+        check(decode_changes_frame(unhex(e["bytes"])) == expected, f"changes message refused: {e['why']}")
     for e in m["refused"]:
         check(decode_changes_frame(unhex(e["bytes"])) is None, f"changes message accepted: {e['why']}")
 
