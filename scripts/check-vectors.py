@@ -917,17 +917,19 @@ INTAKE_KEYS = ("accepted", "held_back", "refused", "signatures_kept")
 
 
 def small_intake(scenario, changes):
-    """§14.2 and §20.8 for a batch far below the signing rule's 1,000 changes and 1 MiB, and witnesses that are
-    held (not in the batch): per timeline in seq order, the checks of §14.2 and of a begin; then witnesses;
-    then the last signature of the run, the only one verified; what follows it is held back."""
+    """§14.2 and §20.8 for a batch far below the signing rule's 1,000 changes and 1 MiB, whose witnesses are held
+    or taken in the batch (none held back): per timeline in seq order, the checks of §14.2 and of a begin; then
+    witnesses; then the last signature of the run, the only one verified; what follows it is held back."""
     heads = {tl(x["timeline"]): x for x in scenario["held"]["heads"]}
     witnesses = {(tl(w["timeline"]), w["seq"]): w["lamport"] for w in scenario["held"]["witnesses"]}
+    in_batch = {}  # a witness may be a change of the same batch (§20.8)
     runs = {}
     for entry in scenario["batch"]:
         c = changes[entry["change"]]
         fields = read_change(unhex(c["canonical"]))
         signature = unhex(entry["signature"]) if "signature" in entry else None
         digest = h(unhex(c["canonical"]))
+        in_batch[(tl(fields["timeline"]), fields["seq"])] = fields["lamport"]
         runs.setdefault(tl(fields["timeline"]), []).append((entry["change"], fields, digest, signature))
     out = {key: [] for key in INTAKE_KEYS}
     for t in sorted(runs):
@@ -965,7 +967,8 @@ def small_intake(scenario, changes):
                 w = c.get("witness")
                 if w is None and c["lamport"] > before + 1:
                     refusal = refusal or refuse("missingWitness", c["seq"])
-                elif w is not None and witnesses.get((tl(w["timeline"]), w["seq"])) != c["lamport"] - 1:
+                elif w is not None and c["lamport"] - 1 not in (witnesses.get((tl(w["timeline"]), w["seq"])),
+                                                                in_batch.get((tl(w["timeline"]), w["seq"]))):
                     refusal = refusal or refuse("witnessNotHeld", c["seq"])
                 else:
                     continue
@@ -995,6 +998,7 @@ def check_intake_verdicts(vectors, signed):
     check(certificates["forger"] != certificates["author"] and p256_public_key(certificates["forger"]) is not None,
           "intake verdicts: the forger's certificate is not another P-256 key")
     changes = dict(signed)
+    changes.update((c["name"], c) for c in vectors["changes"])
     without = vectors["witness_encoding"]["without"]
     changes[without["name"]] = without
     for c in iv["changes"]:
@@ -1187,6 +1191,12 @@ def check_document(vectors, root):
     # §20: the constants written out are the curve's, and the worked begin is the first vector.
     check(f"n     = {P256_N:064X}" in text and f"⌊n/2⌋ = {P256_N // 2:064X}" in text,
           "PROTOCOL.md §20.3 does not write out n and ⌊n/2⌋ of P-256")
+    # §19 lists every group of the vector file, and §20.6 writes out how field 9 begins.
+    section = text[text.index("## 19. Conformance vectors"):text.index("## 20.")]
+    for group in vectors:
+        check(group == "about" or f"`{group}`" in section, f"PROTOCOL.md §19 does not list the group {group}")
+    check("`4a 0b 09`" in text and vectors["witness_encoding"]["field_9"].startswith("4a0b09"),
+          "PROTOCOL.md §20.6 does not show how field 9 begins")
     begin = vectors["timeline_begin"]["begins"][0]
     check(f"`0x{begin['timeline']}`, text `{begin['timeline_text']}`" in text,
           "PROTOCOL.md §20.5 does not show the first begin's timeline")

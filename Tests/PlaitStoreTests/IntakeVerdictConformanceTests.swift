@@ -20,7 +20,8 @@ struct IntakeVerdictConformanceTests {
     /// Every change the scenarios name, by name, as it travels (canonical bytes; signatures come per batch).
     static func changes(_ vectors: [String: Any]) throws -> [String: EncodedChange] {
         let signed = try #require(vectors["signed_timeline"] as? [String: Any])
-        var entries = try #require(signed["changes"] as? [[String: Any]])
+        var entries = try #require(vectors["changes"] as? [[String: Any]])
+        entries += try #require(signed["changes"] as? [[String: Any]])
         entries.append(try #require((vectors["witness_encoding"] as? [String: Any])?["without"] as? [String: Any]))
         entries += try #require((vectors["intake_verdicts"] as? [String: Any])?["changes"] as? [[String: Any]])
         var out: [String: EncodedChange] = [:]
