@@ -4,9 +4,10 @@
 Everything here is written from PROTOCOL.md alone (standard library only): it re-encodes every change,
 payload, state, snapshot, baseline and frame from the fields in the vector file, recomputes hashes, the
 hash chains, the replayed state, the Device ID with its check characters, the pairing code, the
-discovery tag, change signatures (ECDSA P-256 verified here with plain curve arithmetic) and the timeline IDs of
-timeline.begin, and compares them with the bytes the vector file holds. Exit status 0 when all agree;
-otherwise each mismatch is printed and the status is 1.
+discovery tag, change signatures (ECDSA P-256 verified here with plain curve arithmetic), the timeline IDs of
+timeline.begin, a signed timeline with a Lamport witness, a Changes message with signatures, and the verdicts of
+a receiver's intake on small batches, and compares them with the bytes the vector file holds. Exit status 0
+when all agree; otherwise each mismatch is printed and the status is 1.
 
 Usage: scripts/check-vectors.py [path/to/conformance.json]
 """
@@ -169,7 +170,13 @@ def canonical_change(c, payload_bytes):
         + f_varint(6, c["version"])
         + f_varint(7, c["wall_time"])
         + f_bytes(8, payload_bytes)
+        + (witness_field(c["witness"]) if "witness" in c else b"")
     )
+
+
+def witness_field(w):
+    """§20.6: field 9, only when present; ChangeRef {fixed64 timeline = 1; uint64 seq = 2}, both always written."""
+    return f_bytes(9, f_fixed64(1, tl(w["timeline"])) + f_varint(2, w["seq"]))
 
 
 LAMPORT_MAX = 1 << 62
@@ -765,6 +772,266 @@ def check_timeline_begin(vectors):
         check(not begin_is_accepted(unhex(entry["hex"])), f"timeline.begin payload accepted: {entry['why']}")
 
 
+# ---- §20.6–§20.8: a signed timeline, signatures on the wire, witnesses, what a receiver takes --------
+
+def check_change_entry(c, what):
+    """Recomputes a change entry's payload (from payload_fields or begin_fields), canonical bytes and hash."""
+    if "begin_fields" in c:
+        p = begin_payload(c["begin_fields"])
+        check(p.hex() == c["payload"], f"{what}: begin payload encodes as {p.hex()}")
+    elif "payload_fields" in c:
+        p = payload(c["kind"], c["payload_fields"])
+        check(p.hex() == c["payload"], f"{what}: payload encodes as {p.hex()}")
+    canonical = canonical_change(c, unhex(c["payload"]))
+    check(canonical.hex() == c["canonical"],
+          f"{what}: canonical bytes\n  mine   {canonical.hex()}\n  vector {c['canonical']}")
+    digest = h(unhex(c["canonical"]))
+    check(digest.hex() == c["sha256"], f"{what}: SHA-256 {digest.hex()}")
+    decoded = read_change(unhex(c["canonical"]))
+    check(decoded is not None and decoded.get("witness") == c.get("witness"), f"{what}: a reader refuses it")
+    return digest
+
+
+def begin_timeline(begin_fields):
+    """§20.5: the timeline a begin opens."""
+    digest = h(b"plait-timeline" + unhex(begin_fields["certificate_der"]) + unhex(begin_fields["nonce"]))
+    return int.from_bytes(digest[:8], "big")
+
+
+def check_signed_timeline(vectors, by_name):
+    st = vectors["signed_timeline"]
+    certificate = unhex(st["certificate_der"])
+    check(p256_public_key(certificate) is not None, "signed timeline: the certificate holds no P-256 key")
+    derived = begin_timeline(st)
+    check(f"{derived:016x}" == st["timeline"] and timeline_text(derived) == st["timeline_text"],
+          f"signed timeline: its certificate and nonce derive {derived:016x}")
+    lamports = {(tl(c["timeline"]), c["seq"]): c["lamport"] for c in vectors["changes"]}
+    named = {}
+    seq, lamport, previous = 0, 0, bytes(32)
+    for c in st["changes"]:
+        name = f"signed timeline {c['name']}"
+        digest = check_change_entry(c, name)
+        check(c["timeline"] == st["timeline"], f"{name}: not on the signed timeline")
+        check(c["seq"] == seq + 1 and unhex(c["previous_hash"]) == previous, f"{name}: breaks the hash chain")
+        check(lamport < c["lamport"] <= LAMPORT_MAX, f"{name}: Lamport {c['lamport']} after {lamport}")
+        if c["seq"] == 1:
+            check(c["kind"] == "timeline.begin" and c["begin_fields"]["certificate_der"] == st["certificate_der"]
+                  and c["begin_fields"]["nonce"] == st["nonce"], f"{name}: seq 1 is not the timeline's begin")
+        # §20.6: a jump names a witness, the change with Lamport time exactly one below (here in changes).
+        if c["lamport"] > lamport + 1:
+            check("witness" in c, f"{name}: its Lamport time jumps without a witness")
+        if "witness" in c:
+            w = c["witness"]
+            check(lamports.get((tl(w["timeline"]), w["seq"])) == c["lamport"] - 1,
+                  f"{name}: its witness is not a change of the vectors at Lamport {c['lamport'] - 1}")
+        if "signature" in c:
+            check(change_signature_valid(certificate, digest, unhex(c["signature"])),
+                  f"{name}: its signature does not verify under the timeline's certificate")
+        seq, lamport, previous = c["seq"], c["lamport"], digest
+        named[c["name"]] = c
+    check("signature" in st["changes"][-1], "signed timeline: its head is not signed (§20.7)")
+    check(any("witness" in c for c in st["changes"]), "signed timeline: no change names a witness")
+    return named
+
+
+def decode_changes_frame(frame):
+    """§5, §20.7: the (canonical bytes, signature or None) pairs of a Changes frame, or None when it does not
+    decode (a change refused by §8, a signature not 64 bytes, an index beyond the batch or signed twice)."""
+    if len(frame) < 5 or int.from_bytes(frame[:4], "big") != len(frame) - 4 or frame[4] != 4:
+        return None
+    try:
+        changes, signatures = [], {}
+        for number, wire, value in decode_fields(frame[5:]):
+            if number not in (1, 2):
+                continue  # unknown fields are skipped (§6)
+            if wire != 2:
+                return None
+            if number == 1:
+                if not change_is_accepted(bytes(value)):
+                    return None
+                changes.append(bytes(value))
+                continue
+            index, signature = 0, b""
+            for inner_number, inner_wire, inner_value in decode_fields(bytes(value)):
+                if inner_number == 1 and inner_wire == 0:
+                    index = inner_value
+                elif inner_number == 2 and inner_wire == 2:
+                    signature = bytes(inner_value)
+            if len(signature) != 64 or index in signatures:
+                return None
+            signatures[index] = signature
+    except ValueError:
+        return None
+    if any(index >= len(changes) for index in signatures):
+        return None
+    return [(change, signatures.get(i)) for i, change in enumerate(changes)]
+
+
+def check_changes_message(vectors, signed):
+    m = vectors["changes_message"]
+    body = b"".join(f_bytes(1, unhex(signed[n]["canonical"])) for n in m["changes"])
+    for e in m["signatures"]:
+        body += f_bytes(2, p3_varint(1, e["index"]) + p3_bytes(2, unhex(e["signature"])))
+    frame = (1 + len(body)).to_bytes(4, "big") + bytes([4]) + body
+    check(frame.hex() == m["bytes"], f"changes message\n  mine   {frame.hex()}\n  vector {m['bytes']}")
+    decoded = decode_changes_frame(unhex(m["bytes"]))
+    expected = [(unhex(signed[n]["canonical"]), None) for n in m["changes"]]
+    for e in m["signatures"]:
+        expected[e["index"]] = (expected[e["index"]][0], unhex(e["signature"]))
+        change = signed[m["changes"][e["index"]]]
+        check(e["signature"] == change.get("signature") and change_signature_valid(
+            unhex(vectors["signed_timeline"]["certificate_der"]), unhex(change["sha256"]), unhex(e["signature"])),
+            "changes message: the signature is not the signed change's")
+    check(decoded == expected, "changes message: does not decode to its changes and signature")
+    for e in m["accepted"]:
+        expected = [(unhex(signed[n]["canonical"]), unhex(signed[n]["signature"]) if i in e["signed"] else None)
+                    for i, n in enumerate(e["changes"])]
+        check(decode_changes_frame(unhex(e["bytes"])) == expected, f"changes message refused: {e['why']}")
+    for e in m["refused"]:
+        check(decode_changes_frame(unhex(e["bytes"])) is None, f"changes message accepted: {e['why']}")
+
+
+def check_witness_encoding(vectors, signed):
+    we = vectors["witness_encoding"]
+    with_witness, without = signed[we["with"]], we["without"]
+    if "witness" not in with_witness:
+        check(False, f"witness encoding: {we['with']} names no witness")
+        return
+    digest = check_change_entry(without, "witness encoding: without")
+    check("witness" not in without and {k: v for k, v in with_witness.items()
+                                          if k not in ("witness", "canonical", "sha256", "signature", "name")}
+          == {k: v for k, v in without.items() if k not in ("canonical", "sha256", "signature", "name")},
+          "witness encoding: without is not the same change without its witness")
+    field9 = witness_field(with_witness["witness"])
+    check(field9.hex() == we["field_9"] and field9[:3] == bytes([0x4A, 0x0B, 0x09]),
+          f"witness encoding: field 9 is {field9.hex()}")
+    check(unhex(with_witness["canonical"]) == unhex(without["canonical"]) + unhex(we["field_9"]),
+          "witness encoding: the witness is not appended after field 8")
+    check(change_signature_valid(unhex(vectors["signed_timeline"]["certificate_der"]), digest,
+                                 unhex(without["signature"])), "witness encoding: without's signature")
+    for e in we["refused"]:
+        check(not change_is_accepted(unhex(e["hex"])), f"change should be refused: {e['why']}")
+
+
+INTAKE_KEYS = ("accepted", "held_back", "refused", "signatures_kept")
+
+
+def small_intake(scenario, changes):
+    """§14.2 and §20.8 for a batch far below the signing rule's 1,000 changes and 1 MiB, whose witnesses are held
+    or taken in the batch (none held back): per timeline in seq order, the checks of §14.2 and of a begin; then
+    witnesses; then the last signature of the run, the only one verified; what follows it is held back."""
+    heads = {tl(x["timeline"]): x for x in scenario["held"]["heads"]}
+    witnesses = {(tl(w["timeline"]), w["seq"]): w["lamport"] for w in scenario["held"]["witnesses"]}
+    in_batch = {}  # a witness may be a change of the same batch (§20.8)
+    runs = {}
+    for entry in scenario["batch"]:
+        c = changes[entry["change"]]
+        fields = read_change(unhex(c["canonical"]))
+        signature = unhex(entry["signature"]) if "signature" in entry else None
+        digest = h(unhex(c["canonical"]))
+        in_batch[(tl(fields["timeline"]), fields["seq"])] = fields["lamport"]
+        runs.setdefault(tl(fields["timeline"]), []).append((entry["change"], fields, digest, signature))
+    out = {key: [] for key in INTAKE_KEYS}
+    for t in sorted(runs):
+        held = heads.get(t)
+        seq, lamport, previous = (held["seq"], held["lamport"], unhex(held["hash"])) if held else (0, 0, bytes(32))
+        certificate = unhex(held["certificate_der"]) if held and "certificate_der" in held else None
+        candidates, refusal = [], None
+
+        def refuse(reason, at):
+            return {"timeline": f"{t:016x}", "reason": reason, "seq": at}
+
+        for name, c, digest, signature in sorted(runs[t], key=lambda r: r[1]["seq"]):
+            if c["seq"] != seq + 1:
+                refusal = refuse("gap", c["seq"])
+            elif unhex(c["previous_hash"]) != previous:
+                refusal = refuse("brokenChain", c["seq"])
+            elif not lamport < c["lamport"] <= LAMPORT_MAX:
+                refusal = refuse("lamportNotIncreasing", c["seq"])
+            elif c["kind"] == "timeline.begin":
+                p = unhex(c["payload"])
+                fields = {number: value for number, _, value in decode_fields(p)} if begin_is_accepted(p) else {}
+                if c["seq"] != 1 or not fields or begin_timeline(
+                        {"certificate_der": bytes(fields[1]).hex(), "nonce": bytes(fields[2]).hex()}) != t:
+                    refusal = refuse("badBegin", c["seq"])
+                else:
+                    certificate = bytes(fields[1])
+            if refusal:
+                break
+            candidates.append((name, c, digest, signature, lamport))
+            seq, lamport, previous = c["seq"], c["lamport"], digest
+        if certificate is None:  # an unsigned timeline: protocol-1 history, taken as it is
+            out["accepted"] += [x[0] for x in candidates]
+        else:
+            for i, (name, c, digest, signature, before) in enumerate(candidates):
+                w = c.get("witness")
+                if w is None and c["lamport"] > before + 1:
+                    refusal = refusal or refuse("missingWitness", c["seq"])
+                elif w is not None and c["lamport"] - 1 not in (witnesses.get((tl(w["timeline"]), w["seq"])),
+                                                                in_batch.get((tl(w["timeline"]), w["seq"]))):
+                    refusal = refusal or refuse("witnessNotHeld", c["seq"])
+                else:
+                    continue
+                candidates = candidates[:i]
+                break
+            signed_at = [i for i, x in enumerate(candidates) if x[3] is not None]
+            taken = 0
+            if signed_at:
+                name, c, digest, signature, _ = candidates[signed_at[-1]]
+                if change_signature_valid(certificate, digest, signature):
+                    taken = signed_at[-1] + 1
+                    out["signatures_kept"].append(name)
+                else:
+                    refusal = refusal or refuse("badSignature", c["seq"])
+                    candidates = []
+            out["accepted"] += [x[0] for x in candidates[:taken]]
+            out["held_back"] += [x[0] for x in candidates[taken:]]
+        if refusal:
+            out["refused"].append(refusal)
+    return out
+
+
+def check_intake_verdicts(vectors, signed):
+    iv = vectors["intake_verdicts"]
+    certificates = {"author": unhex(vectors["signed_timeline"]["certificate_der"]),
+                    "forger": unhex(iv["forger_certificate_der"])}
+    check(certificates["forger"] != certificates["author"] and p256_public_key(certificates["forger"]) is not None,
+          "intake verdicts: the forger's certificate is not another P-256 key")
+    changes = dict(signed)
+    changes.update((c["name"], c) for c in vectors["changes"])
+    without = vectors["witness_encoding"]["without"]
+    changes[without["name"]] = without
+    for c in iv["changes"]:
+        what = f"intake verdicts: {c['name']}"
+        digest = check_change_entry(c, what)
+        # The fact each refusal rests on: the signature is valid under the key that made it…
+        check(change_signature_valid(certificates[c["signed_by"]], digest, unhex(c["signature"])),
+              f"{what}: its signature is not valid under the {c['signed_by']}'s certificate")
+        if c["kind"] == "timeline.begin":
+            derived = begin_timeline(c["begin_fields"])
+            check(c["begin_fields"]["certificate_der"] == vectors["signed_timeline"]["certificate_der"],
+                  f"{what}: does not carry the author's certificate")
+            check((f"{derived:016x}" == c["timeline"]) == (c["signed_by"] == "forger"),
+                  f"{what}: the derived timeline {derived:016x} is not what the vector says it is")
+        elif c["signed_by"] == "forger":
+            # …and a forged change continues the author's chain but is not signed by the author's key.
+            head = signed[f"S{c['seq'] - 1}"]
+            check(c["timeline"] == head["timeline"] and c["previous_hash"] == head["sha256"],
+                  f"{what}: does not continue the author's timeline")
+            check(not change_signature_valid(certificates["author"], digest, unhex(c["signature"])),
+                  f"{what}: verifies under the author's key")
+        changes[c["name"]] = c
+    kinds = set()
+    for scenario in iv["scenarios"]:
+        got = small_intake(scenario, changes)
+        for key in INTAKE_KEYS:
+            check(got[key] == scenario[key], f"intake verdict {scenario['name']!r}: {key} {got[key]}")
+        kinds |= {r["reason"] for r in scenario["refused"]}
+    check({"badSignature", "badBegin", "missingWitness", "witnessNotHeld"} <= kinds,
+          f"intake verdicts: only {sorted(kinds)} are refused")
+    check(any(s["held_back"] for s in iv["scenarios"]), "intake verdicts: nothing is held back")
+
+
 # ---- what must be refused (§2, §7, §8) ---------------------------------------------------------------
 
 def parse_summary(text):
@@ -851,18 +1118,34 @@ def decode_fields(data):
     return out
 
 
-def change_is_accepted(data):
-    """§8: decode, then re-encode canonically; the bytes must come back unchanged."""
+def read_change(data):
+    """§8 and §20.6: the change's fields, or None when a reader must refuse the bytes: decode, then re-encode
+    canonically; the bytes must come back unchanged (and a witness, when present, names a seq of at least 1)."""
     try:
-        fields = {number: value for number, _, value in decode_fields(data)}
-    except ValueError:
-        return False
-    if not {1, 2, 3, 5} <= set(fields) or fields[2] < 1:
-        return False
-    c = dict(timeline=f"{fields[1]:016x}", seq=fields[2], lamport=fields[3],
-             previous_hash=bytes(fields.get(4, bytes(32))).hex(), kind=bytes(fields[5]).decode("utf-8"),
-             version=fields.get(6, 1), wall_time=fields.get(7, 0))
-    return canonical_change(c, bytes(fields.get(8, b""))) == data
+        triples = decode_fields(data)
+        fields = {number: value for number, _, value in triples}
+        wires = {number: wire for number, wire, _ in triples}
+        if not {1, 2, 3, 5} <= set(fields) or fields[2] < 1:
+            return None
+        c = dict(timeline=f"{fields[1]:016x}", seq=fields[2], lamport=fields[3],
+                 previous_hash=bytes(fields.get(4, bytes(32))).hex(), kind=bytes(fields[5]).decode("utf-8"),
+                 version=fields.get(6, 1), wall_time=fields.get(7, 0), payload=bytes(fields.get(8, b"")).hex())
+        if 9 in fields:
+            if wires[9] != 2:
+                return None
+            inner = {number: value for number, _, value in decode_fields(bytes(fields[9]))}
+            if inner.get(2, 0) < 1:
+                return None
+            c["witness"] = dict(timeline=f"{inner.get(1, 0):016x}", seq=inner[2])
+    except (ValueError, UnicodeDecodeError, TypeError):
+        return None
+    if canonical_change(c, unhex(c["payload"])) != data:
+        return None
+    return c
+
+
+def change_is_accepted(data):
+    return read_change(data) is not None
 
 
 def check_refused(vectors):
@@ -908,6 +1191,12 @@ def check_document(vectors, root):
     # §20: the constants written out are the curve's, and the worked begin is the first vector.
     check(f"n     = {P256_N:064X}" in text and f"⌊n/2⌋ = {P256_N // 2:064X}" in text,
           "PROTOCOL.md §20.3 does not write out n and ⌊n/2⌋ of P-256")
+    # §19 lists every group of the vector file, and §20.6 writes out how field 9 begins.
+    section = text[text.index("## 19. Conformance vectors"):text.index("## 20.")]
+    for group in vectors:
+        check(group == "about" or f"`{group}`" in section, f"PROTOCOL.md §19 does not list the group {group}")
+    check("`4a 0b 09`" in text and vectors["witness_encoding"]["field_9"].startswith("4a0b09"),
+          "PROTOCOL.md §20.6 does not show how field 9 begins")
     begin = vectors["timeline_begin"]["begins"][0]
     check(f"`0x{begin['timeline']}`, text `{begin['timeline_text']}`" in text,
           "PROTOCOL.md §20.5 does not show the first begin's timeline")
@@ -933,6 +1222,10 @@ def main():
     check_refused(vectors)
     check_signatures(vectors)
     check_timeline_begin(vectors)
+    signed = check_signed_timeline(vectors, by_name)
+    check_changes_message(vectors, signed)
+    check_witness_encoding(vectors, signed)
+    check_intake_verdicts(vectors, signed)
     for failure in FAILURES:
         print("MISMATCH:", failure)
     print(f"{CHECKS[0] - len(FAILURES)} of {CHECKS[0]} checks agree with PROTOCOL.md")

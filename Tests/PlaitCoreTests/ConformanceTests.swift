@@ -138,11 +138,16 @@ struct ConformanceTests {
     // MARK: Reading the vectors
 
     static func change(_ entry: [String: Any]) throws -> Change {
-        Change(
+        var witness: ChangeRef?
+        if let named = entry["witness"] as? [String: Any] {
+            witness = ChangeRef(
+                timeline: TimelineID(try hexTimeline(named["timeline"])), seq: UInt64(named["seq"] as! Int))
+        }
+        return Change(
             timeline: TimelineID(try hexTimeline(entry["timeline"])), seq: UInt64(entry["seq"] as! Int),
             lamport: UInt64(entry["lamport"] as! Int), previousHash: try unhex(entry["previous_hash"]),
             kind: entry["kind"] as! String, version: UInt32(entry["version"] as! Int),
-            wallTime: Int64(entry["wall_time"] as! Int), payload: try unhex(entry["payload"]))
+            wallTime: Int64(entry["wall_time"] as! Int), payload: try unhex(entry["payload"]), witness: witness)
     }
 
     static func listsChange(kind: String, _ fields: [String: Any]) throws -> ListsChange {

@@ -88,11 +88,80 @@ struct WireConformanceTests {
         let vectors = try Self.vectors()
         let a1 = try bytes((vectors["changes"] as! [[String: Any]])[0]["canonical"])
         #expect(throws: Never.self) { try Message.decode(Frame(type: .changes, payload: changesPayload(a1))) }
-        for entry in (vectors["refused"] as! [String: Any])["changes_refused"] as! [[String: Any]] {
+        let witnessRefused = (vectors["witness_encoding"] as! [String: Any])["refused"] as! [[String: Any]]
+        for entry in (vectors["refused"] as! [String: Any])["changes_refused"] as! [[String: Any]] + witnessRefused {
             let payload = changesPayload(try bytes(entry["hex"]))
             #expect(throws: WireError.self, "\(entry["why"]!)") {
                 try Message.decode(Frame(type: .changes, payload: payload))
             }
+        }
+    }
+}
+
+extension WireConformanceTests {
+    /// PROTOCOL.md §20.7: a `Changes` message carries signatures beside the changes (field 2, with the index of the
+    /// change signed); it encodes to the vector's bytes and decodes to the same changes and signature, and a
+    /// signature of another size, an index beyond the batch or two signatures for one change do not decode.
+    @Test func changesCarryTheirSignatures() throws {
+        let vectors = try Self.vectors()
+        let group = vectors["changes_message"] as! [String: Any]
+        let signed = (vectors["signed_timeline"] as! [String: Any])["changes"] as! [[String: Any]]
+        var batch: [EncodedChange] = []
+        for name in group["changes"] as! [String] {
+            let entry = try #require(signed.first { $0["name"] as? String == name })
+            batch.append(try EncodedChange(decoding: try bytes(entry["canonical"])[...]))
+        }
+        let signatures = group["signatures"] as! [[String: Any]]
+        #expect(!signatures.isEmpty)
+        for entry in signatures {
+            let index = entry["index"] as! Int
+            batch[index] = EncodedChange(
+                change: batch[index].change, bytes: batch[index].bytes, signature: try bytes(entry["signature"]))
+        }
+        let frame = try bytes(group["bytes"])
+        #expect(Message.changes(batch).encode() == frame)
+        var decoder = FrameDecoder()
+        decoder.append(frame)
+        let decoded = try Message.decode(try #require(try decoder.next()))
+        guard case let .changes(changes) = decoded else {
+            Issue.record("the changes_message vector is not a Changes message")
+            return
+        }
+        #expect(changes.map { Array($0.bytes) } == batch.map { Array($0.bytes) })
+        #expect(changes.map(\.signature) == batch.map(\.signature))
+        // A zero index may be written or left out (§6); plait's writer gives one of the two forms.
+        let accepted = group["accepted"] as! [[String: Any]]
+        #expect(!accepted.isEmpty)
+        var forms: [[UInt8]] = []
+        var decodedBatch: [EncodedChange] = []
+        for entry in accepted {
+            let frame = try bytes(entry["bytes"])
+            forms.append(frame)
+            var decoder = FrameDecoder()
+            decoder.append(frame)
+            guard case let .changes(changes) = try Message.decode(try #require(try decoder.next())) else {
+                Issue.record("\(entry["why"]!): not a Changes message")
+                continue
+            }
+            let names = entry["changes"] as! [String]
+            let signedIndexes = Set(entry["signed"] as! [Int])
+            #expect(changes.count == names.count, "\(entry["why"]!)")
+            for (index, change) in changes.enumerated() where index < names.count {
+                let vector = try #require(signed.first { $0["name"] as? String == names[index] })
+                #expect(Array(change.bytes) == (try bytes(vector["canonical"])), "\(entry["why"]!)")
+                let expected = signedIndexes.contains(index) ? try bytes(vector["signature"]) : nil
+                #expect(change.signature == expected, "\(entry["why"]!)")
+            }
+            decodedBatch = changes
+        }
+        #expect(forms.contains(Message.changes(decodedBatch).encode()))
+        let refused = group["refused"] as! [[String: Any]]
+        #expect(refused.count >= 3)
+        for entry in refused {
+            var decoder = FrameDecoder()
+            decoder.append(try bytes(entry["bytes"]))
+            let frame = try #require(try decoder.next(), "\(entry["why"]!)")
+            #expect(throws: WireError.self, "\(entry["why"]!)") { try Message.decode(frame) }
         }
     }
 }
