@@ -440,10 +440,13 @@ public final class Replica: @unchecked Sendable {
                 try edit.appendRaw(kind: Change.timelineEndKind, version: 1, payload: [])
             }
             if edit.signer != nil {
-                // The new timeline's begin supersedes the old one at its head (the end just appended, if any).
+                // The new timeline's begin supersedes the old one at its head (the end just appended, if any) — but
+                // only when this copy owns that head. A suspect timeline goes on elsewhere (a copied home): a
+                // supersession here would make every device refuse the other copy's later changes on it.
                 let head = edit.head
+                let owned = edit.suspect == nil && head.seq > 0
                 try edit.beginSignedTimeline(
-                    superseding: head.seq > 0 ? .init(timeline: old, seq: head.seq, hash: head.hash) : nil)
+                    superseding: owned ? .init(timeline: old, seq: head.seq, hash: head.hash) : nil)
             } else {
                 try edit.switchTimeline(to: TimelineID.random())
             }

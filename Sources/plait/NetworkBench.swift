@@ -73,6 +73,8 @@ enum NetworkBench {
             _ = try source.trust(fresh.identity.deviceID.description, address: nil, name: "fresh\(index)")
             _ = try fresh.trust(source.identity.deviceID.description, address: nil, name: "source")
         }
+        // What a fresh device pulls: the workload and the source's own timeline.begin.
+        let held = try source.store.changeCount()
         let items = source.replica.state.items.count
         log("  source: \(written) changes, \(source.replica.state.lists.count) lists, \(items) items")
 
@@ -99,8 +101,8 @@ enum NetworkBench {
             else {
                 throw PlaitError.usage("catch-up failed: \(String(decoding: child.output, as: UTF8.self))")
             }
-            guard pulled == written else {
-                throw PlaitError.usage("catch-up pulled \(pulled) changes of \(written)")
+            guard pulled == held else {
+                throw PlaitError.usage("catch-up pulled \(pulled) changes of \(held)")
             }
             bytes = peer["bytes_received"] as? Int ?? 0
             rate.add(Double(pulled) / child.seconds)

@@ -28,7 +28,8 @@ import Glibc
         #expect(rows.count == devices)
         #expect(Set(rows.compactMap { $0["summary"] as? String }).count == 1, "\(rows)")
         #expect(Set(rows.compactMap { $0["digest"] as? String }).count == 1, "\(rows)")
-        #expect(rows.allSatisfy { $0["changes"] as? Int == devices * edits && $0["edits"] as? Int == edits })
+        // Each device's edits, and each device's signed timeline.begin.
+        #expect(rows.allSatisfy { $0["changes"] as? Int == devices * (edits + 1) && $0["edits"] as? Int == edits })
         #expect(rows.allSatisfy { $0["agent_exit"] as? Int == 0 }, "each agent stops cleanly on SIGTERM: \(rows)")
         #expect(figures["summary"] as? String == rows.first?["summary"] as? String)
         #expect((figures["converge_seconds"] as? Double).map { $0 >= 0 && $0 < 60 } == true)

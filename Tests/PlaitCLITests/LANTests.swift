@@ -27,7 +27,9 @@ struct LANTests {
     func devices(_ sandbox: Sandbox, count: Int) throws -> [HostDevice] {
         try sync.devices(sandbox, (1...count).map { "h\($0)" }).map { device in
             let store = try Store.open(at: device.home + "/plait.db", synchronousFull: false)
-            return HostDevice(home: device.home, id: device.id, store: store, replica: try Replica(store: store))
+            // The home's key signs what the test authors here, as the CLI would.
+            let replica = try Replica(store: store, signer: P256Signer(directory: device.home))
+            return HostDevice(home: device.home, id: device.id, store: store, replica: replica)
         }
     }
 

@@ -146,7 +146,7 @@ final class RunningPair {
             let agent = try RunningAgent(sandbox: sandbox, home: a.home)
             defer { agent.stop() }
             let sync = try sandbox.ok(["sync", "--peer", agent.address, "--home", b.home])
-            #expect(sync.stdout.contains("pulled 2 changes"), "\(sync)")
+            #expect(sync.stdout.contains("pulled 3 changes"), "\(sync)")
         }
     }
 

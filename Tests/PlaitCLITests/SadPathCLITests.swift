@@ -54,7 +54,10 @@ import Testing
             try pair(sandbox, hostile, victim)
             try pair(sandbox, hostile, other)
             try sandbox.ok(["batch", "--home", other.home], stdin: "list add Work\nadd Work report\nadd Work slides\n")
-            try sandbox.ok(["batch", "--home", hostile.home], stdin: "list add Home\nadd Home paint\nadd Home fix\n")
+            // One command per change: each is signed, so the changes before the poisoned one stay covered.
+            try sandbox.ok(["list", "add", "Home", "--home", hostile.home])
+            try sandbox.ok(["add", "Home", "paint", "--home", hostile.home])
+            try sandbox.ok(["add", "Home", "fix", "--home", hostile.home])
             do {
                 let agent = try RunningAgent(sandbox: sandbox, home: hostile.home)
                 defer { agent.stop() }
@@ -66,13 +69,14 @@ import Testing
             let (own, poisoned): (TimelineID, Change) = try {
                 let store = try Store.open(at: storePath)
                 let own = try store.ownTimeline()
-                var last = try #require(try store.changes(of: own, from: 3, limit: 1).first)
+                // Seq 1 is the timeline's begin: the last change is 4.
+                var last = try #require(try store.changes(of: own, from: 4, limit: 1).first)
                 last.lamport = UInt64(Int64.max)
                 return (own, last)
             }()
             try sqlite(
                 storePath,
-                "UPDATE changes SET lamport = \(Int64.max) WHERE tl = \(column(own)) AND seq = 3; "
+                "UPDATE changes SET lamport = \(Int64.max) WHERE tl = \(column(own)) AND seq = 4; "
                     + "UPDATE timelines SET head_lamport = \(Int64.max), head_hash = X'\(poisoned.hash.hexString)' "
                     + "WHERE tl = \(column(own))")
             let agent = try RunningAgent(sandbox: sandbox, home: hostile.home)
@@ -83,8 +87,8 @@ import Testing
             #expect(sync.stderr.contains(own.description), "the refusal names the timeline: \(sync)")
             let summary = try status(sandbox, victim.home)["summary"] as? String ?? ""
             let otherTimeline = try status(sandbox, other.home)["timeline"] as? String ?? "?"
-            #expect(summary.contains("\(otherTimeline):3"), "the other timeline was taken whole: \(summary)")
-            #expect(summary.contains("\(own):2"), "the poisoned timeline stops before the poison: \(summary)")
+            #expect(summary.contains("\(otherTimeline):4"), "the other timeline was taken whole: \(summary)")
+            #expect(summary.contains("\(own):3"), "the poisoned timeline stops before the poison: \(summary)")
             // Editing goes on (it trapped with "Not enough bits to represent the passed value" before).
             let add = try sandbox.run(["add", "Work", "after", "--home", victim.home])
             #expect(add.status == 0, "\(add)")

@@ -103,7 +103,7 @@ func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows
             let agent = try RunningAgent(sandbox: sandbox, home: d[1].home)
             defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
             let run = try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home])
-            #expect(run.stdout.contains("pulled 2 changes, sent 3"), "\(run)")
+            #expect(run.stdout.contains("pulled 3 changes, sent 4"), "\(run)")
             let a = try status(sandbox, d[0].home)
             let b = try status(sandbox, d[1].home)
             #expect(a.summary == b.summary && a.digest == b.digest, "a \(a) b \(b)")

@@ -396,7 +396,7 @@ struct SignedTimelineMigrationTests {
             """)
         // The result has exactly the columns the previous migrations make.
         let reference = try DatabaseQueue(path: directory.file("reference.db"))
-        try Schema.migrator.migrate(reference, upTo: "v5-copied-homes")
+        try Schema.migrator.migrate(reference, upTo: "v6-succession")
         let old = try DatabaseQueue(path: path)
         #expect(try columns(old) == columns(reference))
         try old.close()
