@@ -221,7 +221,9 @@ func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows
             try sandbox.ok(["add", "Shared", "from c", "--home", d[2].home])
             let converged = try eventually {
                 let all = try d.map { try status(sandbox, $0.home) }
-                return Set(all.map(\.digest)).count == 1 && Set(all.map(\.summary)).count == 1 && all[0].summary.split(separator: ",").count == 2
+                // Three timelines: a's and c's edits, and b's own (its signed begin).
+                return Set(all.map(\.digest)).count == 1 && Set(all.map(\.summary)).count == 1
+                    && all[0].summary.split(separator: ",").count == 3
             }
             let final = try d.map { try status(sandbox, $0.home) }
             #expect(converged, "a \(final[0]) b \(final[1]) c \(final[2])\n\(agentB.log)")
