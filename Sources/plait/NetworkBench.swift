@@ -73,8 +73,6 @@ enum NetworkBench {
             _ = try source.trust(fresh.identity.deviceID.description, address: nil, name: "fresh\(index)")
             _ = try fresh.trust(source.identity.deviceID.description, address: nil, name: "source")
         }
-        // What a fresh device pulls: the workload and the source's own timeline.begin.
-        let held = try source.store.changeCount()
         let items = source.replica.state.items.count
         log("  source: \(written) changes, \(source.replica.state.lists.count) lists, \(items) items")
 
@@ -91,6 +89,8 @@ enum NetworkBench {
         var cpu = Sample()
         var bytes = 0
         for path in freshPaths {
+            // What a fresh device pulls: everything the source holds (the workload and its timeline.begin).
+            let held = Int(try source.store.summary().count)
             let child = try ChildMeasurement.run(
                 [ChildMeasurement.executable, "sync", "--home", path, "--peer", address.description, "--json",
                     "--timeout", "300"],

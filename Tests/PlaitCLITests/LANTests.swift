@@ -104,7 +104,8 @@ struct LANTests {
             for writer in writers { writer.start() }
             let converged = try time(within: 30) {
                 let all = try summaries(paired)
-                return Set(all).count == 1 && all[0].count == 1 + 60
+                // Each host's signed begin, the list, and 60 items.
+                return Set(all).count == 1 && all[0].count == 3 + 1 + 60
             }
             let seen = try summaries(paired)
             #expect(converged != nil, "\(seen)\n\(agents[0].transcript)")
@@ -127,7 +128,7 @@ struct LANTests {
                 latencies[latencies.count / 2], latencies.last!))
 
             // The stranger found them (it trusts them) but was refused: it holds nothing of theirs.
-            #expect(try stranger.store.summary().isEmpty)
+            #expect(try stranger.store.summary().timelines == [try stranger.store.ownTimeline()])
             let pending = try sandbox.ok(["peers", "--pending", "--json", "--home", paired[0].home]).json()
             let ids = (pending["pending"] as? [[String: Any]])?.compactMap { $0["device"] as? String } ?? []
             #expect(ids.contains(stranger.id), "h1 lists the stranger as pending: \(pending)\n\(agents[0].transcript)")
@@ -157,13 +158,14 @@ struct LANTests {
                 try add(devices[2], to: notes[2], "h3 while away \(round)")
             }
             // The two still connected agree; the one cut off cannot.
-            #expect(try time(within: 10) { try devices[0].store.summary() == devices[1].store.summary() && devices[0].store.summary().count == 6 } != nil)
+            #expect(try time(within: 10) { try devices[0].store.summary() == devices[1].store.summary() && devices[0].store.summary().count == 3 + 6 } != nil)
             #expect(try devices[2].store.summary() != devices[0].store.summary())
             // The length of the outage being simulated (not a wait for an event).
             Thread.sleep(forTimeInterval: outage)
 
             try lan.setLink(of: lan.hosts[2], up: true)
-            let back = try time(within: 30) { try agreed(devices) && devices[0].store.summary().count == 11 }
+            // Three signed begins, the list and ten items.
+            let back = try time(within: 30) { try agreed(devices) && devices[0].store.summary().count == 3 + 11 }
             let h3 = try devices[2].store.summary()
             #expect(back != nil, "h3 \(h3)\n\(agents[2].transcript)")
             if let back {
