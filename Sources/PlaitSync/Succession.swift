@@ -99,6 +99,8 @@ extension Home {
             try Self.rename(staging + "/" + file, to: path + "/" + file)
         }
         rmdir(staging)
+        // A signer loaded before holds the old key: the new timeline's begin must carry the new certificate.
+        replica.signWith { [path] in try P256Signer(directory: path) }
         do {
             replaceIdentity(try Identity.load(directory: path))
         } catch {

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitStore
 import PlaitTLS
 import Testing
 
@@ -111,6 +112,17 @@ import Testing
             let everything: Set<String> = ["milk", "eggs", "bread", "butter"]
             for home in [a.home, b.home, a2] {
                 #expect(try pendingItems(sandbox, home, list: "Groceries") == everything, "\(home)")
+            }
+            // The copy's new timeline is the new key's: its begin carries the new cert.pem, on the copy and on B
+            // (which took the copy's changes as signed by that key); the original's timeline stays the old key's.
+            let newCertificate = try Identity.load(directory: a2).certificateDER
+            let oldCertificate = try Identity.load(directory: a.home).certificateDER
+            let copyTimeline = try Store.open(at: a2 + "/plait.db", synchronousFull: false).ownTimeline()
+            let original = try Store.open(at: a.home + "/plait.db", synchronousFull: false).ownTimeline()
+            for home in [a2, b.home] {
+                let store = try Store.open(at: home + "/plait.db", synchronousFull: false)
+                #expect(try store.certificate(of: copyTimeline) == newCertificate, "\(home)")
+                #expect(try store.certificate(of: original) == oldCertificate, "\(home)")
             }
         }
     }

@@ -124,3 +124,31 @@ import Testing
         }
     }
 }
+
+/// The sending side's store: the timeline `rejoin --new-key` begins is the new key's.
+@Suite struct RejoinWithNewKeyTests {
+    /// A `Home` that signed before its key was replaced keeps no signer of the old key: the new timeline's begin
+    /// carries the new certificate (a peer would otherwise take the new timeline as the retired key's), and the
+    /// next edit goes on that timeline.
+    @Test func theNewTimelineIsTheNewKeysEvenWhenTheOldKeySignedBefore() throws {
+        try withTemporaryDirectory { directory in
+            let home = try Home.create(at: directory.file("a"), name: "a", config: Config())
+            let oldCertificate = try home.identity.certificateDER
+            // An edit loads the signer (the old key) into the replica.
+            _ = try home.replica.edit { edit in
+                try edit.append(.listCreate(id: .random(), title: "before", color: nil, at: .bottom))
+            }
+            let rekeyed = try home.rejoinWithNewKey()
+            let newCertificate = try Identity.load(directory: home.path).certificateDER
+            #expect(newCertificate != oldCertificate)
+            #expect(try home.identity.certificateDER == newCertificate)
+            #expect(try home.store.certificate(of: rekeyed.newTimeline) == newCertificate, "the begin's certificate")
+            #expect(try home.store.certificate(of: rekeyed.oldTimeline) == oldCertificate)
+            _ = try home.replica.edit { edit in
+                try edit.append(.listCreate(id: .random(), title: "after", color: nil, at: .bottom))
+            }
+            #expect(try home.store.certificate(of: rekeyed.newTimeline) == newCertificate)
+            #expect(try home.store.ownTimeline() == rekeyed.newTimeline, "not moved onto yet another timeline")
+        }
+    }
+}
