@@ -212,6 +212,36 @@ import Testing
         }
     }
 
+    /// A rotted row inside one signed run (one transaction of 2,001 changes, signed at 1,001 and at its end):
+    /// the changes before it are not covered by any signature the sender can send, so the sender sets them aside
+    /// with the damage (every stored head is signed, PROTOCOL.md §20.7) and serves its timeline up to the begin.
+    /// Before, it set aside only from the damage, kept an unsigned head, streamed the uncovered run and promised
+    /// it in its Done; the receiver refused it as unsigned, blaming an honest peer: `sync` exited 1 with
+    /// "refused" and the peer was recorded as refusing. (A signed run is stored only up to a verified signature.)
+    @Test func aRottedRowInsideASignedRunIsNotBlamedOnTheSender() throws {
+        try withSandbox { sandbox in
+            let sender = try device(sandbox, "sender")
+            let fresh = try device(sandbox, "fresh")
+            try pair(sandbox, sender, fresh)
+            var script = "list add Big\n"
+            for index in 1...2_000 { script += "add Big d\(index)\n" }
+            try sandbox.ok(["batch", "--home", sender.home], stdin: script)
+            let own = try TimelineID(parsing: try status(sandbox, sender.home)["timeline"] as? String ?? "")
+            try sqlite(
+                sender.home + "/plait.db",
+                "UPDATE changes SET payload = payload || X'00' WHERE tl = \(column(own)) AND seq = 1000")
+            let senderAgent = try RunningAgent(sandbox: sandbox, home: sender.home)
+            defer { senderAgent.stop() }
+            let first = try sandbox.run(["sync", "--peer", senderAgent.address, "--home", fresh.home])
+            #expect(first.status == 0 && !first.stderr.contains("refused"), "\(first)")
+            #expect(try ownHead(sandbox, fresh.home, own) == 1, "up to the last signature before the damage")
+            #expect(eventually { senderAgent.log.contains("damaged") }, "\(senderAgent.log)")
+            let peers = try sandbox.ok(["peers", "--json", "--home", fresh.home]).json()
+            let row = (peers["peers"] as? [[String: Any]])?.first
+            #expect(row?["refused"] is NSNull && row?["state"] as? String == "in sync", "\(peers)")
+        }
+    }
+
     /// Case 5, divergence never reported: a device whose state digest differs at equal summaries used to be
     /// "in sync" with exit 0. Now `sync` exits 1 naming the divergence, `peers` says "diverged", `doctor`
     /// fails, and the other side's agent logs it.
@@ -271,14 +301,16 @@ import Testing
             let alone = try sandbox.run(["repair", "--home", sender.home])
             #expect(alone.status == 1, "\(alone)")
             #expect(alone.stdout.contains("set aside change \(own):150"), "\(alone)")
-            // The timeline begins with its signed `timeline.begin` (seq 1), so the list and its 200 items are 2-202.
-            #expect(alone.stderr.contains("53 changes (\(own):150-202) are still set aside"), "\(alone)")
+            // The timeline begins with its signed `timeline.begin` (seq 1), so the list and its 200 items are 2-202,
+            // one transaction signed at 202. Every stored head is a signed change (PROTOCOL.md §20.7): the changes
+            // between the last signature before the damage (the begin) and it are set aside with it.
+            #expect(alone.stderr.contains("201 changes (\(own):2-202) are still set aside"), "\(alone)")
             // The healthy device is back (at a new port: its address is given again).
             let back = try RunningAgent(sandbox: sandbox, home: healthy.home)
             defer { back.stop() }
             try sandbox.ok(["pair", "--trust", healthy.id, "--address", back.address, "--home", sender.home])
             let repaired = try sandbox.ok(["repair", "--home", sender.home])
-            #expect(repaired.stdout.contains("pulled 53 changes"), "\(repaired)")
+            #expect(repaired.stdout.contains("pulled 201 changes"), "\(repaired)")
             #expect(repaired.stdout.contains("nothing is set aside any more"), "\(repaired)")
             // (The summary also holds the healthy device's own begin: the sender's timeline is checked alone.)
             #expect(try ownHead(sandbox, sender.home, own) == 202)
