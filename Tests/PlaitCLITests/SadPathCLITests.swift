@@ -242,6 +242,30 @@ import Testing
         }
     }
 
+    /// The same rot found while sending (a one-shot `sync` pushing to a fresh agent finds it in a page): the
+    /// run before it was already streamed uncovered, so the sender stops the timeline at its last signature
+    /// and the receiver drops what it held back beyond the sender's Done instead of refusing an honest peer.
+    @Test func aRottedRowFoundWhileSendingIsNotBlamedOnTheSender() throws {
+        try withSandbox { sandbox in
+            let sender = try device(sandbox, "sender")
+            let fresh = try device(sandbox, "fresh")
+            try pair(sandbox, sender, fresh)
+            var script = "list add Big\n"
+            for index in 1...2_000 { script += "add Big d\(index)\n" }
+            try sandbox.ok(["batch", "--home", sender.home], stdin: script)
+            let own = try TimelineID(parsing: try status(sandbox, sender.home)["timeline"] as? String ?? "")
+            try sqlite(
+                sender.home + "/plait.db",
+                "UPDATE changes SET payload = payload || X'00' WHERE tl = \(column(own)) AND seq = 1000")
+            let freshAgent = try RunningAgent(sandbox: sandbox, home: fresh.home)
+            defer { freshAgent.stop() }
+            let push = try sandbox.run(["sync", "--peer", freshAgent.address, "--home", sender.home])
+            #expect(push.stderr.contains("damaged") || push.stdout.contains("damaged"), "\(push)")
+            #expect(try ownHead(sandbox, fresh.home, own) == 1, "up to the last signature before the damage")
+            #expect(!freshAgent.log.contains("refused"), "\(freshAgent.log)")
+        }
+    }
+
     /// Case 5, divergence never reported: a device whose state digest differs at equal summaries used to be
     /// "in sync" with exit 0. Now `sync` exits 1 naming the divergence, `peers` says "diverged", `doctor`
     /// fails, and the other side's agent logs it.
