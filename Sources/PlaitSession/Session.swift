@@ -312,8 +312,8 @@ public final class Session: @unchecked Sendable {
             return .status(try local { try replica.status() })
         case .readSummary:
             return .summary(try local { try store.summary() })
-        case .endStream:
-            return .streamEnded(intake.endOfStream())
+        case let .endStream(done):
+            return .streamEnded(intake.endOfStream(within: done))
         case let .readGreeting(peer):
             return try local {
                 .greeting(staged: try store.stagedBaseline(from: peer), view: try store.localView(),

@@ -228,7 +228,8 @@ enum SessionAction {
     case integrate(PulledBatch, skip: Set<TimelineID>)
     /// The peer's stream ended (Done): commit what is pending and give up the changes still held back for a
     /// signature that never came (`IntakePipeline.endOfStream`): `.streamEnded`.
-    case endStream
+    /// The summary is the peer's Done: held-back changes beyond it were withdrawn by the sender, not refused.
+    case endStream(Summary)
     /// Stage a chunk of a baseline pulled from `peer` (`Store.stageBaselineChunk`): `.staged`, or
     /// `.baselineFailed` with the store's error.
     case stageChunk(peer: String, summary: Summary, digest: [UInt8]?, total: UInt64, offset: UInt64, data: [UInt8])
@@ -317,6 +318,9 @@ struct SessionMachine {
         /// A baseline being sent ahead of the changes, and the offset of its next chunk.
         var baseline: EncodedBaseline?
         var baselineOffset = 0
+        /// Per timeline, the last change sent in this stream with a signature: a damaged change cuts its timeline
+        /// back to it, since the receiver stores a signed timeline only up to a verified signature (DESIGN §11).
+        var lastSigned: [TimelineID: UInt64] = [:]
     }
     /// What this side knows the peer's baseline holds (its Hello, joined with every baseline sent to it).
     private var peerBaseline = Summary()
@@ -422,7 +426,7 @@ struct SessionMachine {
         case let .done(summary):
             guard pull == .asking else { throw .protocolViolation("it sent Done without a Want") }
             awaiting = .streamEnd(summary)
-            return [.endStream]
+            return [.endStream(summary)]
         case let .notify(summary, report, copies):
             var told: [SessionAction] = []
             // The peer sees this device's ID connected from several instances at once: this home was copied.
@@ -911,13 +915,25 @@ struct SessionMachine {
         if !damagedRefs.isEmpty {
             // A stored change that does not hash to what its chain says: send its timeline up to the change before
             // it, set it and the rest aside, and go on with every other timeline (DESIGN §10).
+            for encoded in page where encoded.signature != nil {
+                let change = encoded.change
+                if let ref = damagedRefs.first(where: { $0.timeline == change.timeline }), change.seq >= ref.seq {
+                    continue
+                }
+                current.lastSigned[change.timeline] = change.seq
+            }
             for ref in damagedRefs {
-                current.cap[ref.timeline] = min(current.cap[ref.timeline], ref.seq == 0 ? 0 : ref.seq - 1)
+                // On a timeline this stream sent signatures of, the changes after the last of them are not covered:
+                // the cap stops there, and the receiver drops the ones it holds back beyond it (not the peer's
+                // fault). Otherwise (unsigned history, or no signature sent yet) up to the change before it.
+                let stop = current.lastSigned[ref.timeline] ?? (ref.seq == 0 ? 0 : ref.seq - 1)
+                current.cap[ref.timeline] = min(current.cap[ref.timeline], stop)
                 damaged.append(ref)
                 actions.append(
                     .finding(
                         "stored change \(ref) is damaged (its hash does not continue its chain): sent its timeline up "
-                            + "to the change before it and set it aside, to be pulled again from a peer"))
+                            + "to its last signature before it and set the rest aside, to be pulled again "
+                            + "from a peer"))
                 actions.append(
                     .quarantine(
                         DamagedChange(ref: ref, following: 0),
@@ -925,6 +941,7 @@ struct SessionMachine {
             }
             page.removeAll { encoded in
                 damagedRefs.contains { $0.timeline == encoded.change.timeline && encoded.change.seq >= $0.seq }
+                    || encoded.change.seq > current.cap[encoded.change.timeline]
             }
             stream = current
         }
@@ -949,6 +966,9 @@ struct SessionMachine {
             return actions + [.send(.done(current.cap))]
         }
         current.cursor = last.change.orderKey
+        for encoded in page where encoded.signature != nil {
+            current.lastSigned[encoded.change.timeline] = encoded.change.seq
+        }
         stream = current
         sent += page.count
         // Each change with its stored signature (DESIGN §11): the receiver holds a run back until one covers it.

@@ -91,9 +91,13 @@ public final class IntakePipeline: @unchecked Sendable {
 
     /// Ends the stream: changes still held back were never covered by a signature (the sender's stream ended
     /// at an unsigned change), so their timelines are refused from the first of them; nothing of them is kept.
-    public func endOfStream() -> [RefusedTimeline] {
+    /// Those beyond `done` (the sender's Done) are dropped without a refusal: the sender withdrew them (it cut a
+    /// timeline back to its last signature before a damaged stored change, DESIGN §10).
+    public func endOfStream(within done: Summary? = nil) -> [RefusedTimeline] {
         var first: [TimelineID: UInt64] = [:]
-        for held in heldBack { first[held.change.timeline] = min(first[held.change.timeline] ?? .max, held.change.seq) }
+        for held in heldBack where done.map({ held.change.seq <= $0[held.change.timeline] }) ?? true {
+            first[held.change.timeline] = min(first[held.change.timeline] ?? .max, held.change.seq)
+        }
         heldBack = []
         return first.sorted { $0.key < $1.key }.map {
             RefusedTimeline(timeline: $0.key, refusal: .unsigned(seq: $0.value))

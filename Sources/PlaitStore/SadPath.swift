@@ -47,14 +47,21 @@ public struct ForkRecord: Sendable, Equatable {
 }
 
 extension Replica {
-    /// Sets aside `damage.ref` and every later change of its timeline, ends the timeline at the change before
-    /// (its hash recomputed from that change's own bytes), and replays the state without them. A damaged change
+    /// Sets aside `damage.ref` and every later change of its timeline (on a signed timeline, from the change after
+    /// its last signature before it), ends the timeline at the change before those (its hash recomputed from that
+    /// change's own bytes), and replays the state without them. A damaged change
     /// of this device's own timeline also stops authoring on it (it may continue on a peer that holds it).
     public func quarantine(_ damage: DamagedChange, reason: String, now: Int64 = Replica.now()) throws {
         try transaction { db in
             let timeline = damage.ref.timeline
             let column = timelineColumn(timeline.rawValue)
-            let from = Int64(damage.ref.seq)
+            // Every stored head is a signed change (PROTOCOL.md §20.7): on a signed timeline the changes between
+            // its last signature and the damage are set aside with it (no signature covers them any more, so no
+            // peer would take them from here), to be pulled again with the rest. Unsigned history: from the damage.
+            let lastSigned = try Int64.fetchOne(
+                db, sql: "SELECT max(seq) FROM changes WHERE tl = ? AND seq < ? AND signature IS NOT NULL",
+                arguments: [column, Int64(damage.ref.seq)])
+            let from = lastSigned.map { $0 + 1 } ?? Int64(damage.ref.seq)
             try db.execute(
                 sql: """
                     INSERT OR REPLACE INTO quarantine (\(ChangeRows.storedColumns), reason, at)
@@ -65,7 +72,7 @@ extension Replica {
             try db.execute(sql: "DELETE FROM changes WHERE tl = ? AND seq >= ?", arguments: [column, from])
             // The new head: the change before, if stored (its hash recomputed), else the baseline's head of it.
             // Saturating: a damaged row may carry any number, 0 included.
-            let before = damage.ref.seq == 0 ? 0 : damage.ref.seq - 1
+            let before = from <= 0 ? 0 : UInt64(from - 1)
             let previous = try Store.changes(db, of: timeline, from: before, limit: 1).first { $0.seq == before }
             if let previous {
                 let hash = SHA256.hash(previous.canonicalBytes)

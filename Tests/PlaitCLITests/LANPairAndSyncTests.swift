@@ -219,8 +219,9 @@ struct LANPairAndSyncTests {
         sync.waitForEndOfOutput(timeout: .seconds(5))
         #expect(status == 0, "\(sync.transcript)")
         #expect(sync.lines().count == 1, "one line for the one device: \(sync.transcript)")
+        // Beta's timeline.begin and its two changes; alpha's own timeline.begin goes the other way.
         #expect(
-            sync.lines().first?.hasPrefix("beta (\(lan.hosts[1].ipv4):7400): pulled 2 changes, sent 0") == true,
+            sync.lines().first?.hasPrefix("beta (\(lan.hosts[1].ipv4):7400): pulled 3 changes, sent 1") == true,
             "\(sync.transcript)")
         #expect(try summary(sandbox, alpha.home) == summary(sandbox, beta.home))
         #expect(sync.lines(.stderr).isEmpty, "\(sync.transcript)")

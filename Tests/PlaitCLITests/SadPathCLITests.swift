@@ -29,6 +29,13 @@ import Testing
     /// The `tl` column value of a timeline (sign bit flipped, see PlaitStore).
     func column(_ timeline: TimelineID) -> Int64 { Int64(bitPattern: timeline.rawValue ^ 0x8000_0000_0000_0000) }
 
+    /// The head of `timeline` in the summary `status --json` reports for `home` (0 when it holds none of it).
+    func ownHead(_ sandbox: Sandbox, _ home: String, _ timeline: TimelineID) throws -> UInt64 {
+        let summary = try status(sandbox, home)["summary"] as? String ?? ""
+        let entry = summary.split(separator: ",").first { $0.hasPrefix("\(timeline):") }
+        return entry.flatMap { UInt64($0.split(separator: ":").last ?? "") } ?? 0
+    }
+
     func status(_ sandbox: Sandbox, _ home: String) throws -> [String: Any] {
         try sandbox.ok(["status", "--json", "--home", home]).json()
     }
@@ -145,7 +152,7 @@ import Testing
 
     /// Case 3, one rotted change row: it used to stop everything (a fresh peer got 0 of 2,001 changes) while
     /// the sender logged "sent 2001" and its doctor said ok. Now the sender's doctor names the damaged change,
-    /// a fresh peer gets everything up to it, and the damage heals from a healthy peer.
+    /// a fresh peer gets everything up to it (its last signed change), and the damage heals from a healthy peer.
     @Test func aRottedRowHealsFromAHealthyPeer() throws {
         try withSandbox { sandbox in
             let sender = try device(sandbox, "sender")
@@ -154,8 +161,17 @@ import Testing
             try pair(sandbox, sender, healthy)
             try pair(sandbox, sender, fresh)
             try pair(sandbox, healthy, fresh)
+            // Two transactions, so the change just before the rotted one ends a transaction and is signed: the
+            // sender's timeline is its timeline.begin (1), the list and d1-d997 (2-999, signed at 999), then
+            // d998-d2000 (1000-2002). A receiver stores a signed timeline only up to a verified signature
+            // (DESIGN §11, PROTOCOL.md §20.8), so "everything up to the damage" now means up to the last signed
+            // change before it; with the damage inside a run, the uncovered part is held back and refused at Done
+            // (unsigned), and the fresh peer would stop at the signature before that run.
             var script = "list add Big\n"
-            for index in 1...2_000 { script += "add Big d\(index)\n" }
+            for index in 1...997 { script += "add Big d\(index)\n" }
+            try sandbox.ok(["batch", "--home", sender.home], stdin: script)
+            script = ""
+            for index in 998...2_000 { script += "add Big d\(index)\n" }
             try sandbox.ok(["batch", "--home", sender.home], stdin: script)
             let firstHealthy = try RunningAgent(sandbox: sandbox, home: healthy.home)
             try sandbox.ok(["sync", "--peer", firstHealthy.address, "--home", sender.home])
@@ -177,21 +193,76 @@ import Testing
             defer { senderAgent.stop() }
             let first = try sandbox.run(["sync", "--peer", senderAgent.address, "--home", fresh.home])
             #expect(first.status == 0, "\(first)")
-            #expect(try status(sandbox, fresh.home)["summary"] as? String == "\(own):999", "up to the last good change")
+            // Every home's summary now holds its own begin too: the sender's timeline is checked on its own.
+            #expect(try ownHead(sandbox, fresh.home, own) == 999, "up to the last good (and signed) change")
             #expect(eventually { senderAgent.log.contains("damaged") }, "\(senderAgent.log)")
 
-            // The sender pulls good copies back from the healthy peer; then everyone has all 2,001.
+            // The sender pulls good copies back from the healthy peer; then everyone has all 2,002.
             let healthyAgent = try RunningAgent(sandbox: sandbox, home: healthy.home)
             defer { healthyAgent.stop() }
             try sandbox.ok(["sync", "--peer", healthyAgent.address, "--home", sender.home])
-            #expect(try status(sandbox, sender.home)["summary"] as? String == "\(own):2001")
+            #expect(try ownHead(sandbox, sender.home, own) == 2002)
             #expect(try doctorFailures(sandbox, sender.home).filter { $0.contains("hash chains") }.isEmpty)
             try sandbox.ok(["sync", "--peer", senderAgent.address, "--home", fresh.home])
             let a = try status(sandbox, fresh.home)
             let b = try status(sandbox, healthy.home)
-            #expect(a["summary"] as? String == "\(own):2001")
+            #expect(try ownHead(sandbox, fresh.home, own) == 2002)
             #expect(a["digest"] as? String == b["digest"] as? String)
             try sandbox.ok(["add", "Big", "after-heal", "--home", sender.home])
+        }
+    }
+
+    /// A rotted row inside one signed run (one transaction of 2,001 changes, signed at 1,001 and at its end):
+    /// the changes before it are not covered by any signature the sender can send, so the sender sets them aside
+    /// with the damage (every stored head is signed, PROTOCOL.md §20.7) and serves its timeline up to the begin.
+    /// Before, it set aside only from the damage, kept an unsigned head, streamed the uncovered run and promised
+    /// it in its Done; the receiver refused it as unsigned, blaming an honest peer: `sync` exited 1 with
+    /// "refused" and the peer was recorded as refusing. (A signed run is stored only up to a verified signature.)
+    @Test func aRottedRowInsideASignedRunIsNotBlamedOnTheSender() throws {
+        try withSandbox { sandbox in
+            let sender = try device(sandbox, "sender")
+            let fresh = try device(sandbox, "fresh")
+            try pair(sandbox, sender, fresh)
+            var script = "list add Big\n"
+            for index in 1...2_000 { script += "add Big d\(index)\n" }
+            try sandbox.ok(["batch", "--home", sender.home], stdin: script)
+            let own = try TimelineID(parsing: try status(sandbox, sender.home)["timeline"] as? String ?? "")
+            try sqlite(
+                sender.home + "/plait.db",
+                "UPDATE changes SET payload = payload || X'00' WHERE tl = \(column(own)) AND seq = 1000")
+            let senderAgent = try RunningAgent(sandbox: sandbox, home: sender.home)
+            defer { senderAgent.stop() }
+            let first = try sandbox.run(["sync", "--peer", senderAgent.address, "--home", fresh.home])
+            #expect(first.status == 0 && !first.stderr.contains("refused"), "\(first)")
+            #expect(try ownHead(sandbox, fresh.home, own) == 1, "up to the last signature before the damage")
+            #expect(eventually { senderAgent.log.contains("damaged") }, "\(senderAgent.log)")
+            let peers = try sandbox.ok(["peers", "--json", "--home", fresh.home]).json()
+            let row = (peers["peers"] as? [[String: Any]])?.first
+            #expect(row?["refused"] is NSNull && row?["state"] as? String == "in sync", "\(peers)")
+        }
+    }
+
+    /// The same rot found while sending (a one-shot `sync` pushing to a fresh agent finds it in a page): the
+    /// run before it was already streamed uncovered, so the sender stops the timeline at its last signature
+    /// and the receiver drops what it held back beyond the sender's Done instead of refusing an honest peer.
+    @Test func aRottedRowFoundWhileSendingIsNotBlamedOnTheSender() throws {
+        try withSandbox { sandbox in
+            let sender = try device(sandbox, "sender")
+            let fresh = try device(sandbox, "fresh")
+            try pair(sandbox, sender, fresh)
+            var script = "list add Big\n"
+            for index in 1...2_000 { script += "add Big d\(index)\n" }
+            try sandbox.ok(["batch", "--home", sender.home], stdin: script)
+            let own = try TimelineID(parsing: try status(sandbox, sender.home)["timeline"] as? String ?? "")
+            try sqlite(
+                sender.home + "/plait.db",
+                "UPDATE changes SET payload = payload || X'00' WHERE tl = \(column(own)) AND seq = 1000")
+            let freshAgent = try RunningAgent(sandbox: sandbox, home: fresh.home)
+            defer { freshAgent.stop() }
+            let push = try sandbox.run(["sync", "--peer", freshAgent.address, "--home", sender.home])
+            #expect(push.stderr.contains("damaged") || push.stdout.contains("damaged"), "\(push)")
+            #expect(try ownHead(sandbox, fresh.home, own) == 1, "up to the last signature before the damage")
+            #expect(!freshAgent.log.contains("refused"), "\(freshAgent.log)")
         }
     }
 
@@ -254,15 +325,19 @@ import Testing
             let alone = try sandbox.run(["repair", "--home", sender.home])
             #expect(alone.status == 1, "\(alone)")
             #expect(alone.stdout.contains("set aside change \(own):150"), "\(alone)")
-            #expect(alone.stderr.contains("52 changes (\(own):150-201) are still set aside"), "\(alone)")
+            // The timeline begins with its signed `timeline.begin` (seq 1), so the list and its 200 items are 2-202,
+            // one transaction signed at 202. Every stored head is a signed change (PROTOCOL.md §20.7): the changes
+            // between the last signature before the damage (the begin) and it are set aside with it.
+            #expect(alone.stderr.contains("201 changes (\(own):2-202) are still set aside"), "\(alone)")
             // The healthy device is back (at a new port: its address is given again).
             let back = try RunningAgent(sandbox: sandbox, home: healthy.home)
             defer { back.stop() }
             try sandbox.ok(["pair", "--trust", healthy.id, "--address", back.address, "--home", sender.home])
             let repaired = try sandbox.ok(["repair", "--home", sender.home])
-            #expect(repaired.stdout.contains("pulled 52 changes"), "\(repaired)")
+            #expect(repaired.stdout.contains("pulled 201 changes"), "\(repaired)")
             #expect(repaired.stdout.contains("nothing is set aside any more"), "\(repaired)")
-            #expect(try status(sandbox, sender.home)["summary"] as? String == "\(own):201")
+            // (The summary also holds the healthy device's own begin: the sender's timeline is checked alone.)
+            #expect(try ownHead(sandbox, sender.home, own) == 202)
             try sandbox.ok(["add", "Big", "after-repair", "--home", sender.home])
         }
     }

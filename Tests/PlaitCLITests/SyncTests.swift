@@ -157,7 +157,8 @@ func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows
             try sandbox.ok(["pair", "--trust", d[1].id, "--address", agent.address, "--home", d[0].home])
 
             let run = try sandbox.ok(["sync", "--home", d[0].home])
-            #expect(run.lines.count == 1 && run.stdout.contains("(\(agent.address)): pulled 2 changes"), "\(run)")
+            // The server's timeline.begin and its two changes.
+            #expect(run.lines.count == 1 && run.stdout.contains("(\(agent.address)): pulled 3 changes"), "\(run)")
             let warnings = run.stderr.split(separator: "\n")
             #expect(warnings.count == 1, "one warning line: \(run)")
             #expect(warnings.first?.hasPrefix("warning: avahi-daemon cannot be reached over D-Bus") == true, "\(run)")
