@@ -48,6 +48,19 @@ enum NetworkBench {
                 workload, directory: directory, options: options, pycrdt: pycrdtMissing == nil ? pycrdtScript : nil,
                 log: log)
             results.merge(figures) { $1 }
+            // The same pull from an unsigned timeline, which the receiver takes without verifying (issue 10).
+            let unsigned = try catchUp(
+                workload, directory: directory, options: options, pycrdt: nil, signed: false, log: log)
+            results.merge(unsigned) { $1 }
+            let prefix = "catchup_\(workload.rawValue)_"
+            if let signedRate = (figures[prefix + "changes_per_second"] as? [String: Any])?["median"] as? Double,
+                let unsignedRate = (unsigned[prefix + "unsigned_changes_per_second"] as? [String: Any])?["median"]
+                    as? Double, unsignedRate > 0
+            {
+                results[prefix + "signed_to_unsigned"] = signedRate / unsignedRate
+                log(String(format: "  verifying costs the catch-up %.1f %% (signed / unsigned source, medians)",
+                    100 * (1 - signedRate / unsignedRate)))
+            }
         }
         results.merge(try latency(directory: directory, options: options, log: log)) { $1 }
         return results
@@ -56,18 +69,25 @@ enum NetworkBench {
     /// Builds the source device, then per run a fresh device (a `plait sync` process) catches up from the
     /// source's agent; SQLite's insert rate of the same rows and the pycrdt anchor follow.
     static func catchUp(
-        _ workload: Scenario, directory: String, options: Options, pycrdt: String?, log: (String) -> Void
+        _ workload: Scenario, directory: String, options: Options, pycrdt: String?, signed: Bool = true,
+        log: (String) -> Void
     ) throws -> [String: Any] {
         let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
         let config = Config()
-        let prefix = "catchup_\(workload.rawValue)_"
+        let variant = signed ? "" : "unsigned_"
+        let prefix = "catchup_\(workload.rawValue)_" + variant
         var results: [String: Any] = [:]
-        log("catch-up, \(workload.title):")
+        log("catch-up, \(workload.title)" + (signed ? ", signed source:" : ", unsigned source (not verified):"))
 
-        let sourcePath = directory + "/net-\(workload.rawValue)-source"
-        let source = try Home.create(at: sourcePath, name: "source", config: config)
-        let written = try write(workload, changes: options.changes, lists: options.lists, to: source.replica)
-        let freshPaths = (0..<options.runs).map { directory + "/net-\(workload.rawValue)-fresh-\($0)" }
+        let sourcePath = directory + "/net-\(workload.rawValue)-\(variant)source"
+        var written = 0
+        let source = signed
+            ? try Home.create(at: sourcePath, name: "source", config: config)
+            : try SigningBench.unsignedHome(at: sourcePath, name: "source", config: config) {
+                written = try write(workload, changes: options.changes, lists: options.lists, to: $0)
+            }
+        if signed { written = try write(workload, changes: options.changes, lists: options.lists, to: source.replica) }
+        let freshPaths = (0..<options.runs).map { directory + "/net-\(workload.rawValue)-\(variant)fresh-\($0)" }
         for (index, path) in freshPaths.enumerated() {
             let fresh = try Home.create(at: path, name: "fresh\(index)", config: config)
             _ = try source.trust(fresh.identity.deviceID.description, address: nil, name: "fresh\(index)")
@@ -88,6 +108,7 @@ enum NetworkBench {
         var peak = Sample()
         var cpu = Sample()
         var bytes = 0
+        var diskBytes = 0
         for path in freshPaths {
             // What a fresh device pulls: everything the source holds (the workload and its timeline.begin).
             let held = Int(try source.store.summary().count)
@@ -108,16 +129,30 @@ enum NetworkBench {
             rate.add(Double(pulled) / child.seconds)
             peak.add(child.peakMiB)
             cpu.add(child.cpuSeconds)
+            // What the received changes (with their signatures, if any) take on the receiver's disk.
+            let received = path + "/" + Home.storeFileName
+            diskBytes = [received, received + "-wal"].reduce(0) {
+                $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0)
+            }
             try? FileManager.default.removeItem(atPath: path)
         }
         results[prefix + "changes"] = written
         results[prefix + "bytes_received"] = bytes
+        results[prefix + "bytes_received_per_change"] = Double(bytes) / Double(written)
+        results[prefix + "receiver_disk_bytes_per_change"] = Double(diskBytes) / Double(written)
         results[prefix + "changes_per_second"] = rate.json
         results[prefix + "peak_rss_mib"] = peak.json
         results[prefix + "cpu_seconds"] = cpu.json
         log("  a fresh device (`plait sync` process) catches up \(written) changes over TLS, durably: "
-            + "\(rate.text()) changes/s, \(bytes) bytes on the wire")
+            + "\(rate.text()) changes/s, \(bytes) bytes on the wire "
+            + String(format: "(%.1f per change; %.1f per change on its disk)",
+                Double(bytes) / Double(written), Double(diskBytes) / Double(written)))
         log("    that process: peak resident memory \(peak.text("%.0f")) MiB, CPU \(cpu.text("%.2f")) s")
+        if !signed {
+            // The ceiling, the anchor and the commands are measured once, with the signed source.
+            try? FileManager.default.removeItem(atPath: sourcePath)
+            return results
+        }
 
         // SQLite's own rate for the same rows, batches and settings: the ceiling of any durable catch-up.
         let timeline = try source.store.ownTimeline()
