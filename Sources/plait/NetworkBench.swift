@@ -138,15 +138,15 @@ enum NetworkBench {
         }
         results[prefix + "changes"] = written
         results[prefix + "bytes_received"] = bytes
-        results[prefix + "bytes_received_per_change"] = Double(bytes) / Double(written)
-        results[prefix + "receiver_disk_bytes_per_change"] = Double(diskBytes) / Double(written)
+        results[prefix + "bytes_received_per_change"] = Double(bytes) / Double(held)
+        results[prefix + "receiver_disk_bytes_per_change"] = Double(diskBytes) / Double(held)
         results[prefix + "changes_per_second"] = rate.json
         results[prefix + "peak_rss_mib"] = peak.json
         results[prefix + "cpu_seconds"] = cpu.json
         log("  a fresh device (`plait sync` process) catches up \(written) changes over TLS, durably: "
             + "\(rate.text()) changes/s, \(bytes) bytes on the wire "
             + String(format: "(%.1f per change; %.1f per change on its disk)",
-                Double(bytes) / Double(written), Double(diskBytes) / Double(written)))
+                Double(bytes) / Double(held), Double(diskBytes) / Double(held)))
         log("    that process: peak resident memory \(peak.text("%.0f")) MiB, CPU \(cpu.text("%.2f")) s")
         if !signed {
             // The ceiling, the anchor and the commands are measured once, with the signed source.
