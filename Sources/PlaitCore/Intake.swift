@@ -244,14 +244,19 @@ public struct Intake<D: Domain>: Sendable {
             let change = encoded.change
             if skip.contains(change.timeline) { continue }
             var run: Run
-            if let known = runs[change.timeline] {
+            // Moved out of the dictionary, not copied: with a second reference to its candidates, every append
+            // below would copy the whole array (quadratic in the batch; minutes for a 100,000-change pull).
+            if let known = runs.removeValue(forKey: change.timeline) {
                 run = known
             } else {
                 let start = try head(change.timeline) ?? .empty
                 run = Run(start: start, certificate: start.certificate)
                 order.append(change.timeline)
             }
-            guard run.refusal == nil else { continue }
+            guard run.refusal == nil else {
+                runs[change.timeline] = run
+                continue
+            }
             let current = run.candidates.last.map {
                 HeldHead(
                     seq: $0.encoded.change.seq, lamport: $0.encoded.change.lamport, hash: $0.hash,
