@@ -110,9 +110,10 @@ enum NetworkBench {
         var bytes = 0
         var diskBytes = 0
         var pulledTwice = 0
+        var held = 0
         for path in freshPaths {
             // What a fresh device pulls: everything the source holds (the workload and its timeline.begin).
-            let held = Int(try source.store.summary().count)
+            held = Int(try source.store.summary().count)
             let child = try ChildMeasurement.run(
                 [ChildMeasurement.executable, "sync", "--home", path, "--peer", address.description, "--json",
                     "--timeout", "300"],
