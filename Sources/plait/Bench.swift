@@ -20,7 +20,11 @@ extension Plait {
                 format upgrade costs); one late change = integrating another device's edit that sorts about 1,000 \
                 changes before the newest, with the agent's in-memory checkpoints (what a sync costs when an offline \
                 device comes back) and cold from stored checkpoints; state load = what every command pays to start; \
-                `plait batch` throughput; bytes per change on disk.
+                `plait batch` throughput; bytes per change on disk. Signing (beside the same work on an unsigned \
+                store, in the same run): `plait batch` of --batch-lines lines in one transaction and \
+                --single-transactions one-line batches (a signed transaction each), with the signatures made and \
+                the bytes per change on disk; and each catch-up below is also pulled from an unsigned source, \
+                which the receiver takes without verifying, so the ratio is what verification costs.
 
                 Catch-up (--network-changes, default 100,000; 0 skips everything below): a fresh device, a separate \
                 `plait sync` process, pulls the whole history from an agent over TLS and stores it durably \
@@ -51,6 +55,8 @@ extension Plait {
         var items = 10_000
         @Option(help: "Lines fed to the batch benchmark.") var batchLines = 100_000
         @Option(help: "Seed of the synthetic workload.") var seed: UInt64 = 1
+        @Option(help: "One-line batches (a signed transaction each) whose authoring rate is measured, per run.")
+        var singleTransactions = 1_000
         @Option(help: "How many times each figure is measured (reported as a range).") var runs = 3
         @Flag(help: "Keep the temporary home and print its path.") var keep = false
         @Flag(help: "Print the result as JSON.") var json = false
@@ -77,6 +83,7 @@ extension Plait {
             if runs < 1 { throw ValidationError("--runs must be at least 1") }
             if networkChanges < 0 { throw ValidationError("--network-changes must be 0 or more") }
             if idleSeconds < 0 { throw ValidationError("--idle-seconds must be 0 or more") }
+            if singleTransactions < 0 { throw ValidationError("--single-transactions must be 0 or more") }
         }
 
         var networkOptions: NetworkBench.Options {
@@ -223,6 +230,10 @@ extension Plait {
             }
             results["batch_changes_per_second"] = batchRate.json
             log("plait batch of \(lines.count) lines (one transaction): \(batchRate.text()) changes/s")
+            results.merge(
+                try SigningBench.authoring(
+                    lines: lines, singles: singleTransactions, directory: directory, runs: runs, log: log)
+            ) { $1 }
 
             if networkChanges > 0 {
                 results.merge(try NetworkBench.run(directory: directory, options: networkOptions, log: log)) { $1 }

@@ -45,7 +45,7 @@ import Testing
                 [
                     "bench", "--changes", "1000", "--network-changes", "600", "--batch-lines", "50",
                     "--latency-edits", "3", "--runs", "2", "--pycrdt-script", sandbox.root + "/no-such-script.py",
-                    "--idle-seconds", "1", "--json",
+                    "--idle-seconds", "1", "--single-transactions", "3", "--json",
                 ], timeout: 180)
             #expect(run.succeeded, "\(run)")
             let json = try run.json()
@@ -60,6 +60,24 @@ import Testing
                 #expect((peak["min"] as? Double ?? 0) > 1)
             }
             #expect(json["catchup_edits_changes"] as? Int == 600)
+            // Signing's cost beside the same work unsigned: catch-up from an unsigned source, and authoring.
+            for workload in ["edits", "growing"] {
+                let rate = try #require(json["catchup_\(workload)_unsigned_changes_per_second"] as? [String: Any])
+                #expect((rate["runs"] as? [Double])?.count == 2, "\(rate)")
+                #expect((json["catchup_\(workload)_signed_to_unsigned"] as? Double ?? 0) > 0)
+                #expect((json["catchup_\(workload)_unsigned_bytes_received_per_change"] as? Double ?? 0) > 0)
+            }
+            for signed in ["signed", "unsigned"] {
+                for figure in ["batch", "single"] {
+                    let rate = try #require(json["authoring_\(signed)_\(figure)_changes_per_second"] as? [String: Any])
+                    #expect((rate["runs"] as? [Double])?.count == 2, "\(signed) \(figure): \(rate)")
+                }
+                #expect((json["authoring_\(signed)_bytes_per_change"] as? Double ?? 0) > 0)
+            }
+            // 50 lines in one transaction: its last change signed; three one-line batches: each signed.
+            #expect(json["authoring_signed_batch_signatures"] as? Int == 1, "\(json)")
+            #expect(json["authoring_signed_single_signatures"] as? Int == 3)
+            #expect(json["authoring_unsigned_batch_signatures"] as? Int == 0)
             #expect(json["catchup_growing_changes"] as? Int == 700, "100 lists, then 600 items")
             #expect((json["pycrdt_skipped"] as? String)?.contains("does not exist") == true, "\(json)")
             for key in [
