@@ -59,18 +59,17 @@ import Testing
     /// a copy of its timeline's run while the dictionary still held the original, so the whole array was copied
     /// per change: 40,000 changes took minutes (a 100,000-change catch-up never finished), now well under a
     /// second in a release build. The bound is loose so only the quadratic behaviour can trip it.
-    @Test func aLongRunIsCheckedInLinearTime() {
+    /// A long run of one timeline in one batch is taken whole. (Its cost once grew with the square of the run: each
+    /// append copied the run's array. Speed is measured by `plait bench`'s catch-up, not asserted here.)
+    @Test func aLongRunOfOneTimelineIsTakenWhole() {
         var author = TimelineAuthor(0xA)
         author.append(.listCreate(id: objectID(1), title: "L", color: nil, at: .bottom), lamport: 1)
         for index in 2...40_000 {
             author.append(.itemEdit(id: objectID(2), text: "edit \(index)"), lamport: UInt64(index))
         }
-        let batch = author.changes.map { EncodedChange($0) }
-        let start = ContinuousClock.now
-        let result = Held().check(batch, using: Self.intake())
-        let elapsed = ContinuousClock.now - start
+        let result = Held().check(author.changes.map { EncodedChange($0) }, using: Self.intake())
         #expect(result.accepted.count == 40_000)
-        #expect(elapsed < .seconds(20), "checking 40,000 changes of one timeline took \(elapsed)")
+        #expect(result.heads[TimelineID(0xA)]?.seq == 40_000)
     }
 
     @Test func acceptedChangesCarryTheirHashAndDecodedPayload() {
