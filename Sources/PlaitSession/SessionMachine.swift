@@ -220,7 +220,7 @@ enum SessionAction {
     case lookUpHashes([ChangeRef])
     /// The own baseline as it travels (`Store.encodedBaseline()`): `.baseline`.
     case readBaseline
-    /// The next page of a stream (`Store.streamPage`): `.page`.
+    /// The next page of a stream (`Store.streamPageEncoded`): `.page`.
     case readPage(have: Summary, cap: Summary, after: OrderKey?, limit: Int, maxBytes: Int)
 
     // Writes with an outcome.

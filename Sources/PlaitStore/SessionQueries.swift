@@ -112,24 +112,8 @@ extension Store {
     /// `missing`, and the summary of the baseline, read in one transaction: a stream that finds the baseline
     /// grew (a compaction folded rows it was about to send) sends the new baseline before going on. `damaged`
     /// names, per timeline, the first change of the page whose hash is not what its chain says (bit rot, an
-    /// edited row): the sender must not send it or anything after it of that timeline (DESIGN §10).
-    public func streamPage(
-        for have: Summary, within cap: Summary, after cursor: OrderKey?, limit: Int, maxBytes: Int = .max
-    ) throws -> (baselineSummary: Summary, changes: [Change], damaged: [ChangeRef]) {
-        let ranges = cap.timelines.compactMap { timeline -> (TimelineID, UInt64, UInt64)? in
-            have[timeline] < cap[timeline] ? (timeline, have[timeline], cap[timeline]) : nil
-        }
-        return try read { db in
-            let baseline = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1")
-                .map { try Summary(parsing: $0) } ?? Summary()
-            guard !ranges.isEmpty, limit > 0 else { return (baseline, [], []) }
-            let page = try Self.missing(db, ranges: ranges, after: cursor, limit: limit, maxBytes: maxBytes)
-            return (baseline, page, try Self.damagedInPage(db, page))
-        }
-    }
-
-    /// `streamPage` with each change as it travels: its canonical bytes, encoded once, and its stored
-    /// signature (DESIGN §11), for the sender of a `Changes` message.
+    /// edited row): the sender must not send it or anything after it of that timeline (DESIGN §10). Each change
+    /// comes as it travels: its canonical bytes, encoded once, and its stored signature (DESIGN §11).
     public func streamPageEncoded(
         for have: Summary, within cap: Summary, after cursor: OrderKey?, limit: Int, maxBytes: Int = .max
     ) throws -> (baselineSummary: Summary, changes: [EncodedChange], damaged: [ChangeRef]) {
