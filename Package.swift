@@ -26,10 +26,12 @@ let package = Package(
         // What `--json` prints and the local API answers: typed outputs, and a JSON writer that streams them.
         .target(name: "PlaitOutput", dependencies: ["PlaitCore"]),
         // The SQLite store. COpenSSL: the SHA-256 it injects into Core (OpenSSL's, ~10× the pure-Swift one).
+        // PlaitTLS: the one ECDSA P-256 implementation (`P256`), which change signatures share with succession
+        // statements, and the OpenSSL helpers beside it.
         .target(
             name: "PlaitStore",
             dependencies: [
-                "PlaitCore", "COpenSSL",
+                "PlaitCore", "COpenSSL", "PlaitTLS",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
@@ -76,7 +78,7 @@ let package = Package(
             ]),
         // Fixtures shared by the tests that work on real stores, and the stranger flood of the admission tests.
         // COpenSSL: test key pairs (P-256 and the key types a verifier must refuse) without a PlaitTLS identity.
-        .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore", "COpenSSL"]),
+        .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore", "PlaitTLS", "COpenSSL"]),
         // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon. Foundation only,
         // so any test target (and `plait demo`) can use it.
         .target(name: "PlaitNetnsSupport"),
@@ -90,7 +92,7 @@ let package = Package(
         .testTarget(
             name: "PlaitStoreTests",
             dependencies: [
-                "PlaitCore", "PlaitStore", "PlaitTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(name: "PlaitTLSTests", dependencies: ["PlaitTLS", "PlaitCore"]),
         .testTarget(

@@ -102,9 +102,7 @@ extension Store {
     public func missing(
         for have: Summary, within cap: Summary, after cursor: OrderKey?, limit: Int, maxBytes: Int = .max
     ) throws -> [Change] {
-        let ranges = cap.timelines.compactMap { timeline -> (TimelineID, UInt64, UInt64)? in
-            have[timeline] < cap[timeline] ? (timeline, have[timeline], cap[timeline]) : nil
-        }
+        let ranges = Self.ranges(have: have, cap: cap)
         guard !ranges.isEmpty, limit > 0 else { return [] }
         return try read { db in try Self.missing(db, ranges: ranges, after: cursor, limit: limit, maxBytes: maxBytes) }
     }
@@ -117,9 +115,7 @@ extension Store {
     public func streamPageEncoded(
         for have: Summary, within cap: Summary, after cursor: OrderKey?, limit: Int, maxBytes: Int = .max
     ) throws -> (baselineSummary: Summary, changes: [EncodedChange], damaged: [ChangeRef]) {
-        let ranges = cap.timelines.compactMap { timeline -> (TimelineID, UInt64, UInt64)? in
-            have[timeline] < cap[timeline] ? (timeline, have[timeline], cap[timeline]) : nil
-        }
+        let ranges = Self.ranges(have: have, cap: cap)
         return try read { db in
             let baseline = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1")
                 .map { try Summary(parsing: $0) } ?? Summary()
@@ -129,6 +125,13 @@ extension Store {
                 page.append(EncodedChange($0, signature: $1))
             }
             return (baseline, page, try Self.damagedInPage(db, page.map(\.change)))
+        }
+    }
+
+    /// Per timeline, what the peer lacks within the cap: `have < seq ≤ cap`.
+    private static func ranges(have: Summary, cap: Summary) -> [(TimelineID, UInt64, UInt64)] {
+        cap.timelines.compactMap { timeline in
+            have[timeline] < cap[timeline] ? (timeline, have[timeline], cap[timeline]) : nil
         }
     }
 

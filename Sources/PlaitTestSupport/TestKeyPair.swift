@@ -1,8 +1,9 @@
 import COpenSSL
 import Foundation
+import PlaitTLS
 
 /// A key pair and a self-signed certificate made for a test: what a home's `key.pem` and `cert.pem` hold, and
-/// the certificate's DER. Made with OpenSSL directly, so store tests need no PlaitTLS identity.
+/// the certificate's DER. Made with OpenSSL directly, so store tests need no home identity.
 public struct TestKeyPair: Sendable {
     /// The key types tests use: plait's own, and two that a P-256 verifier must refuse.
     public enum Kind: String, Sendable, CaseIterable {
@@ -41,7 +42,7 @@ public struct TestKeyPair: Sendable {
             ASN1_TIME_set_string(X509_getm_notAfter(certificate), "99991231235959Z") == 1,
             X509_set_pubkey(certificate, key) == 1,
             X509_sign(certificate, key, digest) > 0
-        else { throw TestKeyPairError("cannot make a \(kind.rawValue) certificate: \(Self.errors())") }
+        else { throw TestKeyPairError("cannot make a \(kind.rawValue) certificate: \(openSSLErrorText())") }
         keyPEM = try Self.memoryBIO { PEM_write_bio_PrivateKey($0, key, nil, nil, 0, nil, nil) == 1 }
         certificatePEM = try Self.memoryBIO { PEM_write_bio_X509($0, certificate) == 1 }
         certificateDER = try Self.memoryBIO { i2d_X509_bio($0, certificate) == 1 }
@@ -57,39 +58,27 @@ public struct TestKeyPair: Sendable {
     private static func generateKey(_ kind: Kind) throws -> OpaquePointer {
         let algorithm = kind == .ed25519 ? "ED25519" : "EC"
         guard let context = EVP_PKEY_CTX_new_from_name(nil, algorithm, nil) else {
-            throw TestKeyPairError("no \(algorithm) key generation: \(errors())")
+            throw TestKeyPairError("no \(algorithm) key generation: \(openSSLErrorText())")
         }
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         guard EVP_PKEY_keygen_init(context) == 1,
             kind == .ed25519 || EVP_PKEY_CTX_set_group_name(context, kind.rawValue) == 1,
             EVP_PKEY_generate(context, &key) == 1, let key
-        else { throw TestKeyPairError("cannot generate a \(kind.rawValue) key: \(errors())") }
+        else { throw TestKeyPairError("cannot generate a \(kind.rawValue) key: \(openSSLErrorText())") }
         return key
     }
 
     private static func memoryBIO(_ write: (OpaquePointer) -> Bool) throws -> [UInt8] {
         guard let bio = BIO_new(BIO_s_mem()) else { throw TestKeyPairError("BIO_new failed") }
         defer { BIO_free(bio) }
-        guard write(bio) else { throw TestKeyPairError("cannot write the key or certificate: \(errors())") }
+        guard write(bio) else { throw TestKeyPairError("cannot write the key or certificate: \(openSSLErrorText())") }
         var data: UnsafeMutablePointer<CChar>?
         let length = plait_BIO_get_mem_data(bio, &data)
         guard length > 0, let data else { throw TestKeyPairError("OpenSSL wrote nothing") }
         return data.withMemoryRebound(to: UInt8.self, capacity: length) {
             Array(UnsafeBufferPointer(start: $0, count: length))
         }
-    }
-
-    private static func errors() -> String {
-        var messages: [String] = []
-        while true {
-            let code = ERR_get_error()
-            if code == 0 { break }
-            var buffer = [CChar](repeating: 0, count: 256)
-            ERR_error_string_n(code, &buffer, buffer.count)
-            messages.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
-        return messages.isEmpty ? "no error reported" : messages.joined(separator: "; ")
     }
 }
 

@@ -1,6 +1,7 @@
 import COpenSSL
 import Foundation
 import PlaitCore
+import PlaitTLS
 import PlaitTestSupport
 import Testing
 

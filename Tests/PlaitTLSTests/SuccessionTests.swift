@@ -63,7 +63,7 @@ struct SuccessionTests {
         #expect(succession.newDeviceID == new.deviceID)
         #expect(succession.issuedAt == 1_700)
         // Low S, always: s ≤ n/2.
-        #expect(!P256Signature.halfOrder.lexicographicallyPrecedes(signature[32...]))
+        #expect(!P256.halfOrder.lexicographicallyPrecedes(signature[32...]))
     }
 
     @Test func theSignatureIsOverTheContextStringAndTheStatementAsOpenSSLSeesIt() throws {
@@ -76,7 +76,7 @@ struct SuccessionTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let message = Array("plait-succession-v1".utf8) + [0] + statement
         try Data(message).write(to: directory.appendingPathComponent("message"))
-        try Data(P256Signature.derSignature(fromRaw: signature)!).write(to: directory.appendingPathComponent("sig"))
+        try Data(P256.derSignature(fromRaw: signature)!).write(to: directory.appendingPathComponent("sig"))
         try Data(old.certificateDER).write(to: directory.appendingPathComponent("cert.der"))
         func openssl(_ arguments: [String]) throws -> Int32 {
             let process = Process()
@@ -136,7 +136,7 @@ struct SuccessionTests {
                     statement: statement, signature: flipped, connectionCertificate: old.certificateDER)
             } == .badSignature)
         // The high-S twin of a valid signature verifies mathematically, and is refused all the same.
-        let high = Array(signature[0..<32]) + P256Signature.subtract(P256Signature.order, Array(signature[32...]))
+        let high = Array(signature[0..<32]) + P256.subtract(P256.order[...], signature[32...])
         #expect(
             refusal {
                 try Succession.verify(statement: statement, signature: high, connectionCertificate: old.certificateDER)
