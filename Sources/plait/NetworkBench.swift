@@ -305,12 +305,64 @@ enum NetworkBench {
     }
 
     /// Edit on one agent's device → applied on the other's, agents connected; `runs` rounds of `edits` edits.
+    /// Edit-to-peer latency twice: with `store.synchronous = "full"` (the default: the edit on A and the pulled
+    /// batch on B each wait for the disk) and `"normal"` (neither waits), beside the time one `fsync` of a file
+    /// in the same directory takes. Two `fsync`s lie on the durable path, so their sum is its floor on this disk,
+    /// whatever the software does; the "normal" figure is what the software itself costs.
     static func latency(directory: String, options: Options, log: (String) -> Void) throws -> [String: Any] {
+        var results: [String: Any] = [:]
+        let floor = try fsyncLatency(directory: directory, count: max(50, min(options.edits, 400)))
+        log("fsync of a 4 KiB append in the bench directory (\(floor.count) calls): p50 "
+            + String(format: "%.1f ms, p99 %.1f ms", floor.p50, floor.p99)
+            + " — twice that is the floor of a durable edit-to-peer path (A's commit, then B's)")
+        results["fsync_p50_ms"] = floor.p50
+        results["fsync_p99_ms"] = floor.p99
+        for durable in [true, false] {
+            let figures = try latency(directory: directory, options: options, durable: durable)
+            let label = durable ? "synchronous = full (default)" : "synchronous = normal (no fsync on commit)"
+            log("edit on A → applied on B (agents on loopback, \(label), \(options.runs) rounds of "
+                + "\(options.edits) edits): p50 \(figures.p50.text("%.1f")) ms, p99 \(figures.p99.text("%.1f")) ms")
+            let suffix = durable ? "" : "_synchronous_normal"
+            results["edit_latency_p50_ms" + suffix] = figures.p50.json
+            results["edit_latency_p99_ms" + suffix] = figures.p99.json
+        }
+        return results
+    }
+
+    /// p50 and p99 of `fsync` after appending 4 KiB to a file in `directory` (what a WAL commit waits for).
+    static func fsyncLatency(directory: String, count: Int) throws -> (p50: Double, p99: Double, count: Int) {
+        let path = directory + "/fsync-probe"
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard descriptor >= 0 else { throw PlaitError.usage("cannot create \(path) to time fsync") }
+        defer {
+            close(descriptor)
+            unlink(path)
+        }
+        let block = [UInt8](repeating: 0x5a, count: 4096)
+        var times: [Double] = []
+        for _ in 0..<count {
+            guard block.withUnsafeBytes({ Glibc.write(descriptor, $0.baseAddress, $0.count) }) == block.count else {
+                throw PlaitError.usage("cannot write to \(path) to time fsync")
+            }
+            let start = DispatchTime.now().uptimeNanoseconds
+            fsync(descriptor)
+            times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+        }
+        times.sort()
+        return (times[times.count / 2], times[min(times.count - 1, times.count * 99 / 100)], count)
+    }
+
+    static func latency(
+        directory: String, options: Options, durable: Bool
+    ) throws -> (p50: Sample, p99: Sample) {
         let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
         var settings = Agent.Settings()
         settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
-        let a = try Home.create(at: directory + "/net-a", name: "a", config: Config())
-        let b = try Home.create(at: directory + "/net-b", name: "b", config: Config())
+        var config = Config()
+        config.synchronousFull = durable
+        let tag = durable ? "full" : "normal"
+        let a = try Home.create(at: directory + "/net-a-\(tag)", name: "a", config: config)
+        let b = try Home.create(at: directory + "/net-b-\(tag)", name: "b", config: config)
         _ = try a.trust(b.identity.deviceID.description, address: nil, name: "b")
         _ = try b.trust(a.identity.deviceID.description, address: nil, name: "a")
         let agentB = Agent(home: b, settings: settings, logger: quiet)
@@ -346,9 +398,7 @@ enum NetworkBench {
             p50.add(latencies[latencies.count / 2])
             p99.add(latencies[min(latencies.count - 1, latencies.count * 99 / 100)])
         }
-        log("edit on A → applied on B (agents on loopback, \(options.runs) rounds of \(options.edits) edits): "
-            + "p50 \(p50.text("%.1f")) ms, p99 \(p99.text("%.1f")) ms")
-        return ["edit_latency_p50_ms": p50.json, "edit_latency_p99_ms": p99.json]
+        return (p50, p99)
     }
 
     static func findExecutable(_ name: String) -> String? {
