@@ -17,10 +17,16 @@ public struct Change: Hashable, Sendable {
     /// The Lamport witness (DESIGN §11): when `lamport` is more than the previous change's + 1, the change of
     /// the author's store whose Lamport time is exactly `lamport - 1`. Nil otherwise. Hashed (field 9).
     public var witness: ChangeRef?
+    /// Where the author wrote it, when a fork renamed it (DESIGN §11): its bytes, hash and signature keep
+    /// `origin` as its timeline and number, while `timeline:seq` address it on the losing branch T′. Nil for
+    /// every change that was not renamed (`origin` is then `ref`). Not a field of its own: the bytes are the
+    /// author's.
+    public var origin: ChangeRef?
 
     public init(
         timeline: TimelineID, seq: UInt64, lamport: UInt64, previousHash: [UInt8],
-        kind: String, version: UInt32, wallTime: Int64, payload: [UInt8], witness: ChangeRef? = nil
+        kind: String, version: UInt32, wallTime: Int64, payload: [UInt8], witness: ChangeRef? = nil,
+        origin: ChangeRef? = nil
     ) {
         self.timeline = timeline
         self.seq = seq
@@ -31,6 +37,7 @@ public struct Change: Hashable, Sendable {
         self.wallTime = wallTime
         self.payload = payload
         self.witness = witness
+        self.origin = origin
     }
 
     public static let zeroHash = [UInt8](repeating: 0, count: 32)
@@ -45,13 +52,28 @@ public struct Change: Hashable, Sendable {
     }
 
     public var ref: ChangeRef { ChangeRef(timeline: timeline, seq: seq) }
+    /// Where its author wrote it: the timeline and number its bytes carry.
+    public var authored: ChangeRef { origin ?? ref }
+
+    /// The same change addressed as `timeline:seq` on a fork branch (its bytes unchanged).
+    public func renamed(to timeline: TimelineID, seq: UInt64) -> Change {
+        var renamed = self
+        renamed.origin = authored
+        renamed.timeline = timeline
+        renamed.seq = seq
+        if renamed.origin == renamed.ref { renamed.origin = nil }
+        return renamed
+    }
+
+    /// The change as its author addressed it (undoing any renaming).
+    public var asAuthored: Change { origin.map { renamed(to: $0.timeline, seq: $0.seq) } ?? self }
     public var orderKey: OrderKey { OrderKey(lamport: lamport, timeline: timeline, seq: seq) }
 
     /// The canonical bytes that are hashed (protobuf `ChangeHeader` + payload, fields in number order).
     public var canonicalBytes: [UInt8] {
         var writer = ProtoWriter()
-        writer.fixed64(1, timeline.rawValue)
-        writer.uint(2, seq)
+        writer.fixed64(1, authored.timeline.rawValue)
+        writer.uint(2, authored.seq)
         writer.uint(3, lamport)
         writer.data(4, previousHash)
         writer.string(5, kind)

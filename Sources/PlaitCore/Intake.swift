@@ -180,6 +180,24 @@ public struct Intake<D: Domain>: Sendable {
         /// comes in a later batch), or whose witness is such a change: the caller holds them back and checks them
         /// again in front of the next batch of the same stream (DESIGN §11, PROTOCOL.md §20).
         public var heldBack: [EncodedChange] = []
+        /// Fork branches this batch added changes to (DESIGN §11): changes of a signed timeline that continue a
+        /// different change than the one held under a number. Their changes are accepted addressed as the
+        /// branch (`Change.origin` keeps where the author wrote them); the store records each branch and names
+        /// all of them again (`ForkBranch.assign`), so the name given here is provisional.
+        public var branches: [ForkBranch.Branch] = []
+    }
+
+    /// A fork branch held here: its name, the timeline its bytes carry, the offset of its numbers, its head.
+    public struct HeldBranch: Sendable, Equatable {
+        public var id: TimelineID
+        public var base: UInt64
+        public var head: HeldHead
+
+        public init(id: TimelineID, base: UInt64, head: HeldHead) {
+            self.id = id
+            self.base = base
+            self.head = head
+        }
     }
 
     public var domain: D
@@ -221,8 +239,28 @@ public struct Intake<D: Domain>: Sendable {
         var covered = 0
         /// Candidates before this index are taken: covered, and every witness they name in the batch is taken.
         var taken = 0
+        /// A fork branch: the timeline its bytes carry, and the offset of its numbers (its change n is the
+        /// author's `base + n`). Nil for a timeline under its own name.
+        var branch: (root: TimelineID, base: UInt64)?
+        /// The branch was not held before this batch.
+        var newBranch = false
 
         var signed: Bool { certificate != nil }
+
+        /// The head its next change must continue.
+        var current: HeldHead {
+            candidates.last.map {
+                HeldHead(
+                    seq: $0.encoded.change.seq, lamport: $0.encoded.change.lamport, hash: $0.hash,
+                    ended: $0.encoded.change.kind == Change.timelineEndKind)
+            } ?? start
+        }
+    }
+
+    /// Where fork routing sends an arriving change.
+    private enum Route {
+        case duplicate
+        case branch(TimelineID)
     }
 
     /// Checks `batch`. `head` gives the receiver's head of a timeline (nil: none held); `heldHash` the hash of
@@ -235,12 +273,23 @@ public struct Intake<D: Domain>: Sendable {
     @_specialize(exported: true, where D == ListsDomain)
     public func check(
         _ batch: [EncodedChange], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
-        heldHash: (ChangeRef) throws -> [UInt8]?, witness: (ChangeRef, UInt64) throws -> Bool
+        heldHash: (ChangeRef) throws -> [UInt8]?, witness: (ChangeRef, UInt64) throws -> Bool,
+        heldChange: (ChangeRef) throws -> HeldHead?, branches: (TimelineID) throws -> [HeldBranch]
     ) rethrows -> Result {
         var result = Result()
         var runs: [TimelineID: Run] = [:]
         var order: [TimelineID] = []
-        for encoded in batch.sorted(by: { $0.change.ref < $1.change.ref }) {
+        /// Per timeline, the fork branches of it met in this batch (held ones once looked up, and new ones).
+        var branchRuns: [TimelineID: [TimelineID]] = [:]
+        var heldBranches: [TimelineID: [HeldBranch]] = [:]
+        // Renamed changes (held back from an earlier batch, or read from the store) are routed as their author
+        // wrote them: the branch they belong to is found again by their chain.
+        let authored = batch.map { encoded in
+            encoded.change.origin == nil
+                ? encoded : EncodedChange(change: encoded.change.asAuthored, bytes: encoded.bytes, signature: encoded.signature)
+        }
+        for original in authored.sorted(by: { $0.change.ref < $1.change.ref }) {
+            var encoded = original
             let change = encoded.change
             if skip.contains(change.timeline) { continue }
             var run: Run
@@ -257,12 +306,58 @@ public struct Intake<D: Domain>: Sendable {
                 runs[change.timeline] = run
                 continue
             }
-            let current = run.candidates.last.map {
-                HeldHead(
-                    seq: $0.encoded.change.seq, lamport: $0.encoded.change.lamport, hash: $0.hash,
-                    ended: $0.encoded.change.kind == Change.timelineEndKind)
-            } ?? run.start
+            let current = run.current
             let hash = encoded.bytes.withUnsafeBytes { sha256($0) }
+            // A signed timeline's change that does not continue the head held here may continue another branch
+            // of it (a fork, DESIGN §11): it goes there, under the branch's name, and is checked like any change.
+            let continues = change.seq == current.seq + 1 && change.previousHash == current.hash
+            if run.signed && !continues {
+                let heldHere: [UInt8]?
+                if change.seq > current.seq {
+                    heldHere = nil
+                } else if change.seq == current.seq {
+                    heldHere = current.hash
+                } else if change.seq > run.start.seq {
+                    heldHere = run.candidates[Int(change.seq - run.start.seq) - 1].hash
+                } else {
+                    heldHere = try heldHash(change.ref)
+                }
+                if heldHere == nil || heldHere! != hash {
+                    let route = try self.route(
+                        encoded, hash: hash, main: run, runs: &runs, branchRuns: &branchRuns,
+                        heldBranches: &heldBranches, order: &order, heldHash: heldHash, heldChange: heldChange,
+                        branches: branches)
+                    runs[change.timeline] = run
+                    switch route {
+                    case .duplicate?:
+                        result.duplicates += 1
+                        continue
+                    case let .branch(id)?:
+                        var branchRun = runs.removeValue(forKey: id)!
+                        if branchRun.refusal == nil {
+                            encoded = EncodedChange(
+                                change: change.renamed(to: id, seq: change.seq - branchRun.branch!.base),
+                                bytes: encoded.bytes, signature: encoded.signature)
+                            let branchHead = branchRun.current
+                            switch try judge(encoded.change, size: encoded.bytes.count, hash: hash, against: branchHead,
+                                             run: &branchRun, heldHash: heldHash) {
+                            case .duplicate:
+                                result.duplicates += 1
+                            case let .refuse(reason):
+                                branchRun.refusal = reason
+                            case let .accept(operation):
+                                branchRun.candidates.append(
+                                    Candidate(encoded: encoded, hash: hash, operation: operation,
+                                              previousLamport: branchHead.lamport))
+                            }
+                        }
+                        runs[id] = branchRun
+                        continue
+                    case nil:
+                        run = runs.removeValue(forKey: change.timeline)!
+                    }
+                }
+            }
             switch try judge(change, size: encoded.bytes.count, hash: hash, against: current, run: &run,
                              heldHash: heldHash) {
             case .duplicate:
@@ -279,10 +374,16 @@ public struct Intake<D: Domain>: Sendable {
         result.accepted.reserveCapacity(batch.count)
         for timeline in order {
             let run = runs[timeline]!
-            if let refusal = run.refusal { result.refused.append(RefusedTimeline(timeline: timeline, refusal: refusal)) }
+            if let refusal = run.refusal {
+                // A branch's refusal is its timeline's: the author wrote the change there.
+                result.refused.append(RefusedTimeline(timeline: run.branch?.root ?? timeline, refusal: refusal))
+            }
             result.heldBack += run.candidates[run.taken...].map(\.encoded)
             let taken = run.candidates.prefix(run.taken)
             guard let last = taken.last else { continue }
+            if let branch = run.branch, run.newBranch {
+                result.branches.append(ForkBranch.Branch(id: timeline, parent: branch.root, base: branch.base))
+            }
             for candidate in taken {
                 result.accepted.append(Accepted(
                     decoded: DecodedChange(change: candidate.encoded.change, operation: candidate.operation),
@@ -299,12 +400,125 @@ public struct Intake<D: Domain>: Sendable {
         return result
     }
 
+    /// Finds where a change of a signed timeline goes when it does not continue the head held under the
+    /// timeline's own name: a duplicate of a change held on a branch, the continuation of a branch (met in this
+    /// batch or held), or the first change of a new branch when what it continues is held (the fork point).
+    /// Nil: it continues nothing held, and the timeline's own checks refuse it (a gap, a broken chain, a fork
+    /// that cannot be placed).
+    private func route(
+        _ encoded: EncodedChange, hash: [UInt8], main: Run, runs: inout [TimelineID: Run],
+        branchRuns: inout [TimelineID: [TimelineID]], heldBranches: inout [TimelineID: [HeldBranch]],
+        order: inout [TimelineID], heldHash: (ChangeRef) throws -> [UInt8]?,
+        heldChange: (ChangeRef) throws -> HeldHead?, branches: (TimelineID) throws -> [HeldBranch]
+    ) rethrows -> Route? {
+        let change = encoded.change
+        let root = change.timeline
+        let seq = change.seq
+        if heldBranches[root] == nil { heldBranches[root] = try branches(root) }
+        // Branches met in this batch: a duplicate of one of their changes, or their continuation.
+        for id in branchRuns[root] ?? [] {
+            guard let run = runs[id], let base = run.branch?.base, seq > base else { continue }
+            let head = run.current
+            let headSeq = head.seq + base
+            if seq <= headSeq {
+                let index = Int(seq - base)
+                let held = index > Int(run.start.seq)
+                    ? run.candidates[index - Int(run.start.seq) - 1].hash
+                    : (index == Int(run.start.seq) ? run.start.hash : try heldHash(ChangeRef(timeline: id, seq: UInt64(index))))
+                if held == hash { return .duplicate }
+            } else if seq == headSeq + 1 && head.hash == change.previousHash {
+                return .branch(id)
+            }
+        }
+        // Branches held here.
+        for branch in heldBranches[root]! where runs[branch.id] == nil && seq > branch.base {
+            let headSeq = branch.head.seq + branch.base
+            if seq <= headSeq {
+                let held = seq == headSeq
+                    ? branch.head.hash : try heldHash(ChangeRef(timeline: branch.id, seq: seq - branch.base))
+                if held == hash { return .duplicate }
+            } else if seq == headSeq + 1 && branch.head.hash == change.previousHash {
+                var run = Run(start: branch.head, certificate: branch.head.certificate ?? main.certificate)
+                run.branch = (root, branch.base)
+                runs[branch.id] = run
+                branchRuns[root, default: []].append(branch.id)
+                order.append(branch.id)
+                return .branch(branch.id)
+            }
+        }
+        // A new branch: what it continues must be held, on the timeline or one of its branches, or be a change
+        // of this batch.
+        guard seq >= 2 else { return nil }
+        var parent: HeldHead?
+        let mainSeq = main.current.seq
+        if seq - 1 <= mainSeq {
+            if seq - 1 > main.start.seq {
+                let candidate = main.candidates[Int(seq - 1 - main.start.seq) - 1]
+                if candidate.hash == change.previousHash {
+                    parent = HeldHead(seq: 0, lamport: candidate.encoded.change.lamport, hash: candidate.hash)
+                }
+            } else if let held = try heldChange(ChangeRef(timeline: root, seq: seq - 1)),
+                held.hash == change.previousHash
+            {
+                parent = held
+            }
+        }
+        if parent == nil {
+            for id in branchRuns[root] ?? [] {
+                guard let run = runs[id], let base = run.branch?.base, seq - 1 > base else { continue }
+                let index = seq - 1 - base
+                if index > run.start.seq && index <= run.current.seq {
+                    let candidate = run.candidates[Int(index - run.start.seq) - 1]
+                    if candidate.hash == change.previousHash {
+                        parent = HeldHead(seq: 0, lamport: candidate.encoded.change.lamport, hash: candidate.hash)
+                        break
+                    }
+                }
+            }
+        }
+        if parent == nil {
+            for branch in heldBranches[root]! where seq - 1 > branch.base && seq - 1 <= branch.head.seq + branch.base {
+                if let held = try heldChange(ChangeRef(timeline: branch.id, seq: seq - 1 - branch.base)),
+                    held.hash == change.previousHash
+                {
+                    parent = held
+                    break
+                }
+            }
+        }
+        guard let parent else { return nil }
+        let id = ForkBranch.id(parent: root, firstHash: hash)
+        guard runs[id] == nil else { return .duplicate }
+        var run = Run(
+            start: HeldHead(seq: 0, lamport: parent.lamport, hash: change.previousHash, certificate: main.certificate),
+            certificate: main.certificate)
+        run.branch = (root, seq - 1)
+        run.newBranch = true
+        runs[id] = run
+        branchRuns[root, default: []].append(id)
+        order.append(id)
+        return .branch(id)
+    }
+
+    /// `check` for a receiver that holds no fork branches and cannot look up its held changes (a fork is then
+    /// refused, as before forks were resolved).
+    public func check(
+        _ batch: [EncodedChange], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
+        heldHash: (ChangeRef) throws -> [UInt8]?, witness: (ChangeRef, UInt64) throws -> Bool
+    ) rethrows -> Result {
+        try check(
+            batch, skip: skip, head: head, heldHash: heldHash, witness: witness, heldChange: { _ in nil },
+            branches: { _ in [] })
+    }
+
     /// `check` for a receiver that holds no witnesses (tests of the other rules).
     public func check(
         _ batch: [EncodedChange], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
         heldHash: (ChangeRef) throws -> [UInt8]?
     ) rethrows -> Result {
-        try check(batch, skip: skip, head: head, heldHash: heldHash, witness: { _, _ in false })
+        try check(
+            batch, skip: skip, head: head, heldHash: heldHash, witness: { _, _ in false }, heldChange: { _ in nil },
+            branches: { _ in [] })
     }
 
     /// `check` for changes that are not yet encoded (tests, and callers holding `Change` values): each is
@@ -313,7 +527,9 @@ public struct Intake<D: Domain>: Sendable {
         _ batch: [Change], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
         heldHash: (ChangeRef) throws -> [UInt8]?
     ) rethrows -> Result {
-        try check(batch.map { EncodedChange($0) }, skip: skip, head: head, heldHash: heldHash, witness: { _, _ in false })
+        try check(
+            batch.map { EncodedChange($0) }, skip: skip, head: head, heldHash: heldHash, witness: { _, _ in false },
+            heldChange: { _ in nil }, branches: { _ in [] })
     }
 
     private enum Verdict {
@@ -466,9 +682,12 @@ public struct Intake<D: Domain>: Sendable {
             }
         }
         guard !needing.isEmpty else { return false }
-        var inBatch: [ChangeRef: UInt64] = [:]
+        // Keyed where the authors wrote them, as witnesses name them (two branches of a fork may both hold one).
+        var inBatch: [ChangeRef: [UInt64]] = [:]
         for (_, run) in runs {
-            for candidate in run.candidates { inBatch[candidate.encoded.change.ref] = candidate.encoded.change.lamport }
+            for candidate in run.candidates {
+                inBatch[candidate.encoded.change.authored, default: []].append(candidate.encoded.change.lamport)
+            }
         }
         needing.sort { $0.key < $1.key }
         var cutAny = false
@@ -480,13 +699,19 @@ public struct Intake<D: Domain>: Sendable {
             if let named = change.witness {
                 let wanted = change.lamport - 1
                 let held: Bool
-                if let lamport = inBatch[named] { held = lamport == wanted } else { held = try witness(named, wanted) }
+                if let lamports = inBatch[named], lamports.contains(wanted) {
+                    held = true
+                } else {
+                    held = try witness(named, wanted)
+                }
                 refusal = held ? nil : .witnessNotHeld(seq: change.seq, witness: named, lamport: change.lamport)
             } else {
                 refusal = .missingWitness(seq: change.seq, lamport: change.lamport, previous: candidate.previousLamport)
             }
             guard let refusal else { continue }
-            for dropped in run.candidates[entry.index...] { inBatch[dropped.encoded.change.ref] = nil }
+            for dropped in run.candidates[entry.index...] {
+                inBatch[dropped.encoded.change.authored]?.removeAll { $0 == dropped.encoded.change.lamport }
+            }
             Self.cut(&runs[entry.timeline]!, at: entry.index, refusal)
             cutAny = true
         }
@@ -521,7 +746,7 @@ public struct Intake<D: Domain>: Sendable {
         for (timeline, run) in runs {
             runs[timeline]!.taken = run.covered
             for (index, candidate) in run.candidates.enumerated() {
-                position[candidate.encoded.change.ref] = (timeline, index)
+                position[candidate.encoded.change.authored] = (timeline, index)
                 if let witness = candidate.encoded.change.witness {
                     naming.append((candidate.encoded.change.orderKey, timeline, index, witness))
                 }

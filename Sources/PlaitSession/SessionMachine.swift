@@ -294,6 +294,11 @@ struct SessionMachine {
     /// Instance nonces the next Notify carries (a copied home seen at the peer's Device ID).
     private var copiesToTell: [[UInt8]] = []
     private var forks: [TimelineID: ForkedTimeline] = [:]
+    /// Signed timelines found forked with the peer at the greeting, each with the number both sides hold as
+    /// changes from (above both baselines): both histories are exchanged from there, and each side's intake puts
+    /// the other's on a branch and names the branches (DESIGN §11). The peer need not know: it is asked for, and
+    /// sent, the timeline from that number.
+    private var resolving: [TimelineID: UInt64] = [:]
     private var refused: [TimelineID: RefusedTimeline] = [:]
     private(set) var damaged: [ChangeRef] = []
     private(set) var staleClaim: StaleClaim?
@@ -382,7 +387,7 @@ struct SessionMachine {
     var forkedTimelines: [ForkedTimeline] { forks.values.sorted { $0.timeline < $1.timeline } }
     var refusedTimelines: [RefusedTimeline] { refused.values.sorted { $0.timeline < $1.timeline } }
     /// Timelines not taken from this peer: forked, or refused this session.
-    private var skipped: Set<TimelineID> { Set(forks.keys).union(refused.keys) }
+    private var skipped: Set<TimelineID> { Set(forks.keys).subtracting(resolving.keys).union(refused.keys) }
     /// In a Want, this `have` means "send nothing of it": this side refused it earlier in the session.
     static let refusedMarker = WireLimits.maxSeq - 1
 
@@ -814,8 +819,13 @@ struct SessionMachine {
             let below = ChangeRef(timeline: timeline, seq: theirs.seq)
             let hash = theirs.seq == mine ? view.heads[timeline]?.hash : hashes[below]
             if let hash, hash != theirs.hash {
-                forks[timeline] = ForkedTimeline(
-                    timeline: timeline, localHead: mine, peerHead: theirs.seq, detectedLocally: true)
+                let base = max(view.baselineSummary[timeline], hello.baselineSummary[timeline])
+                if view.signedTimelines.contains(timeline) && base < theirs.seq {
+                    resolving[timeline] = base
+                } else {
+                    forks[timeline] = ForkedTimeline(
+                        timeline: timeline, localHead: mine, peerHead: theirs.seq, detectedLocally: true)
+                }
             }
         }
         var actions: [SessionAction] = []
@@ -832,8 +842,15 @@ struct SessionMachine {
         actions += recordForks()
         actions += recordFindings()
         for fork in forkedTimelines { actions.append(.finding(fork.description)) }
+        for (timeline, base) in resolving.sorted(by: { $0.key < $1.key }) {
+            actions.append(
+                .finding(
+                    "timeline \(timeline) has forked with this peer (different changes under one number): both "
+                        + "histories are exchanged from change \(base + 1) on, and the branch with the smallest "
+                        + "hash keeps the name; the other is kept whole under a name of its own"))
+        }
         steps.insert(.want, at: 0)
-        if forks.isEmpty {
+        if forks.isEmpty && resolving.isEmpty {
             steps.insert(
                 .compare(
                     hello.summary,
@@ -850,6 +867,7 @@ struct SessionMachine {
         var have = summary
         for timeline in refused.keys { have[timeline] = Self.refusedMarker }
         for timeline in forks.keys { have[timeline] = Self.excluded }
+        for (timeline, base) in resolving { have[timeline] = min(have[timeline], base) }
         pull = .asking
         defer { resumeOffset = nil }
         return .want(Want(have: have, baselineOffset: resumeOffset))
@@ -874,6 +892,10 @@ struct SessionMachine {
         }
         var asked = have
         for timeline in forks.keys { asked[timeline] = Self.excluded }
+        // A fork being resolved: the peer gets this side's history from where both hold changes.
+        for (timeline, base) in resolving where asked[timeline] < Self.refusedMarker {
+            asked[timeline] = min(asked[timeline], base)
+        }
         awaiting = .wantedBaseline(asked: asked, baselineOffset: baselineOffset, mine: mine)
         return actions + [.readBaseline]
     }

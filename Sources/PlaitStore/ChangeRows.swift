@@ -14,8 +14,18 @@ enum ChangeRows {
     /// `storedColumns` as `db` can select them: a store not yet migrated to signed timelines (it is migrated
     /// on its first write, and reading writes nothing) has no witnesses or signatures, read as NULL.
     static func columns(_ db: Database) throws -> String {
-        try db.columns(in: "changes").contains { $0.name == "signature" }
-            ? storedColumns : "tl, seq, lamport, kind, version, wall, prev, payload, NULL, NULL, NULL"
+        let names = Set(try db.columns(in: "changes").map(\.name))
+        return (names.contains("signature") ? storedColumns : "tl, seq, lamport, kind, version, wall, prev, payload, NULL, NULL, NULL")
+            + (names.contains("origin_tl") ? ", origin_tl, origin_seq" : ", NULL, NULL")
+    }
+
+    /// Where the author wrote a renamed change (columns 11 and 12, `origin_tl`, `origin_seq`), nil when they are
+    /// NULL or not selected.
+    @inline(__always) static func origin(_ handle: OpaquePointer) -> ChangeRef? {
+        guard sqlite3_column_count(handle) > 12, sqlite3_column_type(handle, 11) != SQLITE_NULL else { return nil }
+        return ChangeRef(
+            timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 11))),
+            seq: UInt64(bitPattern: sqlite3_column_int64(handle, 12)))
     }
 
     /// Steps `statement` (selecting `columns`) and hands each change to `body`. Without `withChain` the
@@ -50,7 +60,8 @@ enum ChangeRows {
             try body(
                 Change(
                     timeline: timeline, seq: seq, lamport: lamport, previousHash: previous, kind: kind,
-                    version: version, wallTime: wall, payload: payload, witness: witness(handle)),
+                    version: version, wallTime: wall, payload: payload, witness: witness(handle),
+                    origin: origin(handle)),
                 signature)
         }
     }
@@ -87,7 +98,7 @@ enum ChangeRows {
     /// Inserts changes; `signatures(i)` is the signature to store with `changes[i]` (nil: none).
     static func insert(_ changes: [Change], signatures: (Int) -> [UInt8]?, _ db: Database) throws {
         let statement = try db.cachedStatement(
-            sql: "INSERT INTO changes (\(storedColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            sql: "INSERT INTO changes (\(storedColumns), origin_tl, origin_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         let handle = statement.sqliteStatement
         for (index, change) in changes.enumerated() {
             sqlite3_reset(handle)
@@ -121,6 +132,13 @@ enum ChangeRows {
                 }
             } else {
                 sqlite3_bind_null(handle, 11)
+            }
+            if let origin = change.origin {
+                sqlite3_bind_int64(handle, 12, timelineColumn(origin.timeline.rawValue))
+                sqlite3_bind_int64(handle, 13, Int64(bitPattern: origin.seq))
+            } else {
+                sqlite3_bind_null(handle, 12)
+                sqlite3_bind_null(handle, 13)
             }
             let code = sqlite3_step(handle)
             guard code == SQLITE_DONE else {

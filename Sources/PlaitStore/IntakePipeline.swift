@@ -24,6 +24,8 @@ public final class IntakePipeline: @unchecked Sendable {
     /// sender's runs are bounded by the signing rule, 1,000 changes or 1 MiB each).
     static let maxHeldBackBytes = 64 << 20
     private var inFlight = 0
+    /// The commit in flight adds to a fork branch (see `submit`).
+    private var renaming = false
     private var failure: (any Error)?
     private var committed: [Replica.IntegrateResult] = []
     /// Commits queued at most (one running, none waiting).
@@ -42,6 +44,14 @@ public final class IntakePipeline: @unchecked Sendable {
     public func submit(_ batch: [EncodedChange], skip: Set<TimelineID> = []) throws -> Replica.IntegrateResult {
         let (heads, waiting) = try state.withLock {
             () throws -> ([TimelineID: HeldHead], [ChangeRef: Replica.PendingChange]) in
+            if renaming {
+                // The batch before added to a fork: its commit names branches again, so heads projected from it
+                // may not be what it leaves. Checked against the store once it is committed.
+                while inFlight > 0 { state.wait() }
+                projected = [:]
+                pending = [:]
+                renaming = false
+            }
             if let failure { throw failure }
             return (projected, pending)
         }
@@ -65,6 +75,8 @@ public final class IntakePipeline: @unchecked Sendable {
                 pending[accepted.change.ref] = .init(hash: accepted.hash, lamport: accepted.change.lamport)
             }
             inFlight += 1
+            renaming = !validated.verdict.branches.isEmpty
+                || validated.verdict.accepted.contains { $0.change.origin != nil }
         }
         queue.async { [self] in
             // (Queued only when nothing failed before it: `submit` checks under the lock it waits on.)

@@ -387,6 +387,13 @@ public final class Replica: @unchecked Sendable {
         /// timelines, or created without a key): the old timeline and its changes stay exactly as they are, and
         /// the new one's begin supersedes it at its head. Nothing to do on a signed timeline or without a key.
         fileprivate func continueOnSignedTimelineIfNeeded() throws {
+            if signer != nil, try Meta.get(db, .ownTimelineForkedAway) as String? != nil {
+                // The own timeline forked and the other branch kept its name (DESIGN §11): authoring goes on, on a
+                // timeline of its own; what this copy wrote before is on the renamed branch, nothing lost.
+                try Meta.set(db, .ownTimelineForkedAway, nil)
+                try beginSignedTimeline(superseding: nil)
+                return
+            }
             guard signer != nil, !timelineSigned else { return }
             let old = head.seq > 0 ? TimelineBegin.Superseded(timeline: timeline, seq: head.seq, hash: head.hash) : nil
             try beginSignedTimeline(superseding: old)
@@ -493,6 +500,8 @@ public final class Replica: @unchecked Sendable {
         /// were stored (they continue the chain), and the own timeline is marked as one that may continue
         /// elsewhere, so nothing more is authored on it until `plait rejoin`.
         public var ownTimelineContinued: TimelineID?
+        /// Timelines with a fork this batch added a branch to (named again, state replayed).
+        public var forks: [TimelineID] = []
     }
 
     /// The one check of arriving changes, with this store's size cap and domain, hashing and verifying change
@@ -574,7 +583,12 @@ public final class Replica: @unchecked Sendable {
             witness: { ref, lamport in
                 if let change = pending[ref] { return change.lamport == lamport }
                 return try witnesses.holds(db, ref, lamport: lamport)
-            })
+            },
+            heldChange: { ref in
+                if let change = pending[ref] { return HeldHead(seq: ref.seq, lamport: change.lamport, hash: change.hash) }
+                return try Store.heldChange(db, ref)
+            },
+            branches: { root in try Store.branches(db, root: root) })
         return ValidatedBatch(batch: batch, skip: skip, verdict: verdict, used: used)
     }
 
@@ -582,13 +596,23 @@ public final class Replica: @unchecked Sendable {
     /// or a baseline that folded it and reaches that time. The baseline's summary is read once per batch.
     struct WitnessLookup {
         private var baseline: (summary: Summary, maxLamport: UInt64)??
+        private var forks: Bool?
 
         mutating func holds(_ db: Database, _ ref: ChangeRef, lamport: UInt64) throws -> Bool {
             if let stored = try Int64.fetchOne(
                 db.cachedStatement(sql: "SELECT lamport FROM changes WHERE tl = ? AND seq = ?"),
                 arguments: [timelineColumn(ref.timeline.rawValue), Int64(ref.seq)])
             {
-                return UInt64(stored) == lamport
+                if UInt64(stored) == lamport { return true }
+            }
+            // The author named the witness where it wrote it: on a fork branch, it is stored renamed.
+            if forks == nil { forks = try Store.recordsForks(db) }
+            if forks == true, try Int64.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT 1 FROM changes WHERE origin_tl = ? AND origin_seq = ? AND lamport = ? LIMIT 1"),
+                arguments: [timelineColumn(ref.timeline.rawValue), Int64(ref.seq), Int64(lamport)]) != nil
+            {
+                return true
             }
             if baseline == nil {
                 baseline = try Row.fetchOne(db, sql: "SELECT summary, max_lamport FROM baseline WHERE id = 1").map {
@@ -626,6 +650,11 @@ public final class Replica: @unchecked Sendable {
                 if db.changesCount > 0 { healed.insert(accepted.change.timeline) }
             }
             try Store.recordAuthors(db, accepted: fresh, superseded: verdict.superseded, arrivedAt: Replica.now())
+            if !verdict.branches.isEmpty || fresh.contains(where: { $0.origin != nil }) {
+                // A fork (DESIGN §11): every branch of the timelines it touched is named again, and the state is
+                // replayed from the baseline with the branches at their own Lamport times.
+                return try integrateFork(db, verdict: verdict, result: result)
+            }
             var earliest = fresh[0].orderKey
             for change in fresh where change.orderKey < earliest { earliest = change.orderKey }
             if earliest <= engine.position && derivedUnsaved {
@@ -676,6 +705,36 @@ public final class Replica: @unchecked Sendable {
                 db, added: fresh.count, every: result.stats.rolledBack ? 5 : 1, store: !deferDerived)
             return result
         }
+    }
+
+    /// The rest of a commit whose batch added changes to fork branches: records the branches, names every branch
+    /// of each forked timeline again, replays everything from the baseline and saves the state. When this
+    /// device's own timeline lost (its last change is now on a branch), its next edit begins a new timeline.
+    private func integrateFork(
+        _ db: Database, verdict: Intake<ListsDomain>.Result, result: IntegrateResult
+    ) throws -> IntegrateResult {
+        var result = result
+        try Store.recordBranches(db, verdict.branches)
+        var roots = Set(verdict.branches.map(\.parent))
+        for accepted in verdict.accepted { if let origin = accepted.change.origin { roots.insert(origin.timeline) } }
+        let own = try Store.ownTimeline(db)
+        let ownHead = try Self.heldHead(db, own)
+        for root in roots.sorted() { _ = try Store.renameForks(db, root: root) }
+        if roots.contains(own), let ownHead, try Self.heldHead(db, own)?.hash != ownHead.hash {
+            // The own head now stands on a branch: the other copy's history kept the name.
+            try Meta.set(db, .ownTimelineForkedAway, "1")
+        }
+        try db.execute(sql: "DELETE FROM checkpoints")
+        let replay = try DerivedState.replay(db, domain: domain)
+        engine = replay.engine
+        rebuiltUnsaved = true
+        try saveDerived(db)
+        deferDerived = false
+        result.added = verdict.accepted.count
+        result.stats.rolledBack = true
+        result.stats.replayed = replay.changes
+        result.forks = roots.sorted()
+        return result
     }
 
     /// The head this store holds of `timeline`, nil when it holds none of it (with its certificate and where a

@@ -227,6 +227,29 @@ enum Schema {
                     ALTER TABLE timelines ADD COLUMN last_arrival INTEGER;
                     """)
         }
+        migrator.registerMigration("v8-fork-branches") { db in
+            try db.execute(
+                sql: """
+                    -- Forks resolved by renaming (DESIGN §11, PROTOCOL.md §22). A change on a losing branch is stored
+                    -- under the branch's name (tl, seq) with where its author wrote it (origin_tl, origin_seq): its
+                    -- bytes, hash and signature are the author's. Both NULL for every other change.
+                    ALTER TABLE changes ADD COLUMN origin_tl INTEGER;
+                    ALTER TABLE changes ADD COLUMN origin_seq INTEGER CHECK (
+                        (origin_tl IS NULL) = (origin_seq IS NULL) AND (origin_seq IS NULL OR origin_seq >= 1));
+                    CREATE INDEX changes_by_origin ON changes (origin_tl, origin_seq) WHERE origin_tl IS NOT NULL;
+
+                    -- Every fork branch held: its name (tl), the timeline its changes' bytes carry (root), the branch
+                    -- it left (parent: root or another branch), and the author's number before its first change
+                    -- (its change n is the author's base + n). Permanent: the fork record of DESIGN §11.
+                    CREATE TABLE fork_branches (
+                        tl INTEGER PRIMARY KEY NOT NULL,
+                        root INTEGER NOT NULL,
+                        parent INTEGER NOT NULL,
+                        base INTEGER NOT NULL CHECK (base >= 1)
+                    );
+                    CREATE INDEX fork_branches_by_root ON fork_branches (root);
+                    """)
+        }
         return migrator
     }
 }

@@ -22,6 +22,9 @@ public struct LocalView: Sendable, Equatable {
     public var baselineSummary: Summary
     /// SHA-256 of the encoded baseline; nil without one.
     public var baselineDigest: [UInt8]?
+    /// Timelines that began with a signed `timeline.begin` (or branches of one): a fork of one is resolved by
+    /// renaming (DESIGN §11), so both histories are exchanged.
+    public var signedTimelines: Set<TimelineID> = []
 }
 
 extension Store {
@@ -41,7 +44,11 @@ extension Store {
             return LocalView(
                 ownTimeline: try Self.ownTimeline(db), summary: summary, heads: heads,
                 baselineSummary: try baseline.map { try Summary(parsing: $0[0] as String) } ?? Summary(),
-                baselineDigest: baseline.map { SHA256.hash([UInt8]($0[1] as Data)) })
+                baselineDigest: baseline.map { SHA256.hash([UInt8]($0[1] as Data)) },
+                signedTimelines: try recordsAuthors(db)
+                    ? Set(try Int64.fetchAll(db, sql: "SELECT tl FROM timelines WHERE certificate IS NOT NULL").map {
+                        TimelineID(timelineFromColumn($0))
+                    }) : [])
     }
 
     /// The changes folded into the baseline (empty without one), without decoding the baseline itself.

@@ -436,6 +436,8 @@ enum Meta {
         case ownTimelineSuspect = "own_timeline_suspect"
         /// Why it was marked (`Replica.SuspectCause`): a mark set by damage alone clears once healed.
         case ownTimelineSuspectCause = "own_timeline_suspect_cause"
+        /// The own timeline forked and another copy's branch kept its name: the next edit begins a new timeline.
+        case ownTimelineForkedAway = "own_timeline_forked_away"
     }
 
     static func get<T: DatabaseValueConvertible>(_ db: Database, _ key: Key) throws -> T? {

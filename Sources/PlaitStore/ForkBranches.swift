@@ -1,0 +1,152 @@
+import Foundation
+import GRDB
+import PlaitCore
+
+/// Forks resolved by renaming, in the store (DESIGN §11, PROTOCOL.md §22): branches held, the lookups the intake
+/// routes a forking change with, and the naming of every branch of a timeline again once a batch added one.
+extension Store {
+    /// Whether the store has the fork columns (a store not yet migrated has no branches).
+    static func recordsForks(_ db: Database) throws -> Bool { try db.tableExists("fork_branches") }
+
+    /// The branches held of `root`, each with its head as the intake checks against it.
+    static func branches(_ db: Database, root: TimelineID) throws -> [Intake<ListsDomain>.HeldBranch] {
+        guard try recordsForks(db) else { return [] }
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT tl, base FROM fork_branches WHERE root = ? ORDER BY tl",
+            arguments: [timelineColumn(root.rawValue)])
+        return try rows.compactMap { row in
+            let id = TimelineID(timelineFromColumn(row[0] as Int64))
+            guard let head = try heldHead(db, id) else { return nil }
+            return .init(id: id, base: UInt64(clamping: row[1] as Int64), head: head)
+        }
+    }
+
+    /// The held change `ref` as a head (number, Lamport time, hash), nil when it is not stored and not the head of
+    /// its timeline.
+    static func heldChange(_ db: Database, _ ref: ChangeRef) throws -> HeldHead? {
+        guard let hash = try hash(db, of: ref) else { return nil }
+        let lamport = try Int64.fetchOne(
+            db, sql: "SELECT lamport FROM changes WHERE tl = ? AND seq = ?",
+            arguments: [timelineColumn(ref.timeline.rawValue), Int64(ref.seq)])
+            ?? Int64.fetchOne(
+                db, sql: "SELECT head_lamport FROM timelines WHERE tl = ? AND head_seq = ?",
+                arguments: [timelineColumn(ref.timeline.rawValue), Int64(ref.seq)])
+        guard let lamport else { return nil }
+        return HeldHead(seq: ref.seq, lamport: UInt64(clamping: lamport), hash: hash)
+    }
+
+    /// The fork branches held (`plait status`, tests): name, root, parent, base.
+    public func forkBranches() throws -> [ForkBranch.Branch] {
+        try read { db in
+            guard try Self.recordsForks(db) else { return [] }
+            return try Row.fetchAll(db, sql: "SELECT tl, parent, base FROM fork_branches ORDER BY tl").map { row in
+                ForkBranch.Branch(
+                    id: TimelineID(timelineFromColumn(row[0] as Int64)),
+                    parent: TimelineID(timelineFromColumn(row[1] as Int64)), base: UInt64(clamping: row[2] as Int64))
+            }
+        }
+    }
+
+    /// Records branches an accepted batch added (their changes and heads are stored already) with the
+    /// certificate of the timeline they fork, which signs them too.
+    static func recordBranches(_ db: Database, _ branches: [ForkBranch.Branch]) throws {
+        for branch in branches {
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO fork_branches (tl, root, parent, base) VALUES (?, ?, ?, ?)",
+                arguments: [
+                    timelineColumn(branch.id.rawValue), timelineColumn(branch.parent.rawValue),
+                    timelineColumn(branch.parent.rawValue), Int64(branch.base),
+                ])
+            if let certificate = try certificate(db, of: branch.parent) {
+                try recordCertificate(db, branch.id, certificate)
+            }
+        }
+    }
+
+    /// Names every held change of `root` again (`ForkBranch.assign`) and moves the rows, heads and branch records
+    /// that changed. Returns whether anything moved; the caller then replays from the baseline.
+    static func renameForks(_ db: Database, root: TimelineID) throws -> Bool {
+        let rootColumn = timelineColumn(root.rawValue)
+        let held = try Row.fetchAll(
+            db, sql: "SELECT tl FROM fork_branches WHERE root = ?", arguments: [rootColumn]
+        ).map { TimelineID(timelineFromColumn($0[0] as Int64)) }
+        guard !held.isEmpty else { return false }
+        let certificate = try certificate(db, of: root)
+        struct Stored {
+            var change: Change
+            var hash: [UInt8]
+        }
+        var stored: [Stored] = []
+        let columns = try ChangeRows.columns(db)
+        let statement = try db.makeStatement(sql: "SELECT \(columns) FROM changes WHERE tl = ? ORDER BY seq")
+        for timeline in [root] + held {
+            statement.arguments = [timelineColumn(timeline.rawValue)]
+            try ChangeRows.scanSigned(statement, withChain: true) { change, _ in
+                stored.append(Stored(change: change, hash: change.canonicalBytes.withUnsafeBytes { FastSHA256.function($0) }))
+            }
+        }
+        let nodes = stored.map {
+            ForkBranch.Node(seq: $0.change.authored.seq, hash: $0.hash, previousHash: $0.change.previousHash)
+        }
+        let (names, branches) = ForkBranch.assign(root: root, nodes)
+        let moving = stored.filter { entry in
+            guard let name = names[entry.hash] else { return false }
+            return name.timeline != entry.change.timeline || name.seq != entry.change.seq
+        }
+        let oldBranches = Set(held)
+        let newBranches = Set(branches.map(\.id))
+        guard !moving.isEmpty || oldBranches != newBranches else { return false }
+        // Out of the way first (numbers far above any real one), then to the new names: no two rows ever share
+        // a (tl, seq) on the way.
+        let parking: Int64 = 1 << 50
+        for entry in moving {
+            try db.execute(
+                sql: "UPDATE changes SET seq = seq + ? WHERE tl = ? AND seq = ?",
+                arguments: [parking, timelineColumn(entry.change.timeline.rawValue), Int64(entry.change.seq)])
+        }
+        for entry in moving {
+            let name = names[entry.hash]!
+            let authored = entry.change.authored
+            let origin: ChangeRef? = name.timeline == root ? nil : authored
+            try db.execute(
+                sql: "UPDATE changes SET tl = ?, seq = ?, origin_tl = ?, origin_seq = ? WHERE tl = ? AND seq = ?",
+                arguments: [
+                    timelineColumn(name.timeline.rawValue), Int64(name.seq),
+                    origin.map { timelineColumn($0.timeline.rawValue) }, origin.map { Int64($0.seq) },
+                    timelineColumn(entry.change.timeline.rawValue), Int64(entry.change.seq) + parking,
+                ])
+        }
+        try db.execute(sql: "DELETE FROM fork_branches WHERE root = ?", arguments: [rootColumn])
+        for branch in branches {
+            try db.execute(
+                sql: "INSERT INTO fork_branches (tl, root, parent, base) VALUES (?, ?, ?, ?)",
+                arguments: [
+                    timelineColumn(branch.id.rawValue), rootColumn, timelineColumn(branch.parent.rawValue),
+                    Int64(branch.base),
+                ])
+        }
+        // Heads: the last change under each name.
+        var heads: [TimelineID: (seq: UInt64, change: Change, hash: [UInt8])] = [:]
+        for entry in stored {
+            guard let name = names[entry.hash] else { continue }
+            if name.seq > heads[name.timeline]?.seq ?? 0 { heads[name.timeline] = (name.seq, entry.change, entry.hash) }
+        }
+        for old in oldBranches.subtracting(newBranches) {
+            try db.execute(sql: "DELETE FROM timelines WHERE tl = ?", arguments: [timelineColumn(old.rawValue)])
+        }
+        for (timeline, head) in heads {
+            try db.execute(
+                sql: """
+                    INSERT INTO timelines (tl, head_seq, head_lamport, head_hash, ended) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (tl) DO UPDATE SET head_seq = excluded.head_seq,
+                    head_lamport = excluded.head_lamport, head_hash = excluded.head_hash, ended = excluded.ended
+                    """,
+                arguments: [
+                    timelineColumn(timeline.rawValue), Int64(head.seq), Int64(head.change.lamport), Data(head.hash),
+                    head.change.kind == Change.timelineEndKind ? 1 : 0,
+                ])
+            if timeline != root, let certificate { try recordCertificate(db, timeline, certificate) }
+        }
+        return true
+    }
+}
