@@ -134,7 +134,8 @@ public final class Session: @unchecked Sendable {
             baselinesSent: machine.baselinesSent, forkedTimelines: machine.forkedTimelines,
             refusedTimelines: machine.refusedTimelines, damagedChanges: machine.damaged, staleClaim: machine.staleClaim,
             divergence: machine.divergence, verifiedEqual: machine.verifiedEqual, finalSummary: summary, bytesSent: bytesSent,
-            bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason)
+            bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason,
+            forksResolved: machine.forksResolved.sorted())
     }
 
     // MARK: The loop

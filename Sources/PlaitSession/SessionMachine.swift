@@ -188,6 +188,8 @@ public struct SessionResult: Sendable {
     public var peakQueuedBytes: Int
     /// The reason in the peer's Close, if it sent one.
     public var peerCloseReason: String?
+    /// Signed timelines found forked in this session and resolved by renaming (DESIGN §11): nothing kept apart.
+    public var forksResolved: [TimelineID] = []
 }
 
 /// The changes of one `Changes` message, passed through to the store untouched: the machine never looks
@@ -385,6 +387,8 @@ struct SessionMachine {
     }
 
     var forkedTimelines: [ForkedTimeline] { forks.values.sorted { $0.timeline < $1.timeline } }
+    /// Forks of signed timelines met in this session, exchanged and named by the intake.
+    private(set) var forksResolved: Set<TimelineID> = []
     var refusedTimelines: [RefusedTimeline] { refused.values.sorted { $0.timeline < $1.timeline } }
     /// Timelines not taken from this peer: forked, or refused this session.
     private var skipped: Set<TimelineID> { Set(forks.keys).subtracting(resolving.keys).union(refused.keys) }
@@ -433,6 +437,9 @@ struct SessionMachine {
             awaiting = .streamEnd(summary)
             return [.endStream(summary)]
         case let .notify(summary, report, copies):
+            // A one-shot session that sent its Close is done: what the peer took in since (a fork it named again,
+            // say) is for the next sync; wanting it now would leave the session unsynced when the Close is answered.
+            if options.mode == .oneShot && closeSent { return [] }
             var told: [SessionAction] = []
             // The peer sees this device's ID connected from several instances at once: this home was copied.
             if copies.count > 1 {
@@ -447,7 +454,9 @@ struct SessionMachine {
             return []
         case let .close(reason):
             peerCloseReason = reason
-            if options.mode == .oneShot && !isSynced { throw .peerClosed(reason: reason) }
+            // After this side's own Close the peer's is its answer, even if it wanted more meanwhile (what this
+            // side's last state report showed it, such as a branch named again here): that is for the next sync.
+            if options.mode == .oneShot && !isSynced && !closeSent { throw .peerClosed(reason: reason) }
             // Answer with a Close of our own, so a peer waiting for it need not wait for the connection to drop.
             guard !closeSent else { return [] }
             closeSent = true
@@ -842,6 +851,7 @@ struct SessionMachine {
         actions += recordForks()
         actions += recordFindings()
         for fork in forkedTimelines { actions.append(.finding(fork.description)) }
+        forksResolved.formUnion(resolving.keys)
         for (timeline, base) in resolving.sorted(by: { $0.key < $1.key }) {
             actions.append(
                 .finding(
@@ -1001,6 +1011,7 @@ struct SessionMachine {
         var actions: [SessionAction] = []
         pulled += result.added
         duplicates += result.duplicates
+        forksResolved.formUnion(result.forks)
         var newForks = false
         for refusal in result.refused {
             if case let .fork(seq, _, _) = refusal.refusal {

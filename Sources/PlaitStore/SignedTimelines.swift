@@ -98,8 +98,12 @@ extension Store {
     /// key starts with the Lamport time), else the head of a timeline folded into the baseline (a real change
     /// the baseline holds). Nil when none is held.
     static func heldChange(_ db: Database, lamport: UInt64) throws -> ChangeRef? {
+        // Named where its author wrote it (a change on a fork branch keeps its bytes' name): every device holding
+        // it finds it under that name, whatever it calls the branch (DESIGN §11).
+        let authored = try recordsForks(db)
+            ? "coalesce(origin_tl, tl), coalesce(origin_seq, seq)" : "tl, seq"
         let stored = try Row.fetchOne(
-            db, sql: "SELECT tl, seq FROM changes WHERE lamport = ? LIMIT 1", arguments: [Int64(lamport)])
+            db, sql: "SELECT \(authored) FROM changes WHERE lamport = ? LIMIT 1", arguments: [Int64(lamport)])
         let row = try stored
             ?? Row.fetchOne(
                 db, sql: "SELECT tl, head_seq FROM timelines WHERE head_lamport = ? ORDER BY tl LIMIT 1",

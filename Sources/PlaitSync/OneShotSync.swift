@@ -16,6 +16,8 @@ public struct PeerSyncOutcome: Sendable {
     /// The session was made with a retired identity and the peer took this device's new Device ID from it
     /// (`plait rejoin --new-key`, PROTOCOL.md §21).
     public var toldSuccessor = false
+    /// Notes of an earlier session with the same peer in the same sync (see `SyncCommand`).
+    public var extraNotes: [String] = []
 
     /// What the session found wrong although it ran to the end, one sentence each (DESIGN §10): forks,
     /// refused changes, a divergence, a claim on this device's own timeline, damaged stored changes.
@@ -23,8 +25,9 @@ public struct PeerSyncOutcome: Sendable {
         guard let result else { return [] }
         var out = result.forkedTimelines.map { fork in
             fork.description + ". Two devices wrote different changes under the same numbers (a home copied with "
-                + "cp or restored from a backup); plait reports it and cannot merge it yet. On the copy, run `plait "
-                + "rejoin`: it re-sends that device's lists on a new timeline"
+                + "cp or restored from a backup) on a timeline whose fork cannot be resolved by renaming (unsigned "
+                + "history from before protocol 2, or a fork inside a baseline); plait reports it and cannot merge "
+                + "it. On the copy, run `plait rejoin`: it re-sends that device's lists on a new timeline"
         }
         out += result.refusedTimelines.map {
             "changes of \($0.timeline) were refused: \($0.refusal); that timeline was not taken from this peer"
@@ -37,6 +40,15 @@ public struct PeerSyncOutcome: Sendable {
         if let claim = result.staleClaim { out.append(claim.description) }
         if let divergence = result.divergence { out.append(divergence.description) }
         return out
+    }
+
+    /// What the session found and set right, one sentence each: forks resolved by renaming (DESIGN §11).
+    public var notes: [String] {
+        extraNotes + (result?.forksResolved ?? []).map {
+            "timeline \($0) had forked (a home copied or restored): both histories were exchanged; the branch with "
+                + "the smallest hash keeps the name and every other is kept whole under a name of its own, so "
+                + "nothing is lost (a copy whose branch lost goes on on a new timeline at its next edit)"
+        }
     }
 
     /// The session ran to the end and found nothing wrong.

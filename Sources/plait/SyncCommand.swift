@@ -62,10 +62,27 @@ extension Plait {
                         FileHandle.standardError.write(Data("\r\(label): pulled \(sum) changes…".utf8))
                     }
                 }
-                let outcome = home.syncOnce(with: target, timeout: .seconds(timeout), onPulled: progress)
+                var outcome = home.syncOnce(with: target, timeout: .seconds(timeout), onPulled: progress)
+                if outcome.succeeded && !outcome.notes.isEmpty {
+                    // A fork was resolved by renaming during the session: a branch named here mid-session reaches
+                    // the peer in a second one (the names now agree), so the sync leaves both sides complete.
+                    let notes = outcome.notes
+                    var again = home.syncOnce(with: target, timeout: .seconds(timeout), onPulled: progress)
+                    if var first = outcome.result, let second = again.result {
+                        first.pulled += second.pulled
+                        first.sent += second.sent
+                        first.finalSummary = second.finalSummary
+                        again.result = first
+                    }
+                    outcome = again
+                    outcome.extraNotes = notes
+                }
                 if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
                 // A device found by mDNS and synced at its stored address after all: say which worked.
                 outcomes.append((outcome, outcome.address == target.addresses[0] ? target.source : .stored))
+                for note in outcome.notes {
+                    FileHandle.standardError.write(Data("note: \(outcome.address): \(note)\n".utf8))
+                }
                 if !json {
                     if outcome.succeeded {
                         print(Self.line(outcome))

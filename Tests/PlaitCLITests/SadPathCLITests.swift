@@ -105,10 +105,11 @@ import Testing
     }
 
     /// Case 2, forks pass silently: `cp -a X Xc`, then `add` on both, both syncing with Y's agent. The second
-    /// branch used to vanish with `sync` exiting 0, `peers` saying in sync and `doctor` all ok. Now the fork is
-    /// reported everywhere, the copy stops authoring on the forked timeline, and after `rejoin` its data
-    /// reaches Y.
-    @Test func aCopiedHomeForkIsReportedTruthfully() throws {
+    /// branch used to vanish with `sync` exiting 0, `peers` saying in sync and `doctor` all ok; then it was
+    /// reported and kept apart until `rejoin`. Now (DESIGN §11) the fork is said and resolved by renaming: both
+    /// branches reach Y and both copies, the copy whose branch lost goes on authoring on a timeline of its own
+    /// without `rejoin`, and all three end with the same state.
+    @Test func aCopiedHomeForkIsResolvedWithNothingLost() throws {
         try withSandbox { sandbox in
             let x = try device(sandbox, "x")
             let y = try device(sandbox, "y")
@@ -128,25 +129,37 @@ import Testing
             try sandbox.ok(["sync", "--peer", agent.address, "--home", x.home])
 
             let sync = try sandbox.run(["sync", "--peer", agent.address, "--home", copy])
-            #expect(sync.status == 1, "a fork makes the sync fail: \(sync)")
-            #expect(sync.stderr.contains("forked") && sync.stderr.contains("plait rejoin"), "\(sync)")
-            #expect(eventually { agent.log.contains("forked") }, "the agent logs it: \(agent.log)")
+            #expect(sync.status == 0, "a fork resolved by renaming does not fail the sync: \(sync) agent: \(agent.log)")
+            #expect(sync.stderr.contains("forked") && sync.stderr.contains("keeps the name"), "said: \(sync)")
+            #expect(eventually { agent.log.contains("forked") }, "the agent says it too: \(agent.log)")
+            for home in [y.home, copy] {
+                let shown = try sandbox.ok(["show", "--json", "--home", home]).stdout
+                #expect(shown.contains("from-copy") && shown.contains("from-original"), "both branches: \(shown)")
+            }
+            // Both copies go on editing without `rejoin`: the one whose branch lost on a new timeline.
+            try sandbox.ok(["add", "Groceries", "copy-after", "--home", copy])
+            try sandbox.ok(["add", "Groceries", "original-after", "--home", x.home])
+            for home in [copy, x.home, copy, x.home] {
+                try sandbox.ok(["sync", "--peer", agent.address, "--home", home])
+            }
+            // Each has learnt of the fork now: the next edit of the copy whose branch lost goes on a new timeline.
+            try sandbox.ok(["add", "Groceries", "copy-last", "--home", copy])
+            try sandbox.ok(["add", "Groceries", "original-last", "--home", x.home])
+            for home in [copy, x.home, copy] {
+                try sandbox.ok(["sync", "--peer", agent.address, "--home", home])
+            }
+            let digests = try [x.home, copy, y.home].map { try status(sandbox, $0)["digest"] as? String ?? "?" }
+            #expect(Set(digests).count == 1, "the same state on all three: \(digests)")
+            let timelines = try [x.home, copy].map { try status(sandbox, $0)["timeline"] as? String ?? "?" }
+            #expect(timelines[0] != timelines[1], "the copies author on different timelines now: \(timelines)")
+            let shown = try sandbox.ok(["show", "--json", "--home", y.home]).stdout
+            for text in ["milk", "from-original", "from-copy", "copy-after", "original-after", "copy-last",
+                "original-last"] {
+                #expect(shown.contains(text), "\(text) reached y: \(shown)")
+            }
             let peers = try sandbox.ok(["peers", "--json", "--home", copy]).json()
             let row = (peers["peers"] as? [[String: Any]])?.first
-            #expect(row?["state"] as? String == "forked", "\(peers)")
-            #expect(row?["in_sync"] as? Bool == false)
-            let failures = try doctorFailures(sandbox, copy)
-            #expect(failures.contains { $0.contains("forked") }, "\(failures)")
-            // Never append to a timeline that may continue elsewhere.
-            let add = try sandbox.run(["add", "Groceries", "more", "--home", copy])
-            #expect(add.status != 0 && add.stderr.contains("plait rejoin"), "\(add)")
-            // The way out: rejoin re-sends the copy's lists on a new timeline, and its item reaches Y.
-            try sandbox.ok(["rejoin", "--home", copy])
-            try sandbox.ok(["add", "Groceries", "after-rejoin", "--home", copy])
-            let again = try sandbox.run(["sync", "--peer", agent.address, "--home", copy])
-            #expect(again.stderr.contains("forked"), "the fork is still there and still said: \(again)")
-            let shown = try sandbox.ok(["show", "--json", "--home", y.home]).stdout
-            #expect(shown.contains("from-copy") && shown.contains("after-rejoin") && shown.contains("from-original"))
+            #expect(row?["state"] as? String != "forked", "nothing is kept apart any more: \(peers)")
         }
     }
 

@@ -387,6 +387,9 @@ struct SignedTimelineMigrationTests {
         try runSQLite(
             path,
             """
+            DROP INDEX changes_by_origin; ALTER TABLE changes DROP COLUMN origin_seq;
+            ALTER TABLE changes DROP COLUMN origin_tl; DROP TABLE fork_branches;
+            DELETE FROM grdb_migrations WHERE identifier = 'v8-fork-branches';
             ALTER TABLE changes DROP COLUMN signature; ALTER TABLE changes DROP COLUMN witness_seq;
             ALTER TABLE changes DROP COLUMN witness_tl; ALTER TABLE quarantine DROP COLUMN signature;
             ALTER TABLE quarantine DROP COLUMN witness_seq; ALTER TABLE quarantine DROP COLUMN witness_tl;
