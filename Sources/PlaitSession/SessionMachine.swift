@@ -437,9 +437,6 @@ struct SessionMachine {
             awaiting = .streamEnd(summary)
             return [.endStream(summary)]
         case let .notify(summary, report, copies):
-            // A one-shot session that sent its Close is done: what the peer took in since (a fork it named again,
-            // say) is for the next sync; wanting it now would leave the session unsynced when the Close is answered.
-            if options.mode == .oneShot && closeSent { return [] }
             var told: [SessionAction] = []
             // The peer sees this device's ID connected from several instances at once: this home was copied.
             if copies.count > 1 {
