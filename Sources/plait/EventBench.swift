@@ -29,7 +29,8 @@ enum EventBench {
             for index in 0..<edits {
                 let start = DispatchTime.now().uptimeNanoseconds
                 let change = try editor.replica.edit {
-                    try $0.append(.itemCreate(id: ObjectID.random(), list: list, text: "e\(run).\(index)", at: .bottom))
+                    try $0.append(
+                        .itemCreate(id: ObjectID.random(), list: list, text: "e\(run).\(index)", at: .bottom))
                 }
                 let wanted = EventValue.string(change.ref.description)
                 let seen = NetworkBench.waitUntil(seconds: 10) {

@@ -129,8 +129,8 @@ final class EventRecorder: @unchecked Sendable {
             let sorted = latencies.sorted()
             let p50 = sorted[sorted.count / 2]
             let p99 = sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
-            print(String(format: "event latency, CLI edit → SSE event (%d edits): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-                sorted.count, p50, p99, sorted.last ?? 0))
+            let line = "event latency, CLI edit → SSE event (%d edits): p50 %.1f ms, p99 %.1f ms, max %.1f ms"
+            print(String(format: line, sorted.count, p50, p99, sorted.last ?? 0))
             #expect(p50 < 250, "median latency \(p50) ms: events look polled (all: \(latencies))")
         }
     }
