@@ -7,41 +7,16 @@ import Testing
 import Glibc
 #endif
 
-/// A `plait agent` process serving its API on a free loopback port, with the token scripts use.
-final class APIAgent {
-    let agent: RunningAgent
-    let home: String
-    let port: Int
-    let token: String
+extension APIAgent {
+    /// A client of the event endpoints, with the bearer token.
+    func eventClient() -> EventStreamClient { EventStreamClient(port: client.port, token: token) }
 
-    init(sandbox: Sandbox, home: String, extra: [String] = []) throws {
-        self.home = home
-        agent = try RunningAgent(sandbox: sandbox, home: home, extra: ["--api-listen", "127.0.0.1:0"] + extra)
-        var port = 0
-        let found = eventually(20) {
-            guard let text = try? String(contentsOfFile: home + "/api.addr", encoding: .utf8),
-                let line = text.split(separator: "\n").first, let colon = line.lastIndex(of: ":"),
-                let number = Int(line[line.index(after: colon)...])
-            else { return false }
-            port = number
-            return true
-        }
-        guard found, let token = try? String(contentsOfFile: home + "/api-token", encoding: .utf8) else {
-            agent.stop()
-            throw CLITestFailure("the agent serves no API: \(agent.log)")
-        }
-        self.port = port
-        self.token = token.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    func client() -> EventStreamClient { EventStreamClient(port: port, token: token) }
-
-    /// GET `path` to the end: status and body.
-    func get(_ path: String, headers: [(String, String)] = [], timeout: Double = 90) throws -> (Int, String) {
-        let client = client()
-        defer { client.close() }
-        try client.open(path, headers: headers)
-        return (client.status, try client.readBody(timeout: timeout))
+    /// GET `path` with the bearer token, to the end: status and body.
+    func get(_ path: String, timeout: Double = 90) throws -> (Int, String) {
+        let events = eventClient()
+        defer { events.close() }
+        try events.open(path)
+        return (events.status, try events.readBody(timeout: timeout))
     }
 }
 
@@ -97,7 +72,7 @@ final class EventRecorder: @unchecked Sendable {
             try sandbox.ok(["list", "add", "Groceries"])
             let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
             defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
-            let client = api.client()
+            let client = api.eventClient()
             try client.open("/api/events/stream")
             #expect(client.status == 200)
             #expect(client.headers["content-type"]?.hasPrefix("text/event-stream") == true)
@@ -144,7 +119,7 @@ final class EventRecorder: @unchecked Sendable {
             try sandbox.ok(["list", "add", "Chores"])
             let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
             defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
-            let first = api.client()
+            let first = api.eventClient()
             try first.open("/api/events/stream")
             try sandbox.ok(["add", "Chores", "before"])
             let seen = try #require(try first.nextEvent(timeout: 10), "no event for the first edit")
@@ -161,7 +136,7 @@ final class EventRecorder: @unchecked Sendable {
             let head = try store.summary()[own]
             for seq in (head - 4)...head { missed.append("\(own):\(seq)") }
 
-            let second = api.client()
+            let second = api.eventClient()
             try second.open("/api/events/stream", headers: [("Last-Event-ID", lastID)])
             #expect(second.status == 200)
             var resumed: [ServerSentEvent] = []
@@ -189,7 +164,7 @@ final class EventRecorder: @unchecked Sendable {
             #expect(resetEvents.first?["kind"] as? String == "gap")
             #expect(resetEvents.count == 7, "a gap and all six events: \(foreign)")
             // Same auth as every endpoint.
-            let anonymous = EventStreamClient(port: api.port, token: "")
+            let anonymous = EventStreamClient(port: api.client.port, token: "")
             try anonymous.open("/api/events?timeout=0")
             #expect(anonymous.status == 401)
             anonymous.close()
@@ -206,7 +181,7 @@ final class EventRecorder: @unchecked Sendable {
             let (_, now) = try api.get("/api/events?timeout=0")
             let start = try #require(try JSONSerialization.jsonObject(with: Data(now.utf8)) as? [String: Any])
             let since = (start["events"] as? [[String: Any]])?.compactMap { $0["seq"] as? Int }.max() ?? 0
-            let client = api.client()
+            let client = api.eventClient()
             try client.open("/api/events?since=\(since)&timeout=30")
             let started = Date()
             try sandbox.ok(["add", "Chores", "sweep"])
@@ -233,7 +208,7 @@ final class EventRecorder: @unchecked Sendable {
             try sandbox.ok(["pair", "--trust", devices[0].id, "--home", devices[1].home])
             let apiA = try APIAgent(sandbox: sandbox, home: devices[0].home)
             defer { #expect(apiA.agent.stop() == 0, "\(apiA.agent.log)") }
-            let client = apiA.client()
+            let client = apiA.eventClient()
             try client.open("/api/events/stream")
             let recorder = EventRecorder(client)
             defer { recorder.stop() }
