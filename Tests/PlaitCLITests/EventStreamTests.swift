@@ -181,11 +181,23 @@ final class EventRecorder: @unchecked Sendable {
             let (_, now) = try api.get("/api/events?timeout=0")
             let start = try #require(try JSONSerialization.jsonObject(with: Data(now.utf8)) as? [String: Any])
             let since = (start["events"] as? [[String: Any]])?.compactMap { $0["seq"] as? Int }.max() ?? 0
+            // The answer's head comes only with the answer: the long-poll waits on a thread of its own.
+            let answered = DispatchSemaphore(value: 0)
+            let reply = LockedReply()
             let client = api.eventClient()
-            try client.open("/api/events?since=\(since)&timeout=30")
+            Thread.detachNewThread {
+                reply.set(Result {
+                    try client.open("/api/events?since=\(since)&timeout=30", timeout: 40)
+                    return try client.readBody(timeout: 40)
+                })
+                answered.signal()
+            }
             let started = Date()
+            // Not a sleep for synchronisation: the edit is meant to land while the request waits (if it landed
+            // first, the answer would come at once and the check below would still hold).
             try sandbox.ok(["add", "Chores", "sweep"])
-            let body = try client.readBody(timeout: 40)
+            answered.wait()
+            let body = try reply.get()
             let waited = Date().timeIntervalSince(started)
             let answer = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
             let kinds = (answer["events"] as? [[String: Any]])?.compactMap { $0["kind"] as? String }
@@ -235,4 +247,12 @@ final class EventRecorder: @unchecked Sendable {
             if let from = event?.payload["from"] as? String { #expect(from == devices[1].id) }
         }
     }
+}
+
+/// A long-poll's answer handed from its thread to the test.
+final class LockedReply: @unchecked Sendable {
+    private let lock = NSLock()
+    private var result: Result<String, any Error> = .success("")
+    func set(_ value: Result<String, any Error>) { lock.withLock { result = value } }
+    func get() throws -> String { try lock.withLock { result }.get() }
 }
