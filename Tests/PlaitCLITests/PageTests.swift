@@ -26,7 +26,7 @@ import Testing
         let scripts = html.components(separatedBy: "<script").dropFirst()
         #expect(scripts.count == 1, "one script, app.js")
         for tag in scripts {
-            #expect(tag.hasPrefix(#" src="/app.js" defer></script>"#), "a script with content or from elsewhere: \(tag)")
+            #expect(tag.hasPrefix(#" src="/app.js" defer></script>"#), "an inline or foreign script: \(tag)")
         }
         #expect(!html.contains("<style"), "inline style (the CSP forbids it)")
         #expect(html.range(of: #"\sstyle\s*="#, options: .regularExpression) == nil, "a style attribute")
