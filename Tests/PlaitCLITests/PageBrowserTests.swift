@@ -75,7 +75,7 @@ final class HeadlessChromium {
         profile = sandbox.root + "/chromium-profile"
         logPath = sandbox.root + "/chromium.log"
         try FileManager.default.createDirectory(atPath: profile, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = [
             "--headless=new", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
@@ -237,7 +237,7 @@ final class PythonDriver {
     init(sandbox: Sandbox, python: String, options: String) throws {
         outPath = sandbox.root + "/driver.out"
         errPath = sandbox.root + "/driver.err"
-        for path in [outPath, errPath] { FileManager.default.createFile(atPath: path, contents: nil) }
+        for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         process.executableURL = URL(fileURLWithPath: python)
         // -B: no __pycache__ written into the checkout.
         process.arguments = ["-B", Repository.root + "/tests/browser/page_driver.py", options]
