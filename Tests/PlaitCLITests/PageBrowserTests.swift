@@ -141,6 +141,8 @@ final class HeadlessChromium {
     ]
     static let doneItem = "milk, added on the page"
     static let liveItem = "bread, added on the phone while the page is open"
+    /// How long the page stays open and idle at the end while the agent's CPU time is measured.
+    static let idleSeconds = 5.0
 
     @Test(.enabled(if: Chromium.path != nil, Comment(rawValue: Chromium.absent)))
     func thePageSignsInShowsListsAndDevicesAddsItemsThatReachAPeerAndShowsMarkupAsText() throws {
@@ -182,7 +184,7 @@ final class HeadlessChromium {
             let options: [String: Any] = [
                 "devtools_port": browser.devtoolsPort, "login_url": loginURL, "list": Self.listTitle,
                 "peer_item": Self.peerItem, "peer_name": Self.peerName, "page_items": Self.pageItems,
-                "done_item": Self.doneItem, "live_item": Self.liveItem,
+                "done_item": Self.doneItem, "live_item": Self.liveItem, "idle_seconds": Self.idleSeconds,
             ]
             let driver = try PythonDriver(
                 sandbox: sandbox, python: python, options: String(decoding: try JSONSerialization.data(
@@ -202,13 +204,23 @@ final class HeadlessChromium {
 
             // Then the phone adds one more while the page is open: the page shows it without a reload.
             try sandbox.ok(["add", Self.listTitle, Self.liveItem, "--home", phone.home])
+
+            // At the end the page stays open and idle: the laptop's agent's CPU time over that interval.
+            let idle = eventually(90) { driver.stdout.contains(#"{"phase": "idle"}"#) || !driver.isRunning }
+            let cpuBefore = try CPUTime(pid: laptopAgent.process.processIdentifier)
             let status = driver.wait(seconds: 120)
+            let cpuAfter = try CPUTime(pid: laptopAgent.process.processIdentifier)
             try #require(
-                status == 0, "the page driver failed (exit \(status)): \(driver.output)\nbrowser: \(browser.log)")
+                idle && status == 0,
+                "the page driver failed (exit \(status)): \(driver.output)\nbrowser: \(browser.log)")
+            let last = driver.stdout.split(separator: "\n").last.map(String.init) ?? ""
             let figures = try #require(
-                try JSONSerialization.jsonObject(with: Data(driver.stdout.utf8)) as? [String: Any], "\(driver.output)")
-            print("page on loopback (Chromium headless, debug build): \(figures)")
-            #expect(figures["login_to_lists_ms"] is Double || figures["login_to_lists_ms"] is Int)
+                try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any], "\(driver.output)")
+            let busy = String(format: "%.2f", cpuAfter.percent(since: cpuBefore))
+            let interval = String(format: "%.1f", cpuAfter.wall - cpuBefore.wall)
+            print("page on loopback (Chromium headless, debug build): \(figures); agent CPU with the page open "
+                + "and idle: \(busy) % of a core over \(interval) s")
+            #expect(figures["login_to_lists_ms"] is NSNumber, "\(figures)")
         }
     }
 
@@ -224,6 +236,29 @@ final class HeadlessChromium {
     func hasList(_ sandbox: Sandbox, _ home: String) throws -> Bool {
         let object = try sandbox.ok(["show", "--json", "--home", home]).json()
         return (object["lists"] as? [[String: Any]] ?? []).contains { $0["title"] as? String == Self.listTitle }
+    }
+}
+
+/// A process's CPU time (user + system, from /proc/PID/stat) at a moment.
+struct CPUTime {
+    let seconds: Double
+    let wall: Double
+
+    init(pid: Int32) throws {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // The fields after the command name (in parentheses, which may hold spaces): state is field 3.
+        guard let close = stat.lastIndex(of: ")") else { throw CLITestFailure("unreadable /proc/\(pid)/stat") }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else {
+            throw CLITestFailure("unreadable /proc/\(pid)/stat: \(stat)")
+        }
+        seconds = (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        wall = Date().timeIntervalSinceReferenceDate
+    }
+
+    /// The share of one core used between `earlier` and this.
+    func percent(since earlier: CPUTime) -> Double {
+        (seconds - earlier.seconds) / max(wall - earlier.wall, 0.001) * 100
     }
 }
 

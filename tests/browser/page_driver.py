@@ -10,9 +10,11 @@ Argument: one JSON object:
   page_items      texts to add on the page, in that order (markup among them)
   done_item       one of page_items to mark done with the keyboard
   live_item       a text the test adds on the peer after it sees page_items there: must appear without a reload
+  idle_seconds    at the end, how long to keep the page open and idle (the test measures the agent's CPU then,
+                  between the line {"phase": "idle"} this prints and the driver's exit)
 
-Prints one JSON object (the measurements) on stdout and exits 0, or says what failed on stderr and exits 1.
-Every wait is a poll for a condition with a deadline.
+Prints JSON lines on stdout, the last one the measurements, and exits 0; or says what failed on stderr and exits 1.
+Every wait is a poll for a condition with a deadline (the idle phase is the measured interval, not a wait).
 """
 import json
 import sys
@@ -189,6 +191,15 @@ def main():
         results["reload_ready_ms"] = round(
             page.evaluate("performance.getEntriesByName('plait-ready')[0].startTime"), 1
         )
+
+        # 9. Idle with the page open (its event stream connected): the test reads the agent's CPU meanwhile.
+        live_now = "document.getElementById('connection').textContent.startsWith('Live')"
+        page.wait_for(live_now, "the event stream to connect again after the reload")
+        print(json.dumps({"phase": "idle"}), flush=True)
+        time.sleep(float(options.get("idle_seconds", 0)))
+        connection = page.evaluate("document.getElementById('connection').textContent")
+        check(connection.startswith("Live"), f"after the idle time the page says {connection!r}")
+        assert_nothing_injected(page, "after the idle time")
     except CDPError as error:
         sys.stderr.write(f"page driver: {error}\n")
         try:
