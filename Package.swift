@@ -15,6 +15,9 @@ let package = Package(
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The local HTTP API (DESIGN §12). Without its default ConfigurationSupport trait: plait reads its own TOML.
+        .package(
+            url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: ["FullFoundation"]),
     ],
     targets: [
         // The replay engine: ids, summaries, changes, the lists domain, baselines. No I/O.
@@ -57,6 +60,17 @@ let package = Package(
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // What the commands do, shared by the CLI and the local API: a data edit as a value with its validation and
+        // name resolution (DataOperation, Resolve), so both answer alike.
+        .target(name: "PlaitCommands", dependencies: ["PlaitCore", "PlaitStore", "PlaitSync", "PlaitOutput"]),
+        // The local HTTP API the agent serves (DESIGN §12): auth, the security rules, the endpoints.
+        .target(
+            name: "PlaitAPI",
+            dependencies: [
+                "PlaitCore", "PlaitStore", "PlaitSync", "PlaitOutput", "PlaitCommands",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .systemLibrary(
             name: "CAvahi",
             pkgConfig: "avahi-client",
@@ -69,7 +83,9 @@ let package = Package(
             name: "plait",
             dependencies: [
                 // PlaitNetnsSupport: `plait demo` runs its devices on a LAN of network namespaces.
-                "PlaitCore", "PlaitSync", "PlaitSession", "PlaitNetnsSupport", "PlaitOutput",
+                // PlaitAPI: the agent serves the local API; PlaitCommands: what the data commands do (shared with it).
+                "PlaitCore", "PlaitSync", "PlaitSession", "PlaitNetnsSupport", "PlaitOutput", "PlaitCommands",
+                "PlaitAPI",
                 // GRDB: `plait bench` measures SQLite's own insert rate of the change rows, the ceiling of a catch-up.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -110,8 +126,9 @@ let package = Package(
             name: "PlaitCLITests",
             dependencies: [
                 // GRDB: tests damage a store file the way a user with sqlite3 would. plait: the demo's edit script,
-                // a CLI-only helper, is tested as a value.
+                // a CLI-only helper, is tested as a value. PlaitAPI: its loopback client talks to the agent's API.
                 "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport", "PlaitOutput", "PlaitTLS", "plait",
+                "PlaitAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),

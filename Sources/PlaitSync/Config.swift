@@ -28,6 +28,8 @@ public struct Config: Sendable, Equatable {
     /// `discovery.browse_seconds`: how long `plait sync` looks for paired devices by mDNS (it stops sooner once
     /// every one is found). `plait pair` waits up to its `--timeout` instead.
     public var browseSeconds = 3.0
+    /// `api.listen`: where the agent serves the local HTTP API (DESIGN §12); "" turns it off. Loopback only.
+    public var apiListen = "127.0.0.1:7480"
 
     public init() {}
 
@@ -38,6 +40,7 @@ public struct Config: Sendable, Equatable {
         "compaction": ["interval_seconds": "integer", "peer_grace_days": "integer"],
         "sync": ["batch_changes": "integer"],
         "discovery": ["enabled": "boolean", "browse_seconds": "number"],
+        "api": ["listen": "string"],
     ]
 
     /// Parses TOML text. `origin` names the file in errors.
@@ -146,6 +149,27 @@ public struct Config: Sendable, Equatable {
                 }
                 browseSeconds = number
             }
+        }
+        if let api = table["api"]?.table, let value = api["listen"] {
+            guard let text = value.string else {
+                throw PlaitError.config(path: origin, problem: "api.listen must be \"HOST:PORT\" or \"\"")
+            }
+            if !text.isEmpty { try Self.checkAPIListen(text, origin: origin) }
+            apiListen = text
+        }
+    }
+
+    /// The API serves this machine only: it answers with the user's lists to anyone who has a session, and a
+    /// password login (api.password, with HTTPS) is not built yet.
+    public static func checkAPIListen(_ text: String, origin: String) throws {
+        guard let address = try? PeerAddress(parsing: text, allowingPortZero: true) else {
+            throw PlaitError.config(path: origin, problem: "api.listen must be \"HOST:PORT\" or \"\"")
+        }
+        guard ["127.0.0.1", "::1", "localhost"].contains(address.host) || address.host.hasPrefix("127.") else {
+            throw PlaitError.config(
+                path: origin,
+                problem: "api.listen must be a loopback address such as 127.0.0.1:7480 (listening on \(text) would "
+                    + "serve other machines, which needs api.password, not supported yet)")
         }
     }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Logging
+import PlaitAPI
 import PlaitCore
 import PlaitSync
 
@@ -34,6 +35,19 @@ extension Plait {
         @Flag(name: .shortAndLong, help: "Log more (debug level).")
         var verbose = false
 
+        @Option(help: ArgumentHelp(
+            "Where to serve the local HTTP API and page (default: api.listen, 127.0.0.1:7480; \"\": off).",
+            valueName: "host:port"))
+        var apiListen: String?
+
+        func validate() throws {
+            if let apiListen, !apiListen.isEmpty {
+                do { try Config.checkAPIListen(apiListen, origin: "--api-listen") } catch let error as PlaitError {
+                    throw ValidationError("\(error)")
+                }
+            }
+        }
+
         func run() throws {
             let home = try global.openHome()
             let config = home.config
@@ -65,9 +79,25 @@ extension Plait {
                 sources.append(source)
             }
             try agent.start()
+            // After the agent: the API serves its state, and a taken port must not stop the sync (DESIGN §12).
+            try APIAuth.ensureToken(homePath: home.path)
+            let apiAddress = apiListen ?? config.apiListen
+            let api = apiAddress.isEmpty ? nil : APIService.start(
+                home: home, agent: agent, listen: apiAddress, codeLifetime: Self.loginCodeLifetime(),
+                logger: Logger(label: "plait.api"))
             finished.wait()
+            api?.stop()
             agent.stop()
             _ = sources
+        }
+
+        /// How long a login code stays valid: 60 s; `PLAIT_TEST_LOGIN_CODE_MS` shortens it so a test sees a code
+        /// expire without waiting a minute.
+        static func loginCodeLifetime() -> Duration {
+            if let text = ProcessInfo.processInfo.environment["PLAIT_TEST_LOGIN_CODE_MS"], let ms = Int(text), ms > 0 {
+                return .milliseconds(ms)
+            }
+            return APIAuth.defaultCodeLifetime
         }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PlaitCommands
 import PlaitCore
 import PlaitStore
 import PlaitOutput
@@ -114,7 +115,7 @@ extension Plait {
                             number: number, text: quoted(), problem: message.terminalExcerpt(limit: 200) + ".")
                     }
                     do {
-                        _ = try operation.perform(edit)
+                        _ = try operation.performAsCommand(edit)
                     } catch {
                         throw PlaitError.batchLine(number: number, text: quoted(), problem: "\(error)")
                     }
@@ -132,7 +133,7 @@ extension Plait {
 /// included, goes through ArgumentParser, which stays the grammar's reference.
 func parseDataLine(_ tokens: [String]) throws -> DataOperation {
     if let operation = DataLineParser.parse(tokens) {
-        try operation.validate()
+        try operation.validateAsCommand()
         return operation
     }
     try CommandLineCheck.knownCommand(tokens, root: BatchLine.self, path: [])

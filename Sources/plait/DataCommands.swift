@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PlaitCommands
 import PlaitCore
 import PlaitStore
 import PlaitOutput
@@ -14,12 +15,24 @@ protocol DataCommand: ParsableCommand {
 }
 
 extension DataCommand {
-    func validate() throws { try operation.validate() }
+    func validate() throws { try operation.validateAsCommand() }
 
     func run() throws {
         let home = try global.openHome()
-        let result = try home.replica.edit { edit in try operation.perform(edit) }
+        let result = try home.replica.edit { edit in try operation.performAsCommand(edit) }
         if json { try printJSON(result.output) } else { print(result.message) }
+    }
+}
+
+extension DataOperation {
+    /// `validate()`, its complaint as ArgumentParser's usage error (printed with the command's usage).
+    func validateAsCommand() throws {
+        do { try validate() } catch let CommandError.invalid(message) { throw ValidationError(message) }
+    }
+
+    /// `perform(_:)`, its complaint as ArgumentParser's usage error.
+    func performAsCommand(_ edit: Replica.LocalEdit) throws -> (message: String, output: EditOutput) {
+        do { return try perform(edit) } catch let CommandError.invalid(message) { throw ValidationError(message) }
     }
 }
 
@@ -30,133 +43,6 @@ struct PlacementOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("Put it right after this one.", valueName: "other"))
     var after: String?
-}
-
-/// One data edit as the user asked for it, with names not yet resolved.
-enum DataOperation: Equatable {
-    case listAdd(title: String, color: String?, top: Bool, after: String?)
-    case listRename(list: String, title: String)
-    case listRecolor(list: String, color: String)
-    case listMove(list: String, top: Bool, after: String?)
-    case listRemove(list: String)
-    case add(list: String, text: String, top: Bool, after: String?)
-    case edit(item: String, text: String)
-    case done(item: String)
-    case reopen(item: String)
-    case move(item: String, top: Bool, after: String?, to: String?)
-    case remove(item: String)
-
-    func validate() throws {
-        switch self {
-        case let .listAdd(title, _, _, _), let .listRename(_, title):
-            if Self.isBlank(title) {
-                throw ValidationError("a list needs a title with something visible in it, not '\(title.terminalSafe)'")
-            }
-        case let .add(_, text, _, _), let .edit(_, text):
-            if Self.isBlank(text) {
-                throw ValidationError("an item needs text with something visible in it, not '\(text.terminalSafe)'")
-            }
-        default: break
-        }
-        switch self {
-        case let .listAdd(_, _, top, after), let .add(_, _, top, after):
-            if top && after != nil { throw ValidationError("give either --top or --after, not both") }
-        case let .listMove(_, top, after):
-            if top && after != nil { throw ValidationError("give either --top or --after, not both") }
-            if !top && after == nil { throw ValidationError("say where: --top or --after LIST") }
-        case let .move(_, top, after, to):
-            if top && after != nil { throw ValidationError("give either --top or --after, not both") }
-            if !top && after == nil && to == nil { throw ValidationError("say where: --top, --after ITEM or --to LIST") }
-        default: break
-        }
-    }
-
-    /// Whether a title or text would show nothing: empty, or only spaces, line breaks, controls and
-    /// invisible format characters (a zero-width space, a bidi mark).
-    static func isBlank(_ text: String) -> Bool {
-        text.unicodeScalars.allSatisfy { scalar in
-            scalar.properties.isWhitespace || scalar.properties.isDefaultIgnorableCodePoint
-                || [.control, .format].contains(scalar.properties.generalCategory)
-        }
-    }
-
-    /// Resolves names against the edit's current state and appends the change.
-    func perform(_ edit: Replica.LocalEdit) throws -> (message: String, output: EditOutput) {
-        switch self {
-        case let .listAdd(title, color, top, after):
-            let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? (top ? .top : .bottom)
-            let id = ObjectID.random()
-            try edit.append(.listCreate(id: id, title: title, color: color, at: position))
-            return (
-                "created list '\(title.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description, title: title))
-        case let .listRename(list, title):
-            let id = try Resolve.list(list, in: edit.state)
-            try edit.append(.listRename(id: id, title: title))
-            return (
-                "renamed list \(Resolve.short(id)) to '\(title.terminalSafe)'", EditOutput(id: id.description, title: title))
-        case let .listRecolor(list, color):
-            let id = try Resolve.list(list, in: edit.state)
-            let value = color == "none" ? nil : color
-            try edit.append(.listRecolor(id: id, color: value))
-            return (
-                "recolored list \(Resolve.short(id)) to \(value?.terminalSafe ?? "none")",
-                EditOutput(id: id.description, color: .some(value)))
-        case let .listMove(list, _, after):
-            let id = try Resolve.list(list, in: edit.state)
-            let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? .top
-            if case let .after(anchor) = position, anchor == id { throw ValidationError("a list cannot go after itself") }
-            try edit.append(.listMove(id: id, at: position))
-            return ("moved list \(Resolve.short(id))", EditOutput(id: id.description))
-        case let .listRemove(list):
-            let id = try Resolve.list(list, in: edit.state)
-            let title = edit.state.lists[id]!.title
-            let observed = try edit.observedSummary()
-            try edit.append(.listDelete(id: id, observed: observed))
-            return ("deleted list '\(title.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description))
-        case let .add(list, text, top, after):
-            let listID = try Resolve.list(list, in: edit.state)
-            let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: listID)) }
-                ?? (top ? .top : .bottom)
-            let id = ObjectID.random()
-            try edit.append(.itemCreate(id: id, list: listID, text: text, at: position))
-            let listTitle = edit.state.lists[listID]!.title.terminalSafe
-            return ("added '\(text.terminalSafe)' (\(Resolve.short(id))) to \(listTitle)",
-                EditOutput(id: id.description, list: listID.description, text: text))
-        case let .edit(item, text):
-            let id = try Resolve.item(item, in: edit.state)
-            try edit.append(.itemEdit(id: id, text: text))
-            return ("edited \(Resolve.short(id)): '\(text.terminalSafe)'", EditOutput(id: id.description, text: text))
-        case let .done(item):
-            let id = try Resolve.item(item, in: edit.state, prefer: { !$0.completed })
-            let record = edit.state.items[id]!
-            guard !record.completed else {
-                throw PlaitError.usage("'\(record.text.terminalSafe)' is already completed; nothing was changed.")
-            }
-            try edit.append(.itemComplete(id: id))
-            return ("completed '\(record.text.terminalSafe)'", EditOutput(id: id.description))
-        case let .reopen(item):
-            let id = try Resolve.item(item, in: edit.state, prefer: { $0.completed })
-            let record = edit.state.items[id]!
-            guard record.completed else {
-                throw PlaitError.usage("'\(record.text.terminalSafe)' is not completed; nothing was changed.")
-            }
-            try edit.append(.itemReopen(id: id))
-            return ("reopened '\(record.text.terminalSafe)'", EditOutput(id: id.description))
-        case let .move(item, _, after, to):
-            let id = try Resolve.item(item, in: edit.state)
-            let target = try to.map { try Resolve.list($0, in: edit.state) }
-            let scope = target ?? edit.state.items[id]!.list
-            let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: scope)) } ?? .top
-            if case let .after(anchor) = position, anchor == id { throw ValidationError("an item cannot go after itself") }
-            try edit.append(.itemMove(id: id, list: target, at: position))
-            return ("moved '\(edit.state.items[id]!.text.terminalSafe)'", EditOutput(id: id.description))
-        case let .remove(item):
-            let id = try Resolve.item(item, in: edit.state)
-            let text = edit.state.items[id]!.text
-            try edit.append(.itemDelete(id: id))
-            return ("deleted '\(text.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description))
-        }
-    }
 }
 
 extension Plait {

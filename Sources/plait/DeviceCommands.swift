@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import PlaitAPI
+import PlaitCommands
 import PlaitCore
 import PlaitStore
 import PlaitOutput
@@ -31,6 +33,7 @@ extension Plait {
             let config = try global.loadConfig()
             let name = self.name ?? ProcessInfo.processInfo.hostName
             let home = try Home.create(at: global.homePath, name: name, config: config)
+            try APIAuth.ensureToken(homePath: home.path)
             let timeline = try home.store.ownTimeline()
             if json {
                 try printJSON(
@@ -77,6 +80,10 @@ extension Plait {
 
         func run() throws {
             let home = try global.openHome()
+            if json {
+                try printJSON(try ReadOutputs.status(home))
+                return
+            }
             let store = home.store
             let summary = try store.summary()
             let baseline = try store.baseline()
@@ -90,17 +97,6 @@ extension Plait {
             // A damaged certificate stops networking, not the status of the lists: say so in its place.
             let device = Result { try home.identity.deviceID.description }
             let copied = try home.copiedHomeReports()
-            if json {
-                var problem: String?
-                if case .failure(let error) = device { problem = "\(error)" }
-                try printJSON(
-                    StatusOutput(
-                        baseline: baseline.map { $0.summary.description }, changes: changes,
-                        device: try? device.get(), deviceProblem: problem, digest: digest, home: home.path,
-                        items: liveItems, lists: liveLists, name: home.deviceName, summary: summary.description,
-                        timeline: timeline.description, unknown: unknown, copied: copied))
-                return
-            }
             switch device {
             case .success(let id): print("device    \(id) (\(home.deviceName.terminalSafe))")
             case .failure(let error): print("device    unavailable: \("\(error)".terminalSafe) (\(home.deviceName.terminalSafe))")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PlaitCommands
 import PlaitOutput
 import PlaitSync
 
@@ -44,13 +45,7 @@ extension Plait {
             let checks = PlaitSync.Doctor.run(
                 homePath: path, config: config, listen: address, peerTimeout: .milliseconds(Int(timeout * 1000)))
             if json {
-                try printJSON(
-                    DoctorOutput(
-                        checks: checks.map {
-                            DoctorCheckOutput(
-                                advice: $0.advice, check: $0.name, detail: $0.detail, status: $0.status.rawValue)
-                        },
-                        home: path, ok: !checks.contains { $0.status == .failed }))
+                try printJSON(ReadOutputs.doctor(checks, home: path))
             } else {
                 print("plait doctor: \(path)")
                 for check in checks {

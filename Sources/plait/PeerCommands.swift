@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PlaitCommands
 import PlaitCore
 import PlaitStore
 import PlaitOutput
@@ -214,59 +215,24 @@ extension Plait {
 
         func run() throws {
             let home = try global.openHome()
-            let formatter = ISO8601DateFormatter()
-            let time = { (ms: Int64?) -> String? in
-                ms.map { formatter.string(from: Date(timeIntervalSince1970: Double($0) / 1000)) }
-            }
             if pending {
-                let rows = try home.store.pendingPeers()
+                let rows = try ReadOutputs.pendingPeers(home).pending
                 if json {
-                    try printJSON(
-                        PendingPeersOutput(
-                            pending: rows.map {
-                                PendingPeerOutput(
-                                    address: $0.address, attempts: $0.attempts, device: $0.deviceID,
-                                    firstSeen: time($0.firstSeen), lastSeen: time($0.lastSeen), name: $0.name)
-                            }))
+                    try printJSON(PendingPeersOutput(pending: rows))
                     return
                 }
                 if rows.isEmpty { print("no pending devices") }
                 for row in rows {
                     print(
-                        "\(row.deviceID)  \"\(row.name.terminalSafe)\" (unverified)  \(row.address ?? "-")  "
+                        "\(row.device)  \"\(row.name.terminalSafe)\" (unverified)  \(row.address ?? "-")  "
                             + "\(row.attempts) attempts")
                 }
                 if !rows.isEmpty { print("Trust one with: plait pair --trust DEVICE-ID (after checking the ID on that device)") }
                 return
             }
-            let summary = try home.store.summary()
-            let rows = try home.store.peers()
-            let forks = Dictionary(grouping: try home.store.forks(), by: \.peer)
-            let copied = Set(try home.store.copiedHomes(now: Replica.now()).map(\.deviceID))
-            // What went wrong outranks what the summaries say: "in sync" only when nothing did (DESIGN §10).
-            let state = { (peer: PeerRecord) -> String in
-                if copied.contains(peer.deviceID) { return "home copied (run `plait rejoin --new-key` on one copy)" }
-                if forks[peer.deviceID] != nil { return "forked" }
-                if peer.diverged != nil { return "diverged" }
-                if peer.refused != nil { return "refused changes" }
-                if peer.claim != nil { return "claims this device's timeline" }
-                guard let theirs = peer.lastSummary else { return "never seen" }
-                if theirs == summary { return "in sync" }
-                if summary.covers(theirs) { return "behind" }
-                if theirs.covers(summary) { return "ahead" }
-                return "out of step (each has changes the other lacks)"
-            }
+            let rows = try ReadOutputs.peers(home).peers
             if json {
-                try printJSON(
-                    PeersOutput(
-                        peers: rows.map {
-                            PeerOutput(
-                                address: $0.address, claim: $0.claim, device: $0.deviceID, diverged: $0.diverged,
-                                forked: (forks[$0.deviceID] ?? []).map(\.detail), inSync: state($0) == "in sync",
-                                lastSeen: time($0.lastSeen), name: $0.name, pairedAt: time($0.pairedAt),
-                                refused: $0.refused, state: state($0), summary: $0.lastSummary?.description,
-                                succeededBy: $0.succeededBy)
-                        }))
+                try printJSON(PeersOutput(peers: rows))
                 return
             }
             if rows.isEmpty {
@@ -274,9 +240,9 @@ extension Plait {
                     "no paired devices: pair with `plait pair` on both devices (or --listen/--connect, or --trust ID)")
             }
             for row in rows {
-                let seen = time(row.lastSeen) ?? "never"
-                print("\(row.name.terminalSafe)  \(row.deviceID)  \(row.address ?? "-")  seen \(seen)  \(state(row))")
-                for fork in forks[row.deviceID] ?? [] { print("  forked: \(fork.detail.terminalSafe)") }
+                let seen = row.lastSeen ?? "never"
+                print("\(row.name.terminalSafe)  \(row.device)  \(row.address ?? "-")  seen \(seen)  \(row.state)")
+                for fork in row.forked { print("  forked: \(fork.terminalSafe)") }
                 if let successor = row.succeededBy { print("  succeeded by \(successor) (it has a new key)") }
                 for finding in [row.diverged, row.refused, row.claim].compactMap({ $0 }) {
                     print("  \(finding.terminalSafe)")

@@ -23,7 +23,7 @@ struct Plait: ParsableCommand {
             Init.self, Id.self, Status.self, Rejoin.self,
             Lists.self, ListCommand.self, Add.self, Edit.self, Done.self, Reopen.self, Move.self, Remove.self,
             Show.self, Log.self, Compact.self, Batch.self, Pair.self, Unpair.self, Peers.self, Sync.self, Agent.self,
-            Doctor.self, Repair.self, Demo.self, Bench.self,
+            Doctor.self, Repair.self, Gui.self, Demo.self, Bench.self,
         ])
 
     /// ArgumentParser's `main`, with three checks first and safe error text: arguments must be UTF-8 (else

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import PlaitCommands
 import PlaitCore
 import PlaitOutput
 import PlaitStore
@@ -13,22 +14,15 @@ extension Plait {
 
         func run() throws {
             let state = try global.openHome().replica.state
-            // The walkers yield only records that exist (a loaded state is checked, see ListsState.checkConsistency);
-            // display code stays free of force-unwraps all the same.
-            let entries = state.liveListIDs.compactMap { id in state.lists[id].map { (id, $0) } }
-            let rows = entries.map { id, list in
-                ListSummary(
-                    color: list.color, completed: state.itemIDs(in: id, completed: true).count,
-                    id: id.description, pending: state.itemIDs(in: id, completed: false).count, title: list.title)
-            }
+            let rows = ReadOutputs.lists(state).lists
             if json {
                 try printJSON(ListsOutput(lists: rows))
                 return
             }
             if rows.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
-            for ((id, _), row) in zip(entries, rows) {
+            for row in rows {
                 let color = row.color.map { " (\($0.terminalSafe))" } ?? ""
-                print("\(Resolve.short(id))  \(row.title.terminalSafe)\(color)  \(row.pending) pending, "
+                print("\(row.id.prefix(8))  \(row.title.terminalSafe)\(color)  \(row.pending) pending, "
                     + "\(row.completed) done")
             }
         }
@@ -115,56 +109,13 @@ extension Plait {
 
         func run() throws {
             let home = try global.openHome()
-            let changes = try home.store.changesInReplayOrder(limit: limit)
-            let state = home.replica.state
-            let domain = ListsDomain()
-            let formatter = ISO8601DateFormatter()
-            let rows = changes.map { change in
-                LogEntry(
-                    change: change.ref.description, description: describe(change, state: state, domain: domain),
-                    kind: change.kind, lamport: Int(change.lamport),
-                    time: formatter.string(from: Date(timeIntervalSince1970: Double(change.wallTime) / 1000)),
-                    version: Int(change.version))
-            }
+            let rows = try ReadOutputs.log(home, limit: limit).changes
             if json {
                 try printJSON(LogOutput(changes: rows))
                 return
             }
             for row in rows {
                 print("\(row.change)  \(row.lamport)  \(row.kind.terminalSafe)  \(row.description.terminalSafe)  \(row.time)")
-            }
-        }
-
-        func describe(_ change: Change, state: ListsState, domain: ListsDomain) -> String {
-            if change.kind == Change.timelineEndKind { return "timeline ended" }
-            if change.kind == TimelineBegin.kind { return "timeline begun" }
-            guard domain.canInterpret(kind: change.kind, version: change.version) else {
-                return "(needs a newer plait: \(change.kind) v\(change.version))"
-            }
-            guard let decoded = try? ListsChange(kind: change.kind, payload: change.payload) else {
-                return "(payload does not decode)"
-            }
-            let list = { (id: ObjectID) in "'\(state.lists[id]?.title ?? Resolve.short(id))'" }
-            let item = { (id: ObjectID) in "'\(state.items[id]?.text ?? Resolve.short(id))'" }
-            let place = { (position: Position) -> String in
-                switch position {
-                case .top: return "at the top"
-                case .bottom: return "at the bottom"
-                case let .after(id): return "after \(state.lists[id] != nil ? list(id) : item(id))"
-                }
-            }
-            switch decoded {
-            case let .listCreate(_, title, color, at): return "create list '\(title)'\(color.map { " (\($0))" } ?? "") \(place(at))"
-            case let .listRename(id, title): return "rename list \(Resolve.short(id)) to '\(title)'"
-            case let .listRecolor(id, color): return "recolor list \(list(id)) to \(color ?? "none")"
-            case let .listMove(id, at): return "move list \(list(id)) \(place(at))"
-            case let .listDelete(id, observed): return "delete list \(list(id)) (seen: \(observed.isEmpty ? "nothing" : observed.description))"
-            case let .itemCreate(_, listID, text, at): return "add '\(text)' to \(list(listID)) \(place(at))"
-            case let .itemEdit(id, text): return "edit \(Resolve.short(id)) to '\(text)'"
-            case let .itemComplete(id): return "complete \(item(id))"
-            case let .itemReopen(id): return "reopen \(item(id))"
-            case let .itemMove(id, listID, at): return "move \(item(id))\(listID.map { " to \(list($0))" } ?? "") \(place(at))"
-            case let .itemDelete(id): return "delete \(item(id))"
             }
         }
     }

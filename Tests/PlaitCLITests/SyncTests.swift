@@ -8,13 +8,13 @@ final class RunningAgent {
     let exited = DispatchSemaphore(value: 0)
     private(set) var port: UInt16 = 0
 
-    init(sandbox: Sandbox, home: String, extra: [String] = []) throws {
+    init(sandbox: Sandbox, home: String, extra: [String] = [], environment: [String: String] = [:]) throws {
         logPath = sandbox.root + "/agent-\(UUID().uuidString).log"
         FileManager.default.createFile(atPath: logPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
         // Loopback tests never touch mDNS: a system avahi-daemon would announce on the real interfaces.
         process.arguments = ["agent", "--home", home, "--listen", "127.0.0.1:0", "--no-discovery"] + extra
-        process.environment = sandbox.baseEnvironment
+        process.environment = sandbox.baseEnvironment.merging(environment) { $1 }
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = FileHandle.nullDevice
         process.terminationHandler = { [exited] _ in exited.signal() }

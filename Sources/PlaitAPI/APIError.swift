@@ -1,0 +1,112 @@
+import Hummingbird
+import PlaitCommands
+import PlaitStore
+import PlaitSync
+
+/// Errors of the local API. Each becomes a response `{"error": description}` with `status`; the description is
+/// one sentence saying what happened and what to do, like every plait error.
+public enum APIError: Error, CustomStringConvertible, Sendable {
+    /// No valid session cookie or bearer token (401).
+    case unauthorized(String)
+    /// The request breaks a browser rule: a foreign Host or Origin (403).
+    case forbidden(String)
+    /// No such endpoint, or no such list, item or device (404).
+    case notFound(String)
+    /// The request is malformed or invalid (400).
+    case badRequest(String)
+    /// The request is valid but the data says no (409): the item is already completed.
+    case conflict(String)
+    /// A non-GET without `Content-Type: application/json` (415).
+    case unsupportedMediaType(String)
+    /// A body over the limit (413).
+    case tooLarge(limit: Int)
+    /// What the request needs is not running here (503): an endpoint that needs the agent.
+    case unavailable(String)
+    /// The listener could not bind `address`; `problem` says why in words, `detail` as the system said it.
+    case listen(address: String, problem: String, detail: String)
+    /// The API is off because of `error` (the agent logs this and goes on).
+    indirect case off(because: APIError)
+
+    /// Wraps any start failure as `.off`.
+    static func turnedOff(by error: any Error) -> APIError {
+        .off(because: error as? APIError ?? .unavailable("\(error)"))
+    }
+
+    public var status: HTTPResponse.Status {
+        switch self {
+        case .unauthorized: return .unauthorized
+        case .forbidden: return .forbidden
+        case .notFound: return .notFound
+        case .badRequest: return .badRequest
+        case .conflict: return .conflict
+        case .unsupportedMediaType: return .unsupportedMediaType
+        case .tooLarge: return .contentTooLarge
+        case .unavailable, .listen, .off: return .serviceUnavailable
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .unauthorized(message), let .forbidden(message), let .notFound(message), let .badRequest(message),
+            let .conflict(message), let .unsupportedMediaType(message), let .unavailable(message):
+            return message
+        case let .tooLarge(limit): return "the request body is larger than \(limit) bytes; send less."
+        case let .listen(address, problem, detail): return "\(address) \(problem) (\(detail))"
+        case let .off(error):
+            return "local API off: \(error); the agent syncs as usual. Set api.listen to a free loopback port "
+                + "(or \"\" to turn the API off) and restart the agent."
+        }
+    }
+
+    /// The API's answer to any error a handler threw: its status and sentence. Errors of the commands keep the
+    /// CLI's message; the status says what kind of failure it is.
+    static func classify(_ error: any Error) -> APIError {
+        switch error {
+        case let error as APIError: return error
+        case let error as CommandError:
+            return .badRequest(error.description)
+        case let error as PlaitError:
+            switch error {
+            case .notFound: return .notFound(error.description)
+            case .ambiguous, .core, .batchLine: return .badRequest(error.description)
+            case .usage: return .conflict(error.description)
+            default: return .unavailable(error.description)
+            }
+        case let error as StoreError: return .unavailable(error.description)
+        case let error as DecodingError: return .badRequest(describe(error))
+        case let error as any HTTPResponseError:
+            switch error.status {
+            case .notFound: return .notFound("no such endpoint; docs/openapi.yaml lists them.")
+            case .contentTooLarge: return .tooLarge(limit: APILimits.maxBody)
+            case .methodNotAllowed: return .notFound("this endpoint takes another method; see docs/openapi.yaml.")
+            default: return .badRequest("the request was refused (\(error.status.code)); see docs/openapi.yaml.")
+            }
+        default: return .unavailable("\(error)")
+        }
+    }
+
+    /// A JSON decoding failure in words: which field, what was wrong.
+    static func describe(_ error: DecodingError) -> String {
+        let path = { (context: DecodingError.Context) in
+            context.codingPath.map(\.stringValue).joined(separator: ".")
+        }
+        switch error {
+        case let .keyNotFound(key, _): return "the body lacks the field \"\(key.stringValue)\"; see docs/openapi.yaml."
+        case let .typeMismatch(type, context):
+            return "the field \"\(path(context))\" must be \(Self.name(of: type)); see docs/openapi.yaml."
+        case let .valueNotFound(type, context):
+            return "the field \"\(path(context))\" must be \(Self.name(of: type)), not null; see docs/openapi.yaml."
+        case .dataCorrupted: return "the body is not a JSON object; send one (see docs/openapi.yaml)."
+        @unknown default: return "the body does not decode; see docs/openapi.yaml."
+        }
+    }
+
+    private static func name(of type: Any.Type) -> String {
+        switch type {
+        case is String.Type: return "a string"
+        case is Bool.Type: return "true or false"
+        case is Int.Type: return "an integer"
+        default: return "\(type)"
+        }
+    }
+}

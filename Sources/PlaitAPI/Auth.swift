@@ -1,0 +1,281 @@
+import Foundation
+import Hummingbird
+import PlaitCore
+import PlaitOutput
+import PlaitSync
+
+/// Who may use the TCP API (DESIGN §12): the long-lived token of `<home>/api-token` (scripts), single-use login
+/// codes (`plait gui`, valid `codeLifetime`), and the sessions they are exchanged for (a cookie named per device,
+/// since browsers send cookies to every port of a host). Sessions live in the agent's memory: a restart ends them.
+public final class APIAuth: Sendable {
+    public static let defaultCodeLifetime: Duration = .seconds(60)
+    public static let tokenFileName = "api-token"
+
+    /// `plait-session-<first 7 characters of the Device ID>`: two agents on one machine (two homes, two ports)
+    /// get two cookies, and neither accepts the other's (its value is not among its sessions either).
+    public let cookieName: String
+    private let token: String
+    public let codeLifetime: Duration
+    private let state = LockedValue(Grants())
+
+    private struct Grants {
+        /// Unused login codes and when each stops being accepted.
+        var codes: [String: ContinuousClock.Instant] = [:]
+        var sessions: Set<String> = []
+    }
+
+    public init(home: Home, codeLifetime: Duration = defaultCodeLifetime) throws {
+        self.token = try Self.ensureToken(homePath: home.path)
+        self.cookieName = "plait-session-" + String(try home.identity.deviceID.description.prefix(7))
+        self.codeLifetime = codeLifetime
+    }
+
+    /// The API token of the home at `homePath`, made (mode 0600) if there is none yet: at `plait init`, or at the
+    /// first agent start of a home made before the API existed.
+    @discardableResult
+    public static func ensureToken(homePath: String) throws -> String {
+        let path = homePath + "/" + tokenFileName
+        if let existing = try readToken(homePath: homePath) { return existing }
+        let token = randomText(bytes: 32)
+        // O_EXCL: two processes making it at once keep one token (the loser reads the winner's).
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if descriptor < 0 {
+            if errno == EEXIST, let existing = try readToken(homePath: homePath) { return existing }
+            throw PlaitError.file(path: path, problem: "cannot be created (\(String(cString: strerror(errno))))")
+        }
+        defer { close(descriptor) }
+        let bytes = Array((token + "\n").utf8)
+        guard write(descriptor, bytes, bytes.count) == bytes.count, fsync(descriptor) == 0 else {
+            throw PlaitError.file(path: path, problem: "cannot be written (\(String(cString: strerror(errno))))")
+        }
+        return token
+    }
+
+    /// The token in `<home>/api-token`, or nil if the file does not exist. A token readable by others is refused:
+    /// it grants everything the API does.
+    public static func readToken(homePath: String) throws -> String? {
+        let path = homePath + "/" + tokenFileName
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        if info.st_mode & 0o077 != 0 {
+            throw PlaitError.file(
+                path: path,
+                problem: "is readable by other users; run `chmod 600 \(path)` (and consider the token leaked: "
+                    + "delete the file and restart the agent for a new one)")
+        }
+        guard let data = FileManager.default.contents(atPath: path),
+            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+            text.count >= 20
+        else {
+            throw PlaitError.file(path: path, problem: "does not hold an API token; delete it and restart the agent")
+        }
+        return text
+    }
+
+    /// A new single-use login code and when it expires.
+    public func mintCode(now: ContinuousClock.Instant = .now) -> (code: String, expires: Date) {
+        let code = Self.randomText(bytes: 16)
+        state.withLock { grants in
+            grants.codes = grants.codes.filter { $0.value > now }
+            grants.codes[code] = now + codeLifetime
+        }
+        let seconds = Double(codeLifetime.components.seconds) + Double(codeLifetime.components.attoseconds) / 1e18
+        return (code, Date().addingTimeInterval(seconds))
+    }
+
+    /// Exchanges a login code for a new session (the cookie's value); nil if the code is unknown, used or expired.
+    /// The code is gone either way.
+    func redeem(_ code: String, now: ContinuousClock.Instant = .now) -> String? {
+        state.withLock { grants in
+            guard let expiry = grants.codes.removeValue(forKey: code), expiry > now else { return nil }
+            let session = Self.randomText(bytes: 32)
+            grants.sessions.insert(session)
+            return session
+        }
+    }
+
+    func endSession(_ value: String) { _ = state.withLock { $0.sessions.remove(value) } }
+
+    func acceptsSession(_ value: String) -> Bool { state.withLock { $0.sessions.contains(value) } }
+
+    /// Compares in time independent of where the strings differ.
+    func acceptsToken(_ value: String) -> Bool {
+        let given = Array(value.utf8)
+        let held = Array(token.utf8)
+        guard given.count == held.count else { return false }
+        return zip(given, held).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    /// `bytes` random bytes from the system's generator as base32 (128 bits: 26 characters).
+    static func randomText(bytes count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        return Base32.string((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+}
+
+/// The browser rules in front of every route (DESIGN §12), the JSON error answer for anything thrown, and the
+/// security headers on every response.
+struct APIGuard: RouterMiddleware {
+    typealias Context = APIRequestContext
+    let api: APIContext
+    let transport: APITransport
+
+    init(context: APIContext, transport: APITransport) {
+        self.api = context
+        self.transport = transport
+    }
+
+    func handle(
+        _ request: Request, context: APIRequestContext,
+        next: (Request, APIRequestContext) async throws -> Response
+    ) async throws -> Response {
+        var response: Response
+        do {
+            var context = context
+            context.credential = try check(request)
+            response = try await next(request, context)
+        } catch {
+            let failure = APIError.classify(error)
+            if case .unavailable = failure { api.logger.error("API \(request.method) \(request.uri.path): \(error)") }
+            response = APIRoutes.errorResponse(failure)
+        }
+        response.headers[.contentSecurityPolicy] = "default-src 'self'; frame-ancestors 'none'"
+        response.headers[.xContentTypeOptions] = "nosniff"
+        response.headers[.init("Referrer-Policy")!] = "no-referrer"
+        response.headers[.init("X-Frame-Options")!] = "DENY"
+        if Self.isAPI(request.uri.path) { response.headers[.cacheControl] = "no-store" }
+        return response
+    }
+
+    static func isAPI(_ path: String) -> Bool { path == "/api" || path.hasPrefix("/api/") }
+
+    /// The only route a request without a credential may use (besides what is not under /api: the page).
+    static func isOpen(_ request: Request) -> Bool {
+        request.method == .post && request.uri.path == "/api/session"
+    }
+
+    /// Applies the rules and says how the request is authenticated; throws the refusal.
+    func check(_ request: Request) throws -> APICredential {
+        let changes = request.method != .get && request.method != .head
+        let host = transport == .tcp ? try checkHost(request) : ""
+        if changes {
+            // Before anything is read: a form posted cross-site is text/plain or form-encoded.
+            let type = request.headers[.contentType]?.split(separator: ";").first?
+                .trimmingCharacters(in: .whitespaces).lowercased()
+            guard type == "application/json" else {
+                throw APIError.unsupportedMediaType(
+                    "a request that changes something must be sent as Content-Type: application/json.")
+            }
+            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > APILimits.maxBody {
+                throw APIError.tooLarge(limit: APILimits.maxBody)
+            }
+        }
+        guard transport == .tcp else { return .localSocket }
+        let credential = try credential(of: request)
+        if credential == .none && Self.isAPI(request.uri.path) && !Self.isOpen(request) {
+            throw APIError.unauthorized(
+                "no valid session or API token: open the URL `plait gui` prints, or send "
+                    + "`Authorization: Bearer TOKEN` with the token `plait gui --token` prints.")
+        }
+        if changes { try checkOrigin(request, host: host, credential: credential) }
+        return credential
+    }
+
+    /// The Host must name this agent's own address: a page of another site that made its name resolve to
+    /// 127.0.0.1 (DNS rebinding) sends its own name and is refused.
+    private func checkHost(_ request: Request) throws -> String {
+        guard let port = api.tcpAddress?.port else { throw APIError.unavailable("the API is still starting; retry.") }
+        let allowed = ["127.0.0.1:\(port)", "localhost:\(port)", "[::1]:\(port)"]
+        let host = (request.head.authority ?? "").lowercased()
+        guard allowed.contains(host) else {
+            let shown = host.isEmpty ? "none" : "'\(host.terminalExcerpt(limit: 60))'"
+            throw APIError.forbidden(
+                "the Host header (\(shown)) is not this agent's address; open http://127.0.0.1:\(port)/ "
+                    + "(other names are refused against DNS rebinding).")
+        }
+        return host
+    }
+
+    /// A non-GET must come from the agent's own page: its Origin is exactly `http://<Host>`. Scripts that send no
+    /// Origin must use the token (a browser always sends one with a cross-site POST).
+    private func checkOrigin(_ request: Request, host: String, credential: APICredential) throws {
+        let origins = request.headers[values: .origin]
+        guard let origin = origins.first else {
+            if credential == .token { return }
+            throw APIError.forbidden(
+                "a request that changes something needs the Origin header of the agent's page (or a bearer token).")
+        }
+        guard origins.count == 1, origin.lowercased() == "http://" + host else {
+            throw APIError.forbidden(
+                "the Origin '\(origin.terminalExcerpt(limit: 60))' is not this agent's page (http://\(host)); "
+                    + "requests from other pages are refused.")
+        }
+    }
+
+    /// The bearer token, else this device's session cookie; `.none` if neither is valid.
+    private func credential(of request: Request) throws -> APICredential {
+        if let authorization = request.headers[.authorization] {
+            let parts = authorization.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer", api.auth.acceptsToken(String(parts[1])) else {
+                throw APIError.unauthorized(
+                    "the Authorization header holds no valid API token; `plait gui --token` prints it.")
+            }
+            return .token
+        }
+        if let session = sessionCookie(of: request), api.auth.acceptsSession(session) { return .session }
+        return .none
+    }
+
+    func sessionCookie(of request: Request) -> String? {
+        for header in request.headers[values: .cookie] {
+            for pair in header.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == api.auth.cookieName
+                else { continue }
+                return parts[1].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return nil
+    }
+}
+
+extension APIRoutes {
+    /// POST /api/session (a login code for a session cookie), DELETE /api/session, POST /api/login-codes.
+    static func addAuthRoutes(to router: Router<APIRequestContext>, context api: APIContext, transport: APITransport) {
+        router.post("/api/session") { request, _ -> Response in
+            struct Login: Decodable { let code: String }
+            let login = try await decodeBody(Login.self, from: request)
+            guard let session = api.auth.redeem(login.code) else {
+                throw APIError.unauthorized(
+                    "this login code is unknown, used or expired (codes work once, for "
+                        + "\(api.auth.codeLifetime.components.seconds) s); run `plait gui` for a new one.")
+            }
+            var response = Response(status: .noContent)
+            response.headers[.setCookie] = "\(api.auth.cookieName)=\(session); Path=/; HttpOnly; SameSite=Strict"
+            return response
+        }
+        router.delete("/api/session") { request, _ -> Response in
+            if let session = APIGuard(context: api, transport: transport).sessionCookie(of: request) {
+                api.auth.endSession(session)
+            }
+            var response = Response(status: .noContent)
+            response.headers[.setCookie] = "\(api.auth.cookieName)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+            return response
+        }
+        // The Unix socket is the preferred caller (`plait gui` with an agent running). Over TCP only the token may
+        // mint codes: a session must not extend itself, and the token can do everything a code gives anyway.
+        router.post("/api/login-codes") { _, context -> Response in
+            guard context.credential == .token || context.credential == .localSocket else {
+                throw APIError.forbidden("login codes are minted with the API token or over the agent's socket.")
+            }
+            guard let base = api.baseURL else {
+                throw APIError.unavailable("the TCP API is off; there is no page to log in to.")
+            }
+            let minted = api.auth.mintCode()
+            return try json(
+                LoginCodeOutput(
+                    code: minted.code, expires: ISO8601DateFormatter().string(from: minted.expires),
+                    url: "\(base)/?code=\(minted.code)"))
+        }
+    }
+}

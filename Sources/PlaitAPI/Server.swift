@@ -1,0 +1,243 @@
+// The local HTTP API of `plait agent` (DESIGN §12; the reference is docs/openapi.yaml).
+//
+// Entry points, for the agent and for the other files of this module:
+// - `APIContext`: what every handler reaches — the agent's home (replica, store), the running agent, the auth
+//   state (`APIAuth`: token, login codes, sessions), the transport's bound address.
+// - `makeAPIRouter(context:transport:)` → `Router<APIRequestContext>`: every route. `.tcp` puts the browser rules
+//   in front (Host allowlist, Origin, JSON content type, session cookie or bearer token; `APIGuard`);
+//   `.unixSocket` serves the same routes to the CLI without a token (the socket's owner checks the peer's uid).
+//   Routes live in `extension APIRoutes` functions named `add…Routes(to:context:)`; `makeAPIRouter` calls each
+//   (one line per file: events add `addEventRoutes`, the page `addPageRoutes`).
+// - `APIServer.start(router:host:port:logger:)`: binds and serves in the background of the (thread-based) agent;
+//   returns once listening (with the bound port) or throws `APIError.listen`. `stop()` ends it.
+// - `APIService.start(home:agent:listen:logger:)`: what `plait agent` calls: the token file, the router, the TCP
+//   server and `<home>/api.addr`; on failure it logs the warning and returns nil (sync goes on).
+import Foundation
+import Hummingbird
+import Logging
+import PlaitSync
+
+/// The request context of every API route: Hummingbird's core storage, and the body limit.
+public struct APIRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// Set by `APIGuard`: how the request proved who sent it.
+    public var credential: APICredential = .none
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+    }
+
+    /// Bodies are small JSON objects (an edit, a code); anything larger is refused with 413.
+    public var maxUploadSize: Int { APILimits.maxBody }
+}
+
+/// How a request was authenticated.
+public enum APICredential: Sendable, Equatable {
+    case none
+    /// `Authorization: Bearer <api-token>`.
+    case token
+    /// The per-device session cookie a login code was exchanged for.
+    case session
+    /// The Unix socket: the peer's uid was checked when it connected.
+    case localSocket
+}
+
+/// The fixed limits of the API.
+public enum APILimits {
+    /// The largest request body, in bytes.
+    public static let maxBody = 64 * 1024
+}
+
+/// Which listener a router serves: the rules differ (DESIGN §12).
+public enum APITransport: Sendable {
+    /// TCP on loopback: a browser may reach it, so Host, Origin, content type and a credential are checked.
+    case tcp
+    /// `<home>/api.sock`: only processes of the same user (or root) connect; no token.
+    case unixSocket
+}
+
+/// What the API's handlers reach. One per agent; shared by the TCP and the Unix socket routers.
+public final class APIContext: Sendable {
+    public let home: Home
+    /// The running agent (its peers, its events); nil when a test serves a home without one.
+    public let agent: Agent?
+    public let auth: APIAuth
+    public let logger: Logger
+    /// "127.0.0.1:PORT" once the TCP listener is bound: the Host allowlist and the login URL use it.
+    private let boundAddress = LockedValue<(host: String, port: Int)?>(nil)
+
+    public init(home: Home, agent: Agent?, auth: APIAuth, logger: Logger) {
+        self.home = home
+        self.agent = agent
+        self.auth = auth
+        self.logger = logger
+    }
+
+    /// The TCP listener's address, once bound.
+    public var tcpAddress: (host: String, port: Int)? { boundAddress.value }
+
+    func setTCPAddress(host: String, port: Int) { boundAddress.value = (host, port) }
+
+    /// The page's address as a browser types it (IPv6 in brackets).
+    public var baseURL: String? {
+        tcpAddress.map { "http://\($0.host.contains(":") ? "[\($0.host)]" : $0.host):\($0.port)" }
+    }
+}
+
+/// Every route of the API for one transport.
+public func makeAPIRouter(context: APIContext, transport: APITransport) -> Router<APIRequestContext> {
+    let router = Router(context: APIRequestContext.self)
+    router.add(middleware: APIGuard(context: context, transport: transport))
+    APIRoutes.addReadRoutes(to: router, context: context)
+    APIRoutes.addEditRoutes(to: router, context: context)
+    APIRoutes.addAuthRoutes(to: router, context: context, transport: transport)
+    return router
+}
+
+/// Namespace of the route-adding functions (one per file).
+public enum APIRoutes {}
+
+/// A running HTTP listener serving one router in the background.
+public final class APIServer: Sendable {
+    private let task: Task<Void, any Error>
+    /// The port actually bound (the one asked for, or the one the system picked for 0).
+    public let port: Int
+
+    private init(task: Task<Void, any Error>, port: Int) {
+        self.task = task
+        self.port = port
+    }
+
+    /// Binds `host:port` (0: any free port) and serves `router`. Blocks until listening or failed.
+    public static func start(
+        router: Router<APIRequestContext>, host: String, port: Int, logger: Logger
+    ) throws -> APIServer {
+        let outcome = Outcome()
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname(host, port: port), serverName: nil, reuseAddress: false),
+            onServerRunning: { channel in outcome.finish(.success(channel.localAddress?.port ?? port)) },
+            logger: logger)
+        let task = Task {
+            do {
+                try await app.run()
+            } catch {
+                outcome.finish(.failure(error))
+                throw error
+            }
+        }
+        switch outcome.wait() {
+        case let .success(bound): return APIServer(task: task, port: bound)
+        case let .failure(error):
+            task.cancel()
+            let shown = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+            throw APIError.listen(address: shown, problem: Self.describe(error), detail: "\(error)")
+        }
+    }
+
+    /// Stops listening and ends open connections.
+    public func stop() {
+        task.cancel()
+        let done = DispatchSemaphore(value: 0)
+        let task = self.task
+        Task {
+            _ = await task.result
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + 5)
+    }
+
+    /// What a bind error means, said of the address (NIO's IOError reads "bind(descriptor:ptr:bytes:): Address
+    /// already in use (errno: 98)").
+    static func describe(_ error: any Error) -> String {
+        let text = "\(error)"
+        if text.contains("Address already in use") { return "is in use" }
+        if text.contains("Cannot assign requested address") { return "is no address of this machine" }
+        if text.contains("Permission denied") { return "may not be bound by this user" }
+        return "cannot be bound"
+    }
+
+    /// The first of "running on port P" or "failed", handed from the server's task to the starting thread.
+    private final class Outcome: @unchecked Sendable {
+        private let lock = NSLock()
+        private let ready = DispatchSemaphore(value: 0)
+        private var result: Result<Int, any Error>?
+
+        func finish(_ value: Result<Int, any Error>) {
+            let first = lock.withLock {
+                guard result == nil else { return false }
+                result = value
+                return true
+            }
+            if first { ready.signal() }
+        }
+
+        func wait() -> Result<Int, any Error> {
+            ready.wait()
+            return lock.withLock { result! }
+        }
+    }
+}
+
+/// What `plait agent` runs: the API on TCP, with its token file and `<home>/api.addr`.
+public final class APIService: Sendable {
+    public let context: APIContext
+    public let tcp: APIServer
+
+    private init(context: APIContext, tcp: APIServer) {
+        self.context = context
+        self.tcp = tcp
+    }
+
+    /// The file the agent writes its API address to, one line `127.0.0.1:PORT`, once listening.
+    public static let addressFileName = "api.addr"
+
+    /// Starts the API on `listen` ("HOST:PORT"). A failure (the port taken) is logged as a warning and gives nil:
+    /// the agent goes on syncing without an API. `codeLifetime`: how long a login code stays valid.
+    public static func start(
+        home: Home, agent: Agent?, listen: String, codeLifetime: Duration = APIAuth.defaultCodeLifetime,
+        logger: Logger
+    ) -> APIService? {
+        let addressFile = home.path + "/" + addressFileName
+        try? FileManager.default.removeItem(atPath: addressFile)
+        do {
+            let address = try PeerAddress(parsing: listen, allowingPortZero: true)
+            let auth = try APIAuth(home: home, codeLifetime: codeLifetime)
+            let context = APIContext(home: home, agent: agent, auth: auth, logger: logger)
+            let router = makeAPIRouter(context: context, transport: .tcp)
+            let server = try APIServer.start(
+                router: router, host: address.host, port: Int(address.port), logger: logger)
+            context.setTCPAddress(host: address.host, port: server.port)
+            let host = address.host.contains(":") ? "[\(address.host)]" : address.host
+            let shown = "\(host):\(server.port)"
+            try Data((shown + "\n").utf8).write(to: URL(fileURLWithPath: addressFile), options: .atomic)
+            logger.info("local API and page on http://\(shown)/ (`plait gui` prints a login URL)")
+            return APIService(context: context, tcp: server)
+        } catch {
+            logger.warning("\(APIError.turnedOff(by: error))")
+            return nil
+        }
+    }
+
+    public func stop() {
+        tcp.stop()
+        try? FileManager.default.removeItem(atPath: context.home.path + "/" + Self.addressFileName)
+    }
+}
+
+/// A value behind a lock, for the few mutable fields of otherwise immutable shared objects.
+final class LockedValue<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+
+    init(_ value: Value) { stored = value }
+
+    var value: Value {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        try lock.withLock { try body(&stored) }
+    }
+}
