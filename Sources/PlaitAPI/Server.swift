@@ -91,6 +91,7 @@ public func makeAPIRouter(context: APIContext, transport: APITransport) -> Route
     APIRoutes.addReadRoutes(to: router, context: context)
     APIRoutes.addEditRoutes(to: router, context: context)
     APIRoutes.addAuthRoutes(to: router, context: context, transport: transport)
+    APIRoutes.addPageRoutes(to: router, context: context)
     return router
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitAPI
 import Testing
 
 #if canImport(Glibc)
@@ -149,7 +150,6 @@ final class HeadlessChromium {
         let chromium = try #require(Chromium.path)
         let python = try DriverPython.locate()
         try withSandbox { sandbox in
-            try writeAPIConfig(sandbox)
             var homes: [(home: String, id: String)] = []
             for name in ["laptop", Self.peerName] {
                 let home = sandbox.root + "/home-\(homes.count)"
@@ -161,12 +161,17 @@ final class HeadlessChromium {
             try sandbox.ok(["pair", "--trust", laptop.id, "--home", phone.home])
             try sandbox.ok(["list", "add", Self.listTitle, "--home", laptop.home])
 
-            let phoneAgent = try RunningAgent(sandbox: sandbox, home: phone.home)
+            // The phone serves no page here (its API off); the laptop's on a free loopback port.
+            let phoneAgent = try RunningAgent(sandbox: sandbox, home: phone.home, extra: ["--api-listen", ""])
             defer { #expect(phoneAgent.stop() == 0, "the phone's agent exits cleanly: \(phoneAgent.log)") }
             let laptopAgent = try RunningAgent(
-                sandbox: sandbox, home: laptop.home, extra: ["--peer", phoneAgent.address])
+                sandbox: sandbox, home: laptop.home,
+                extra: ["--peer", phoneAgent.address, "--api-listen", "127.0.0.1:0"])
             defer { #expect(laptopAgent.stop() == 0, "the laptop's agent exits cleanly: \(laptopAgent.log)") }
-            _ = try apiAddress(home: laptop.home, agent: laptopAgent)
+            let listening = eventually {
+                LoopbackClient(addressFileOf: laptop.home) != nil || !laptopAgent.process.isRunning
+            }
+            try #require(listening && laptopAgent.process.isRunning, "the laptop's API: \(laptopAgent.log)")
 
             // The phone adds an item with markup to the laptop's list; it arrives at the laptop before the page opens.
             let listArrived = try eventually { try hasList(sandbox, phone.home) }

@@ -1,5 +1,16 @@
 import Foundation
+import PlaitAPI
 import Testing
+
+/// The repository checkout these tests were built from (the page's source files live in `page/`).
+enum Repository {
+    static let root: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    static func read(_ relativePath: String) throws -> String {
+        try String(contentsOfFile: root + "/" + relativePath, encoding: .utf8)
+    }
+}
 
 /// The page's files as written: the rules that keep data from becoming HTML or script hold in the source.
 @Suite struct PageSourceTests {
@@ -41,18 +52,17 @@ import Testing
 @Suite(.serialized) struct PageServingTests {
     @Test func theAgentServesThePageFilesWithTheirTypesAndTheSecurityHeaders() throws {
         try withSandbox { sandbox in
-            try writeAPIConfig(sandbox)
             try sandbox.initialize()
-            let agent = try RunningAgent(sandbox: sandbox, home: sandbox.home)
-            defer { #expect(agent.stop() == 0, "the agent exits cleanly: \(agent.log)") }
-            let address = try apiAddress(home: sandbox.home, agent: agent)
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "the agent exits cleanly: \(api.agent.log)") }
             let files = [
                 ("/", "page/index.html", "text/html; charset=utf-8"),
                 ("/app.js", "page/app.js", "text/javascript; charset=utf-8"),
                 ("/app.css", "page/app.css", "text/css; charset=utf-8"),
             ]
             for (path, file, type) in files {
-                let answer = try HTTPExchange.request("GET", path, to: address)
+                // No credential: the page itself is open (it holds no data), what it reads needs the session.
+                let answer = try api.client.send("GET", path)
                 #expect(answer.status == 200, "GET \(path): \(answer.status) \(answer.text)")
                 #expect(answer.header("Content-Type") == type, "GET \(path): \(answer.headers)")
                 // Served from the binary and equal to the file: PageAssets.swift is not stale.
@@ -67,33 +77,24 @@ import Testing
                 #expect(answer.header("Access-Control-Allow-Origin") == nil, "no CORS")
             }
             // Another name for 127.0.0.1 (DNS rebinding) gets no page either.
-            let port = address.split(separator: ":").last.map(String.init) ?? ""
-            let foreign = try HTTPExchange.request(
-                "GET", "/", to: address, headers: [("Host", "evil.example:\(port)")])
+            let foreign = try api.client.send("GET", "/", headers: [("Host", "evil.example:\(api.client.port)")])
             #expect(foreign.status == 403, "\(foreign.status) \(foreign.text)")
         }
     }
 
     @Test func openingThePageWithALoginCodeDoesNotSpendIt() throws {
         try withSandbox { sandbox in
-            try writeAPIConfig(sandbox)
             try sandbox.initialize()
-            let agent = try RunningAgent(sandbox: sandbox, home: sandbox.home)
-            defer { #expect(agent.stop() == 0, "the agent exits cleanly: \(agent.log)") }
-            let address = try apiAddress(home: sandbox.home, agent: agent)
-            let gui = try sandbox.ok(["gui"])
-            let url = try #require(gui.lines.first { $0.contains("?code=") }, "\(gui)")
-            let code = try #require(url.components(separatedBy: "?code=").last)
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "the agent exits cleanly: \(api.agent.log)") }
+            let code = try api.loginCode(sandbox)
             // GET changes nothing: the page loads (twice), and the code is still good for the page's POST.
             for _ in 0..<2 {
-                let page = try HTTPExchange.request("GET", "/?code=\(code)", to: address)
+                let page = try api.client.send("GET", "/?code=\(code)")
                 #expect(page.status == 200 && page.text.contains("/app.js"), "\(page.status)")
                 #expect(page.header("Set-Cookie") == nil, "GET / set a cookie: \(page.headers)")
             }
-            let body = try JSONSerialization.data(withJSONObject: ["code": code])
-            let session = try HTTPExchange.request(
-                "POST", "/api/session", to: address,
-                headers: [("Origin", "http://\(address)"), ("Content-Type", "application/json")], body: body)
+            let session = try api.redeem(code)
             #expect(session.status == 204, "\(session.status) \(session.text)")
             #expect(session.header("Set-Cookie")?.contains("HttpOnly") == true, "\(session.headers)")
         }
