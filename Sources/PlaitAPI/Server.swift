@@ -63,6 +63,8 @@ public final class APIContext: Sendable {
     public let agent: Agent?
     public let auth: APIAuth
     public let logger: Logger
+    /// The pairing attempt started from the page, if any.
+    let pairing = APIPairing()
     /// "127.0.0.1:PORT" once the TCP listener is bound: the Host allowlist and the login URL use it.
     private let boundAddress = LockedValue<(host: String, port: Int)?>(nil)
 
@@ -91,6 +93,7 @@ public func makeAPIRouter(context: APIContext, transport: APITransport) -> Route
     APIRoutes.addReadRoutes(to: router, context: context)
     APIRoutes.addEditRoutes(to: router, context: context)
     APIRoutes.addAuthRoutes(to: router, context: context, transport: transport)
+    APIRoutes.addPairingRoutes(to: router, context: context)
     APIRoutes.addPageRoutes(to: router, context: context)
     return router
 }

@@ -47,3 +47,49 @@ public struct UnpairOutput: Codable, Sendable, Equatable {
 
     public init(device: String) { self.device = device }
 }
+
+/// `GET /api/pairing` (and the answer of the pairing POSTs): devices found in pairing mode, and the attempt.
+public struct PairingOutput: Codable, Sendable, Equatable {
+    public var devices: [PairingDeviceOutput]
+    /// The current or last attempt; null before the first.
+    @Nullable public var session: PairingSessionOutput?
+
+    public init(devices: [PairingDeviceOutput], session: PairingSessionOutput?) {
+        self.devices = devices
+        self.session = session
+    }
+}
+
+/// A device in pairing mode, as found by mDNS (its name is its own claim, unverified).
+public struct PairingDeviceOutput: Codable, Sendable, Equatable {
+    public var address: String
+    public var name: String
+
+    public init(address: String, name: String) {
+        self.address = address
+        self.name = name
+    }
+}
+
+/// One pairing attempt.
+public struct PairingSessionOutput: Codable, Sendable, Equatable {
+    /// The six digits to compare with the other screen (`042 917`), once known.
+    @Nullable public var code: String?
+    /// The other device's ID (from its certificate), once connected.
+    @Nullable public var device: String?
+    /// Why the attempt failed.
+    @Nullable public var error: String?
+    /// The name the other device gives itself.
+    @Nullable public var name: String?
+    /// searching, connecting, comparing (the code waits for an answer), confirmed (this side said yes),
+    /// paired, refused or failed.
+    public var state: String
+
+    public init(code: String?, device: String?, error: String?, name: String?, state: String) {
+        self.code = code
+        self.device = device
+        self.error = error
+        self.name = name
+        self.state = state
+    }
+}
