@@ -95,6 +95,7 @@ public func makeAPIRouter(context: APIContext, transport: APITransport) -> Route
     APIRoutes.addAuthRoutes(to: router, context: context, transport: transport)
     APIRoutes.addPairingRoutes(to: router, context: context)
     APIRoutes.addPageRoutes(to: router, context: context)
+    APIRoutes.addEventRoutes(to: router, context: context)
     return router
 }
 

@@ -355,8 +355,10 @@ public final class Session: @unchecked Sendable {
         case let .recordForks(peer, forks):
             let records = forks.map { (timeline: $0.timeline, seq: $0.seq, detail: $0.detail) }
             try local { try store.recordForks(peer: peer, records, now: Replica.now()) }
+            options.onRecorded?(.forks(peer: peer, forks.map { .init(timeline: $0.timeline, seq: $0.seq) }))
         case let .recordFindings(peer, diverged, refused, claim):
             try local { try store.recordPeerFindings(peer: peer, diverged: diverged, refused: refused, claim: claim) }
+            options.onRecorded?(.findings(peer: peer, diverged: diverged))
         case let .quarantine(damage, reason):
             try local { try replica.quarantine(damage, reason: reason) }
         case let .finding(sentence):

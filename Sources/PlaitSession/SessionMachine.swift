@@ -87,6 +87,9 @@ public struct SessionOptions: Sendable {
     /// Called on the session's thread with one sentence for each thing found wrong (a fork, refused changes, a
     /// divergence, a claim on the own timeline, a damaged stored change): the agent logs them as errors.
     public var onFinding: (@Sendable (String) -> Void)?
+    /// Called on the session's thread once it recorded what it found with the peer (forks, divergence), typed:
+    /// the agent publishes events from it (DESIGN §12).
+    public var onRecorded: (@Sendable (SessionRecord) -> Void)?
     /// Called on the session's thread with the peer's Hello once it is valid (the agent keeps one connection per
     /// instance of a device): false ends the session with `SessionError.notKept`.
     public var admitPeer: (@Sendable (Hello) -> Bool)?

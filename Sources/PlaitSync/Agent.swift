@@ -42,6 +42,8 @@ public final class Agent: @unchecked Sendable {
         /// Whether the agent watches the store for other processes' commits (inotify on its files). Tests turn it
         /// off to show what the sessions' own notices do alone.
         var watchesStore = true
+        /// Events held for the local API's clients (a client further behind is told of a gap).
+        public var eventCapacity = EventHub.defaultCapacity
 
         public init() {}
     }
@@ -57,6 +59,9 @@ public final class Agent: @unchecked Sendable {
         /// A second process of the peer's home beside its agent (a `plait sync` run there): neither told of local
         /// changes nor re-synced, it ends by itself.
         var extra = false
+        /// The name the peer's Hello gave, and the changes pulled so far (for events).
+        var name: String?
+        var pulled = 0
         init(session: Session, peer: String, dialedByMe: Bool) {
             self.session = session
             self.peer = peer
@@ -80,6 +85,9 @@ public final class Agent: @unchecked Sendable {
     public let home: Home
     public let settings: Settings
     let logger: Logger
+    /// What happens here, for the local API's long-polls and streams (DESIGN §12); a new epoch per agent.
+    public let events: EventHub
+    let eventState = AgentEventState()
     private let lock = NSLock()
     private var stopped = false
     /// Every session running, admitted or still waiting for its peer's Hello. A device has one admitted session per
@@ -127,6 +135,7 @@ public final class Agent: @unchecked Sendable {
         self.home = home
         self.settings = settings
         self.logger = logger
+        events = EventHub(capacity: settings.eventCapacity)
     }
 
     /// Read after `start` loaded the identity (it is cached in the home from then on).
@@ -152,6 +161,13 @@ public final class Agent: @unchecked Sendable {
         _ = try probe.changed()
         let generation = try home.store.generation()
         let peers = try home.store.peers()
+        // Change events start from here: what is stored already is not news.
+        let published = try home.store.summary()
+        eventState.lock.withLock { eventState.published = published }
+        home.replica.onDerivedStateRepair { [weak self, logger] repair in
+            logger.warning("\(repair)")
+            self?.publishRepair(repair)
+        }
         lock.withLock {
             announcedGeneration = generation
             knownPeers = peers
@@ -175,6 +191,7 @@ public final class Agent: @unchecked Sendable {
                         + "pulled again from a paired device"
                     self.logger.error("\(what)")
                 }
+                self.noteQuarantine()
             } catch {
                 self.logger.error("checking the stored hash chains failed: \(error)")
             }
@@ -185,6 +202,7 @@ public final class Agent: @unchecked Sendable {
 
     /// Stops everything and waits for every thread.
     public func stop() {
+        events.close()  // open event streams end first: they would hold the API server's shutdown
         let running: [Running] = lock.withLock {
             stopped = true
             return Array(sessions.values)
@@ -389,10 +407,14 @@ public final class Agent: @unchecked Sendable {
                 logger.debug("refused unpaired device \(id) from \(host) (not listed: listed less than a minute ago)")
                 return .unpaired
             }
-            pendingQueue.async { [home, logger] in
+            pendingQueue.async { [home, logger, events] in
                 try? home.store.recordPending(
                     deviceID: id.description, claimedName: "(unknown)", address: address, now: Replica.now())
                 logger.notice("refused unpaired device \(id) from \(host); listed by `plait peers --pending`")
+                let data: [String: EventValue] = [
+                    "device": .string(id.description), "name": "(unknown)", "address": .init(address),
+                ]
+                events.publish(.pendingDevice, data)
             }
             return nil
         case let TLSError.alpnMismatch(offered):
@@ -511,13 +533,24 @@ public final class Agent: @unchecked Sendable {
         options.idleTimeout = .seconds(60)
         options.certifiedPeerID = peer
         let logger = self.logger
-        options.onFinding = { finding in logger.error("with \(peer): \(finding.terminalSafe)") }
+        let slot = EntrySlot()
+        options.onFinding = { [weak self] finding in
+            logger.error("with \(peer): \(finding.terminalSafe)")
+            self?.noteQuarantine()  // a damaged change found while sending is set aside: watch for it to heal
+        }
+        options.onRecorded = { [weak self] record in self?.publishRecord(record) }
         // Pulled changes go on to the other peers at once, without waiting for the watch thread.
-        options.onPulled = { [weak self] _ in
+        options.onPulled = { [weak self] added in
             guard let self else { return }
             self.announce(try? self.home.store.generation())
+            self.publishAppliedChanges(pulledFrom: peer)
+            let total = self.lock.withLock { () -> Int in
+                slot.entry?.pulled += added
+                return slot.entry?.pulled ?? added
+            }
+            self.events.publish(
+                .syncProgress, ["device": .string(peer), "pulled": .init(total), "batch": .init(added)])
         }
-        let slot = EntrySlot()
         options.admitPeer = { [weak self] hello in
             guard let self, let entry = slot.entry else { return false }
             return self.admit(entry, hello: hello)
@@ -548,6 +581,12 @@ public final class Agent: @unchecked Sendable {
             let label = peerLabel(
                 name: result.peerName, deviceID: result.peerDeviceID.isEmpty ? peer : result.peerDeviceID)
             logger.info("session with \(label) ended: pulled \(result.pulled), sent \(result.sent)")
+            if entry.instance != nil {
+                let data: [String: EventValue] = [
+                    "device": .string(peer), "pulled": .init(result.pulled), "sent": .init(result.sent), "ended": true,
+                ]
+                events.publish(.syncProgress, data)
+            }
             if dialedByMe, result.peerCloseReason == "stopped" { backOff(peer) }
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: acknowledgement(entry, result.finalSummary),
@@ -568,6 +607,7 @@ public final class Agent: @unchecked Sendable {
                 // The two copies of this home met (DESIGN §11): both say so, and neither syncs with itself.
                 logger.error("\(copied.description.terminalSafe)")
                 try? home.store.recordCopiedHome(deviceID: peer, instances: copied.instances, now: Replica.now())
+                publishCopiedHome(copied)
             default:
                 logger.info("session with \(peer) ended: \("\(error)".terminalSafe)")
             }
@@ -578,7 +618,11 @@ public final class Agent: @unchecked Sendable {
                 failedAtOnce = true
             }
         }
-        _ = lock.withLock { sessions.removeValue(forKey: ObjectIdentifier(entry)) }
+        let (wasAdmitted, name) = lock.withLock { () -> (Bool, String?) in
+            sessions.removeValue(forKey: ObjectIdentifier(entry))
+            return (entry.instance != nil, entry.name)
+        }
+        if wasAdmitted { events.publish(.peerDisconnected, ["device": .string(peer), "name": .init(name)]) }
         dialWake.signal()  // a peer that is still (or again) to be found is dialled now, not at the next tick
         return failedAtOnce
     }
@@ -633,8 +677,10 @@ public final class Agent: @unchecked Sendable {
                 older.session.stop()
             }
             entry.instance = nonce
+            entry.name = hello.name
             return true
         }
+        if keep { events.publish(.peerConnected, ["device": .string(peer), "name": .string(hello.name)]) }
         if keep && !others.isEmpty { probeCopies(newcomer: entry, others: others) }
         return keep
     }
@@ -670,6 +716,7 @@ public final class Agent: @unchecked Sendable {
             self.logger.error("\(copied.description.terminalSafe)")
             try? self.home.store.recordCopiedHome(
                 deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())
+            self.publishCopiedHome(copied)
             for entry in [newcomer] + alive { entry.session.tellCopies(copied.instances) }
         }
     }
@@ -785,6 +832,7 @@ public final class Agent: @unchecked Sendable {
             return
         }
         announce(try? home.store.generation())
+        publishAppliedChanges(pulledFrom: nil)
         guard let peers = try? home.store.peers() else { return }
         let current = Set(peers.map(\.deviceID))
         let targets = { (records: [PeerRecord]) in records.map { [$0.deviceID, $0.address ?? ""] } }

@@ -86,6 +86,7 @@ extension Plait {
                 home: home, agent: agent, listen: apiAddress, codeLifetime: Self.loginCodeLifetime(),
                 logger: Logger(label: "plait.api"))
             finished.wait()
+            agent.events.close()  // open event streams end, so the API's shutdown does not wait for them
             api?.stop()
             agent.stop()
             _ = sources

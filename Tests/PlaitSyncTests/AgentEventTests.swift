@@ -178,7 +178,7 @@ import Glibc
     }
 
     /// Two homes in `directory`, each trusting the other.
-    private func pairedHomes(
+    func pairedHomes(
         _ directory: TemporaryDirectory, _ first: String, _ second: String
     ) throws -> (Home, Home) {
         let a = try Home.create(at: directory.file(first), name: first, config: Config())
@@ -189,7 +189,7 @@ import Glibc
     }
 
     /// An agent on `home` listening on a free loopback port, dialling `peers`; anti-entropy an hour away.
-    private func startAgent(
+    func startAgent(
         _ home: Home, recorder: LogRecorder, peers: [Agent] = [], watchesStore: Bool = true
     ) throws -> Agent {
         var settings = Agent.Settings()
@@ -203,7 +203,7 @@ import Glibc
     }
 
     /// Waits until both agents logged their session with the other.
-    private func awaitConnected(_ recorder: LogRecorder, _ dialer: Home, _ listener: Home) throws {
+    func awaitConnected(_ recorder: LogRecorder, _ dialer: Home, _ listener: Home) throws {
         for id in [try dialer.identity.deviceID.description, try listener.identity.deviceID.description] {
             let line = recorder.line(containing: ["connected to \(id)"])
             try #require(line != nil, "the agents did not connect:\n\(recorder.all.joined(separator: "\n"))")
@@ -211,7 +211,7 @@ import Glibc
     }
 
     /// Polls `condition` (every 2 ms) until it holds or `seconds` pass.
-    private func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
+    func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if condition() { return true }
@@ -221,7 +221,7 @@ import Glibc
     }
 
     /// Runs the built `plait` (beside this test binary, or `PLAIT_EXECUTABLE`) to completion; it must succeed.
-    private func runPlait(_ arguments: [String]) throws {
+    func runPlait(_ arguments: [String]) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try plaitExecutable())
         process.arguments = arguments
@@ -239,7 +239,7 @@ import Glibc
             "plait \(arguments.joined(separator: " ")) failed: \(String(decoding: message, as: UTF8.self))")
     }
 
-    private func plaitExecutable() throws -> String {
+    func plaitExecutable() throws -> String {
         if let explicit = ProcessInfo.processInfo.environment["PLAIT_EXECUTABLE"], !explicit.isEmpty {
             return explicit
         }
