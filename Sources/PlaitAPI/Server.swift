@@ -93,8 +93,9 @@ public func makeAPIRouter(context: APIContext, transport: APITransport) -> Route
     APIRoutes.addReadRoutes(to: router, context: context)
     APIRoutes.addEditRoutes(to: router, context: context)
     APIRoutes.addAuthRoutes(to: router, context: context, transport: transport)
-    APIRoutes.addEventRoutes(to: router, context: context)
     APIRoutes.addPairingRoutes(to: router, context: context)
+    APIRoutes.addPageRoutes(to: router, context: context)
+    APIRoutes.addEventRoutes(to: router, context: context)
     return router
 }
 
