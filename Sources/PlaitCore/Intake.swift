@@ -255,6 +255,17 @@ public struct Intake<D: Domain>: Sendable {
                     ended: $0.encoded.change.kind == Change.timelineEndKind)
             } ?? start
         }
+
+        /// What this run holds at `seq` (in its own numbering) as a head: a change of the batch, its start, or,
+        /// below its start, what `lookUp` finds stored. Nil beyond its current head.
+        func held(at seq: UInt64, lookUp: (UInt64) throws -> HeldHead?) rethrows -> HeldHead? {
+            if seq > start.seq {
+                guard seq - start.seq <= UInt64(candidates.count) else { return nil }
+                let candidate = candidates[Int(seq - start.seq) - 1]
+                return HeldHead(seq: seq, lamport: candidate.encoded.change.lamport, hash: candidate.hash)
+            }
+            return seq == start.seq ? start : try lookUp(seq)
+        }
     }
 
     /// Where fork routing sends an arriving change.
@@ -312,17 +323,12 @@ public struct Intake<D: Domain>: Sendable {
             // of it (a fork, DESIGN §11): it goes there, under the branch's name, and is checked like any change.
             let continues = change.seq == current.seq + 1 && change.previousHash == current.hash
             if run.signed && !continues {
-                let heldHere: [UInt8]?
-                if change.seq > current.seq {
-                    heldHere = nil
-                } else if change.seq == current.seq {
-                    heldHere = current.hash
-                } else if change.seq > run.start.seq {
-                    heldHere = run.candidates[Int(change.seq - run.start.seq) - 1].hash
-                } else {
-                    heldHere = try heldHash(change.ref)
+                let heldHere = try run.held(at: change.seq) { seq in
+                    try heldHash(ChangeRef(timeline: change.timeline, seq: seq)).map {
+                        HeldHead(seq: seq, lamport: 0, hash: $0)
+                    }
                 }
-                if heldHere == nil || heldHere! != hash {
+                if heldHere?.hash != hash {
                     let route = try self.route(
                         encoded, hash: hash, main: run, runs: &runs, branchRuns: &branchRuns,
                         heldBranches: &heldBranches, order: &order, heldHash: heldHash, heldChange: heldChange,
@@ -421,11 +427,10 @@ public struct Intake<D: Domain>: Sendable {
             let head = run.current
             let headSeq = head.seq + base
             if seq <= headSeq {
-                let index = Int(seq - base)
-                let held = index > Int(run.start.seq)
-                    ? run.candidates[index - Int(run.start.seq) - 1].hash
-                    : (index == Int(run.start.seq) ? run.start.hash : try heldHash(ChangeRef(timeline: id, seq: UInt64(index))))
-                if held == hash { return .duplicate }
+                let held = try run.held(at: seq - base) { index in
+                    try heldHash(ChangeRef(timeline: id, seq: index)).map { HeldHead(seq: index, lamport: 0, hash: $0) }
+                }
+                if held?.hash == hash { return .duplicate }
             } else if seq == headSeq + 1 && head.hash == change.previousHash {
                 return .branch(id)
             }
@@ -449,32 +454,12 @@ public struct Intake<D: Domain>: Sendable {
         // A new branch: what it continues must be held, on the timeline or one of its branches, or be a change
         // of this batch.
         guard seq >= 2 else { return nil }
-        var parent: HeldHead?
-        let mainSeq = main.current.seq
-        if seq - 1 <= mainSeq {
-            if seq - 1 > main.start.seq {
-                let candidate = main.candidates[Int(seq - 1 - main.start.seq) - 1]
-                if candidate.hash == change.previousHash {
-                    parent = HeldHead(seq: 0, lamport: candidate.encoded.change.lamport, hash: candidate.hash)
-                }
-            } else if let held = try heldChange(ChangeRef(timeline: root, seq: seq - 1)),
-                held.hash == change.previousHash
-            {
-                parent = held
-            }
-        }
-        if parent == nil {
-            for id in branchRuns[root] ?? [] {
-                guard let run = runs[id], let base = run.branch?.base, seq - 1 > base else { continue }
-                let index = seq - 1 - base
-                if index > run.start.seq && index <= run.current.seq {
-                    let candidate = run.candidates[Int(index - run.start.seq) - 1]
-                    if candidate.hash == change.previousHash {
-                        parent = HeldHead(seq: 0, lamport: candidate.encoded.change.lamport, hash: candidate.hash)
-                        break
-                    }
-                }
-            }
+        var parent = try main.held(at: seq - 1) { try heldChange(ChangeRef(timeline: root, seq: $0)) }
+        if parent?.hash != change.previousHash { parent = nil }
+        for id in branchRuns[root] ?? [] where parent == nil {
+            guard let run = runs[id], let base = run.branch?.base, seq - 1 > base else { continue }
+            let held = try run.held(at: seq - 1 - base) { try heldChange(ChangeRef(timeline: id, seq: $0)) }
+            if held?.hash == change.previousHash { parent = held }
         }
         if parent == nil {
             for branch in heldBranches[root]! where seq - 1 > branch.base && seq - 1 <= branch.head.seq + branch.base {

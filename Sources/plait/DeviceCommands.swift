@@ -80,35 +80,27 @@ extension Plait {
 
         func run() throws {
             let home = try global.openHome()
+            // One read of the status for both forms: the plain lines print the same value `--json` does.
+            let status = try ReadOutputs.status(home)
             if json {
-                try printJSON(try ReadOutputs.status(home))
+                try printJSON(status)
                 return
             }
-            let store = home.store
-            let summary = try store.summary()
-            let baseline = try store.baseline()
-            let unknown = try home.replica.uninterpretableCount()
-            let changes = try store.changeCount()
-            let timeline = try store.ownTimeline()
-            let digest = home.replica.digest.hex
-            let state = home.replica.state
-            let liveLists = state.liveListIDs.count
-            let liveItems = state.items.values.filter { !$0.deleted }.count
-            // A damaged certificate stops networking, not the status of the lists: say so in its place.
-            let device = Result { try home.identity.deviceID.description }
-            let copied = try home.copiedHomeReports()
-            switch device {
-            case .success(let id): print("device    \(id) (\(home.deviceName.terminalSafe))")
-            case .failure(let error): print("device    unavailable: \("\(error)".terminalSafe) (\(home.deviceName.terminalSafe))")
+            if let id = status.device {
+                print("device    \(id) (\(home.deviceName.terminalSafe))")
+            } else {
+                print("device    unavailable: \((status.deviceProblem ?? "").terminalSafe) (\(home.deviceName.terminalSafe))")
             }
-            print("home      \(home.path)")
-            print("timeline  \(timeline)")
-            print("summary   \(summary.isEmpty ? "(empty)" : summary.description)")
-            print("digest    \(digest)")
-            print("changes   \(changes) stored" + (baseline.map { ", baseline \($0.summary)" } ?? ", no baseline"))
-            print("data      \(liveLists) lists, \(liveItems) items")
-            if unknown > 0 { print("unknown   \(unknown) changes need a newer plait (kept and forwarded, not shown)") }
-            for sentence in copied { print("alarm     \(sentence.terminalSafe)") }
+            print("home      \(status.home)")
+            print("timeline  \(status.timeline)")
+            print("summary   \(status.summary.isEmpty ? "(empty)" : status.summary)")
+            print("digest    \(status.digest)")
+            print("changes   \(status.changes) stored" + (status.baseline.map { ", baseline \($0)" } ?? ", no baseline"))
+            print("data      \(status.lists) lists, \(status.items) items")
+            if status.unknown > 0 {
+                print("unknown   \(status.unknown) changes need a newer plait (kept and forwarded, not shown)")
+            }
+            for sentence in status.copied { print("alarm     \(sentence.terminalSafe)") }
         }
     }
 
