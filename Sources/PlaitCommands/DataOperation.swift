@@ -81,8 +81,7 @@ public enum DataOperation: Equatable, Sendable {
         case let .listRemove(list):
             let id = try Resolve.list(list, in: edit.state)
             let title = edit.state.lists[id]!.title
-            let observed = try edit.observedSummary()
-            try edit.append(.listDelete(id: id, observed: observed))
+            try edit.append(try edit.listDelete(id))
             return ("deleted list '\(title.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description))
         case let .add(list, text, top, after):
             let listID = try Resolve.list(list, in: edit.state)

@@ -78,7 +78,7 @@ public enum ReadOutputs {
         guard domain.canInterpret(kind: change.kind, version: change.version) else {
             return "(needs a newer plait: \(change.kind) v\(change.version))"
         }
-        guard let decoded = try? ListsChange(kind: change.kind, payload: change.payload) else {
+        guard let decoded = try? ListsChange(kind: change.kind, version: change.version, payload: change.payload) else {
             return "(payload does not decode)"
         }
         let list = { (id: ObjectID) in "'\(state.lists[id]?.title ?? Resolve.short(id))'" }
@@ -96,7 +96,7 @@ public enum ReadOutputs {
         case let .listRename(id, title): return "rename list \(Resolve.short(id)) to '\(title)'"
         case let .listRecolor(id, color): return "recolor list \(list(id)) to \(color ?? "none")"
         case let .listMove(id, at): return "move list \(list(id)) \(place(at))"
-        case let .listDelete(id, observed):
+        case let .listDelete(id, observed, _):
             return "delete list \(list(id)) (seen: \(observed.isEmpty ? "nothing" : observed.description))"
         case let .itemCreate(_, listID, text, at): return "add '\(text)' to \(list(listID)) \(place(at))"
         case let .itemEdit(id, text): return "edit \(Resolve.short(id)) to '\(text)'"

@@ -45,7 +45,9 @@ enum DerivedState {
         var engine = ReplayEngine(domain: domain, state: state, position: position)
         engine.checkpointInterval = .max
         if !unapplied.isEmpty {
-            let stats = try engine.integrate(unapplied, source: StoredChanges(db: db), fallback: restart)
+            let stats = try domain.bound(to: db) {
+                try engine.integrate(unapplied, source: StoredChanges(db: db), fallback: restart)
+            }
             if stats.rolledBack {
                 // The rows no longer match the marks a rollback leaves: mark exactly the records that differ.
                 let differences = ListsState.differences(from: state, to: engine.state)
@@ -126,11 +128,15 @@ enum DerivedState {
         let checkpointsFrom = total - interval * engine.checkpointLimit
         engine.checkpointInterval = checkpointsFrom > 0 ? Int.max : interval
         var count = 0
-        try StoredChanges(db: db).forEachChangePipelined { change in
-            engine.applyNext(change)
-            count += 1
-            if count == checkpointsFrom { engine.checkpointInterval = interval }
-            try afterEach?(engine)
+        // Deletes look their chains up on `db` while the pipeline's reader steps its statement on the same
+        // connection: SQLite serializes a connection's calls (GRDB opens it in the library's serialized mode).
+        try domain.bound(to: db) {
+            try StoredChanges(db: db).forEachChangePipelined { change in
+                engine.applyNext(change)
+                count += 1
+                if count == checkpointsFrom { engine.checkpointInterval = interval }
+                try afterEach?(engine)
+            }
         }
         engine.checkpointInterval = interval
         engine.modifyState { state in

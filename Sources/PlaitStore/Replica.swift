@@ -177,7 +177,7 @@ public final class Replica: @unchecked Sendable {
             let saved = try store.write { db -> (T, Bool) in
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
                 if current != generation { try reload(db) }
-                let result = try body(db)
+                let result = try domain.bound(to: db) { try body(db) }
                 let deferring = deferDerived && !rebuiltUnsaved
                 if !deferring { try saveDerived(db) }
                 try Meta.set(db, .generation, current + 1)
@@ -280,6 +280,26 @@ public final class Replica: @unchecked Sendable {
             return summary
         }
 
+        /// A `list.delete` of `list` as this edit would author it now: version 2, observing every timeline held
+        /// with the hash of its head, so it covers exactly the chains its author saw whatever a fork later renames
+        /// (PROTOCOL.md §22.6).
+        public func listDelete(_ list: ObjectID) throws -> ListsChange {
+            var summary = Summary()
+            var heads: [TimelineID: [UInt8]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT tl, head_seq, head_hash FROM timelines") {
+                let timeline = TimelineID(timelineFromColumn(try row.decode(Int64.self, atIndex: 0)))
+                summary[timeline] = UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1))
+                heads[timeline] = [UInt8](try row.decode(Data.self, atIndex: 2))
+            }
+            if head.seq > 0 {
+                summary[timeline] = head.seq
+                heads[timeline] = head.hash
+            }
+            // A timeline observed at 0 (no change held) is not an entry.
+            heads = heads.filter { summary[$0.key] > 0 }
+            return .listDelete(id: list, observed: summary, heads: heads)
+        }
+
         /// Signs the last change if it has no signature yet, and writes the head row of the own timeline (once
         /// per edit, not per change) with the certificate of a timeline begun here.
         fileprivate func finish() throws {
@@ -312,7 +332,7 @@ public final class Replica: @unchecked Sendable {
 
         @discardableResult
         public func append(_ change: ListsChange) throws -> Change {
-            try appendRaw(kind: change.kind, version: 1, payload: change.payload)
+            try appendRaw(kind: change.kind, version: change.version, payload: change.payload)
         }
 
         /// Appends a change of any kind (the engine-level `timeline.end`, or a kind for tests).
@@ -323,6 +343,10 @@ public final class Replica: @unchecked Sendable {
         /// here; the last change of the edit is signed when it finishes.
         @discardableResult
         public func appendRaw(kind: String, version: UInt32, payload: [UInt8]) throws -> Change {
+            // A list.delete finds the heads it observed in the store (PROTOCOL.md §22.6), its own timeline's among
+            // them: the head row, written once per edit, is brought up to this edit's last change first, or a delete
+            // after other lines of one batch would find its own head nowhere and cover none of the own timeline.
+            if kind == "list.delete", let lastAppended { try Replica.setHead(db, lastAppended, hash: head.hash) }
             let predecessor = head.lamport
             lamport = Lamport.next(after: max(lamport, head.lamport))
             guard lamport <= Lamport.max else { throw StoreError.lamportExhausted(timeline: timeline) }
@@ -684,7 +708,10 @@ public final class Replica: @unchecked Sendable {
             let own = try Store.ownTimeline(db)
             // Changes of the own timeline beyond its head, other than good copies of ones set aside as damaged.
             let healing = try Meta.get(db, .ownTimelineSuspectCause) as String? == SuspectCause.damage.rawValue
-            if verdict.heads[own] != nil && !healing && !healed.contains(own) {
+            // A copy whose own history lost the name in a fork (DESIGN §11) knows why it goes on elsewhere: the
+            // winner's later changes are no sign of a stale home, and its next edit begins a timeline of its own.
+            let forkedAway = try Meta.get(db, .ownTimelineForkedAway) as String? != nil
+            if verdict.heads[own] != nil && !healing && !healed.contains(own) && !forkedAway {
                 try Self.markOwnTimelineSuspect(
                     db, own, reason: "a peer sent changes of it beyond this device's head (this home was restored "
                         + "from a backup or copied)")

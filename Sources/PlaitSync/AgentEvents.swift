@@ -67,7 +67,7 @@ extension Agent {
                 var data = origin(change.timeline)
                 data["change"] = .string(change.ref.description)
                 data["kind"] = .string(change.kind)
-                if let decoded = try? ListsChange(kind: change.kind, payload: change.payload) {
+                if let decoded = try? ListsChange(kind: change.kind, version: change.version, payload: change.payload) {
                     let (list, item) = Self.objects(of: decoded)
                     if let item { data["item"] = .string(item.description) }
                     // The agent's state knows what it pulled; another process's new item is in the rows.
@@ -88,7 +88,7 @@ extension Agent {
     static func objects(of change: ListsChange) -> (list: ObjectID?, item: ObjectID?) {
         switch change {
         case let .listCreate(id, _, _, _), let .listRename(id, _), let .listRecolor(id, _), let .listMove(id, _),
-            let .listDelete(id, _):
+            let .listDelete(id, _, _):
             return (id, nil)
         case let .itemCreate(id, list, _, _):
             return (list, id)

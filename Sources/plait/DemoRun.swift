@@ -495,7 +495,7 @@ final class DemoEditors: @unchecked Sendable {
             if !shouldContinue { break }
             do {
                 let kind = try home.replica.edit { edit -> String in
-                    let change = try script.change(at: number, in: edit.state, observed: { try edit.observedSummary() })
+                    let change = try script.change(at: number, in: edit.state, delete: { try edit.listDelete($0) })
                     try edit.append(change)
                     return change.kind
                 }

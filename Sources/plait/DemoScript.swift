@@ -60,10 +60,10 @@ public struct DemoScript: Sendable {
     public var ownListTitle: String { "\(deviceName)'s to-do" }
 
     /// The change for edit number `index` (from 0), chosen against `state`: this device's state now, with
-    /// whatever has arrived from the others. `observed` gives the summary a list delete carries (what the
-    /// author has seen); it is called only for a delete.
+    /// whatever has arrived from the others. `delete` makes the list delete this author would make now (it
+    /// observes what the author has seen); it is called only for a delete.
     public mutating func change(
-        at index: Int, in state: ListsState, observed: () throws -> Summary
+        at index: Int, in state: ListsState, delete: (ObjectID) throws -> ListsChange
     ) rethrows -> ListsChange {
         if device == 0 && index == 0 {
             return .listCreate(id: sharedList, title: Self.sharedListTitle, color: "green", at: .top)
@@ -74,7 +74,7 @@ public struct DemoScript: Sendable {
         // The delete waits for the list to arrive if it has not by the meeting.
         if device == 1 && !sharedListDeleted && index >= meeting && state.lists[sharedList]?.deleted == false {
             sharedListDeleted = true
-            return .listDelete(id: sharedList, observed: try observed())
+            return try delete(sharedList)
         }
         if device != 1 && index == meeting && state.lists[sharedList]?.deleted == false {
             let text = pick(Self.words) + " (" + deviceName + ")"

@@ -63,7 +63,7 @@ import Testing
         var local = script
         defer { script = local }
         return try device.replica.edit { edit in
-            let change = try local.change(at: index, in: edit.state, observed: { try edit.observedSummary() })
+            let change = try local.change(at: index, in: edit.state, delete: { try edit.listDelete($0) })
             try edit.append(change)
             return change.kind
         }

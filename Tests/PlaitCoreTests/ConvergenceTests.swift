@@ -69,7 +69,7 @@ struct ConvergenceTests {
                 let outcome = domain.apply(change, to: &state)
                 guard let decoded = try? ListsChange(kind: change.kind, payload: change.payload) else { continue }
                 switch decoded {
-                case let .listDelete(id, _):
+                case let .listDelete(id, _, _):
                     if before.lists[id]?.deleted == false && state.lists[id]?.deleted == false {
                         deletesWithSurvivors += 1
                     }

@@ -22,6 +22,10 @@ struct ListsChangeTests {
         .listMove(id: id, at: .after(other)),
         .listDelete(id: id, observed: observed),
         .listDelete(id: id, observed: .empty),
+        .listDelete(
+            id: id, observed: Summary([TimelineID(3): 4, TimelineID(9): 1]),
+            heads: [TimelineID(3): [UInt8](repeating: 0xab, count: 32), TimelineID(9): [UInt8](repeating: 1, count: 32)]),
+        .listDelete(id: id, observed: .empty, heads: [:]),
         .itemCreate(id: id, list: other, text: "milk", at: .top),
         .itemCreate(id: id, list: other, text: String(repeating: "x", count: 1_000), at: .after(objectID(7))),
         .itemEdit(id: id, text: "oat milk"),
@@ -37,7 +41,7 @@ struct ListsChangeTests {
     @Test(arguments: examples)
     func payloadRoundTrip(change: ListsChange) throws {
         #expect(ListsChange.kinds.contains(change.kind))
-        let decoded = try ListsChange(kind: change.kind, payload: change.payload)
+        let decoded = try ListsChange(kind: change.kind, version: change.version, payload: change.payload)
         #expect(decoded == change)
     }
 

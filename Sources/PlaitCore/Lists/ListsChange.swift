@@ -5,14 +5,17 @@ public enum Position: Hashable, Sendable {
     case after(ObjectID)
 }
 
-/// A change of the lists domain, version 1. Payloads are protobuf messages documented in `plait.proto`.
+/// A change of the lists domain. Payloads are protobuf messages documented in `plait.proto`. Every kind is at
+/// version 1 except `list.delete`, which has a version 2 that names the head hash of each timeline observed.
 public enum ListsChange: Hashable, Sendable {
     case listCreate(id: ObjectID, title: String, color: String?, at: Position)
     case listRename(id: ObjectID, title: String)
     case listRecolor(id: ObjectID, color: String?)
     case listMove(id: ObjectID, at: Position)
-    /// Removes the items the author saw in the list: those whose placing change `observed` covers.
-    case listDelete(id: ObjectID, observed: Summary)
+    /// Removes the items the author saw in the list: those whose placing change the observed chains cover.
+    /// `heads` nil is version 1 (a summary); version 2 carries, for each timeline of `observed`, the hash of the
+    /// change at its number, so it covers exactly that chain whatever a fork renames it to (PROTOCOL.md §22.6).
+    case listDelete(id: ObjectID, observed: Summary, heads: [TimelineID: [UInt8]]? = nil)
     case itemCreate(id: ObjectID, list: ObjectID, text: String, at: Position)
     case itemEdit(id: ObjectID, text: String)
     case itemComplete(id: ObjectID)
@@ -41,6 +44,15 @@ public enum ListsChange: Hashable, Sendable {
         }
     }
 
+    /// The change's version: 2 for a `list.delete` with head hashes, else 1.
+    public var version: UInt32 {
+        if case .listDelete(_, _, .some) = self { return 2 }
+        return 1
+    }
+
+    /// The newest version of each kind this build interprets.
+    public static func newestVersion(of kind: String) -> UInt32 { kind == "list.delete" ? 2 : 1 }
+
     public var payload: [UInt8] {
         var writer = ProtoWriter()
         switch self {
@@ -58,12 +70,13 @@ public enum ListsChange: Hashable, Sendable {
         case let .listMove(id, at):
             writer.objectID(1, id)
             writer.position(2, at)
-        case let .listDelete(id, observed):
+        case let .listDelete(id, observed, heads):
             writer.objectID(1, id)
             for timeline in observed.timelines {
                 writer.message(2) { entry in
                     entry.fixed64(1, timeline.rawValue)
                     entry.uint(2, observed[timeline])
+                    if let hash = heads?[timeline] { entry.data(3, hash) }
                 }
             }
         case let .itemCreate(id, list, text, at):
@@ -84,10 +97,12 @@ public enum ListsChange: Hashable, Sendable {
         return writer.bytes
     }
 
-    /// Decodes a version-1 payload of a known kind; nil for a kind this build does not know.
-    public init?(kind: String, payload: [UInt8]) throws(CoreError) {
+    /// Decodes a payload of a known kind at `version`; nil for a kind this build does not know.
+    public init?(kind: String, version: UInt32 = 1, payload: [UInt8]) throws(CoreError) {
         guard let code = KindCode(kind) else { return nil }
-        let decoded = payload.withUnsafeBytes { raw in Result { () throws(CoreError) in try Self.decode(code, raw) } }
+        let decoded = payload.withUnsafeBytes { raw in
+            Result { () throws(CoreError) in try Self.decode(code, version: version, raw) }
+        }
         switch decoded {
         case let .success(change): self = change
         case let .failure(error):
@@ -97,7 +112,9 @@ public enum ListsChange: Hashable, Sendable {
     }
 
     /// Decodes straight from the payload's bytes: replay decodes every change, so no slices, no dictionaries.
-    private static func decode(_ code: KindCode, _ raw: UnsafeRawBufferPointer) throws(CoreError) -> ListsChange {
+    private static func decode(_ code: KindCode, version: UInt32, _ raw: UnsafeRawBufferPointer) throws(CoreError)
+        -> ListsChange
+    {
         var fields = RawFields()
         var reader = RawProtoReader(raw)
         var entries: [Range<Int>] = []
@@ -144,17 +161,37 @@ public enum ListsChange: Hashable, Sendable {
         case .listMove: return .listMove(id: try id(1), at: try position(2))
         case .listDelete:
             var observed = Summary()
+            var heads: [TimelineID: [UInt8]]? = version >= 2 ? [:] : nil
             for range in entries {
                 var inner = RawProtoReader(UnsafeRawBufferPointer(rebasing: raw[range]))
                 var timeline: UInt64?
                 var seq: UInt64 = 0
+                var hash: [UInt8]?
                 while let field = try inner.next() {
-                    if field.number == 1 { timeline = field.value } else if field.number == 2 { seq = field.value }
+                    switch field.number {
+                    case 1: timeline = field.value
+                    case 2: seq = field.value
+                    case 3:
+                        guard let bytes = field.bytes else { continue }
+                        let start = range.lowerBound + bytes.lowerBound
+                        hash = Array(UnsafeRawBufferPointer(rebasing: raw[start..<start + bytes.count]))
+                    default: continue
+                    }
                 }
                 guard let timeline else { throw .corruptSnapshot("an observed entry has no timeline") }
+                // Version 2 names one chain per timeline: a second entry or a missing hash is not canonical.
+                if heads != nil {
+                    guard let hash, hash.count == 32 else {
+                        throw .corruptSnapshot("an observed entry of version 2 has no 32-byte head hash")
+                    }
+                    guard heads![TimelineID(timeline)] == nil else {
+                        throw .corruptSnapshot("a timeline is observed twice")
+                    }
+                    heads![TimelineID(timeline)] = hash
+                }
                 observed[TimelineID(timeline)] = max(observed[TimelineID(timeline)], seq)
             }
-            return .listDelete(id: try id(1), observed: observed)
+            return .listDelete(id: try id(1), observed: observed, heads: heads)
         case .itemCreate:
             return .itemCreate(id: try id(1), list: try id(2), text: try string(3), at: try position(4))
         case .itemEdit: return .itemEdit(id: try id(1), text: try string(2))

@@ -3,24 +3,29 @@ public struct ListsDomain: Domain {
     public typealias State = ListsState
 
     public static let name = "lists"
-    public static let version: UInt32 = 1
+    /// The newest change version interpreted (`list.delete` version 2; every other kind is at 1).
+    public static let version: UInt32 = 2
     /// The title of a list created because an item arrived for a list this device never heard of.
     public static let recoveredTitle = "Recovered"
 
-    public init() {}
+    /// Where a `list.delete`'s observed chains stand here: bound to the store while it replays.
+    public let chains: ChainLookup
+
+    public init(chains: ChainLookup = ChainLookup()) { self.chains = chains }
 
     public func emptyState() -> ListsState { ListsState() }
 
     public func canInterpret(kind: String, version: UInt32) -> Bool {
-        version >= 1 && version <= Self.version && ListsChange.kinds.contains(kind)
+        version >= 1 && ListsChange.kinds.contains(kind) && version <= ListsChange.newestVersion(of: kind)
     }
 
     public func apply(_ change: Change, to state: inout ListsState) -> ApplyOutcome {
-        guard change.version >= 1 && change.version <= Self.version, KindCode(change.kind) != nil else {
+        guard canInterpret(kind: change.kind, version: change.version) else {
             return Change.isEngineKind(change.kind) ? .noop : .uninterpretable
         }
         // A known kind whose payload does not decode is a no-op on every device of this version.
-        guard let decoded = try? ListsChange(kind: change.kind, payload: change.payload) else { return .noop }
+        guard let decoded = try? ListsChange(kind: change.kind, version: change.version, payload: change.payload)
+        else { return .noop }
         return apply(decoded, ref: change.ref, key: change.orderKey, to: &state)
     }
 
@@ -29,7 +34,7 @@ public struct ListsDomain: Domain {
 
     public func decode(_ change: Change) throws(CoreError) -> ListsChange? {
         guard canInterpret(kind: change.kind, version: change.version) else { return nil }
-        return try ListsChange(kind: change.kind, payload: change.payload)
+        return try ListsChange(kind: change.kind, version: change.version, payload: change.payload)
     }
 
     public func apply(_ operation: ListsChange?, of change: Change, to state: inout ListsState) -> ApplyOutcome {
@@ -48,7 +53,7 @@ public struct ListsDomain: Domain {
         guard outcome == .noop else { return outcome }
         switch change {
         case let .listCreate(id, _, _, _), let .listRename(id, _), let .listRecolor(id, _), let .listMove(id, _),
-            let .listDelete(id, _):
+            let .listDelete(id, _, _):
             if let stamp = state.lists[id]?.stamp, stamp < key {
                 state.lists[id]!.stamp = key
                 state.touchList(id)
@@ -87,8 +92,9 @@ public struct ListsDomain: Domain {
             state.unlinkList(id)
             state.lists[id]!.stamp = max(state.lists[id]!.stamp, key)
             state.linkList(id, at: at)
-        case let .listDelete(id, observed):
+        case let .listDelete(id, summary, heads):
             guard state.lists[id]?.deleted == false else { return .noop }
+            let observed = chains.coverage(observed: summary, heads: heads)
             var survivors = 0
             for item in state.liveItems(of: id) {
                 if observed.contains(state.items[item]!.placedBy) {
