@@ -843,7 +843,8 @@ struct SessionMachine {
         let own = view.ownTimeline
         // Changes of it set aside as damaged are the ones a peer is expected to hold: that is healing, not a claim.
         let setAside = quarantined.first { $0.timeline == own }?.seqs.upperBound ?? 0
-        if hello.summary[own] > max(view.summary[own], setAside) {
+        // A copy whose own history lost the name in a fork expects the winner's history to go on under it.
+        if !view.ownTimelineForkedAway && hello.summary[own] > max(view.summary[own], setAside) {
             let claim = StaleClaim(timeline: own, localHead: view.summary[own], peerHead: hello.summary[own])
             staleClaim = claim
             actions.append(.finding(claim.description))

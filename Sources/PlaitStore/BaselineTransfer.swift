@@ -213,7 +213,13 @@ extension Replica {
                 arguments: [joined.summary.description, Int64(joined.maxLamport), Data(joined.encoded())])
             try db.execute(sql: "DELETE FROM checkpoints")
             var continued: TimelineID?
-            if joined.summary[own] > UInt64(clamping: ownHead) {
+            if joined.summary[own] > UInt64(clamping: ownHead), try Store.certificate(db, of: own) != nil {
+                // A signed own timeline: a baseline's summary is a paired peer's word, not a change signed by this
+                // key (DESIGN §11), so authoring is not stopped; the next edit begins a new signed timeline, past
+                // whatever the baseline says stands on this one. Reported all the same.
+                try Meta.set(db, .ownTimelineForkedAway, "1")
+                continued = own
+            } else if joined.summary[own] > UInt64(clamping: ownHead) {
                 // The peer held this device's own timeline beyond its head: a restored or copied home. Nothing more
                 // is authored on it until `plait rejoin` (DESIGN §10: detect and report, never guess).
                 try Self.markOwnTimelineSuspect(

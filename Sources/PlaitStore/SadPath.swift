@@ -155,6 +155,10 @@ extension Store {
                 isFirst = true
                 previousSeq = change.seq == 0 ? 0 : change.seq - 1
                 expectedPrevious = change.seq == 1 ? Change.zeroHash : nil
+                // A fork branch (PROTOCOL.md §22) starts by continuing the change it left, not nothing.
+                if change.seq == 1, let left = try Self.changeABranchLeaves(db, change.timeline) {
+                    expectedPrevious = try Self.hash(db, of: left)
+                }
                 if change.seq > 1, let baseline, baseline.summary[change.timeline] == previousSeq {
                     expectedPrevious = baseline.heads[change.timeline]
                 }
@@ -177,6 +181,22 @@ extension Store {
         }
         finish()
         return damaged
+    }
+
+    /// The change a fork branch's first change continues (its parent's, under the parent's name), nil when
+    /// `timeline` is not a branch.
+    static func changeABranchLeaves(_ db: Database, _ timeline: TimelineID) throws -> ChangeRef? {
+        guard try recordsForks(db) else { return nil }
+        let sql = "SELECT parent, base FROM fork_branches WHERE tl = ?"
+        guard let row = try Row.fetchOne(db, sql: sql, arguments: [timelineColumn(timeline.rawValue)]) else {
+            return nil
+        }
+        let parent = TimelineID(timelineFromColumn(row[0] as Int64))
+        let base = UInt64(clamping: row[1] as Int64)
+        // Bases count in the author's numbering: the parent's own base (0 for the timeline itself) is taken off.
+        let parentBase = try Row.fetchOne(db, sql: sql, arguments: [timelineColumn(parent.rawValue)])
+            .map { UInt64(clamping: $0[1] as Int64) } ?? 0
+        return base > parentBase ? ChangeRef(timeline: parent, seq: base - parentBase) : nil
     }
 
     /// Changes of one timeline from `seq` on, in sequence order, with their previous hashes.
@@ -255,6 +275,13 @@ extension Store {
             }
             let own = try Self.ownTimeline(db)
             if let fork = forks.first(where: { $0.timeline == own }) {
+                // A signed own timeline: a peer's word (its Hello's head hash) is no proof (DESIGN §11: stale-home
+                // claims act only on a change signed by this key). Authoring is not stopped; the next edit begins a
+                // new timeline, so nothing more is written where the peer says another history stands.
+                if try Self.certificate(db, of: own) != nil {
+                    try Meta.set(db, .ownTimelineForkedAway, "1")
+                    return
+                }
                 try Replica.markOwnTimelineSuspect(
                     db, own,
                     reason: "another device holds a different history of it from change \(fork.seq) on (this home "

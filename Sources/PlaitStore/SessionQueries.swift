@@ -25,6 +25,9 @@ public struct LocalView: Sendable, Equatable {
     /// Timelines that began with a signed `timeline.begin` (or branches of one): a fork of one is resolved by
     /// renaming (DESIGN §11), so both histories are exchanged.
     public var signedTimelines: Set<TimelineID> = []
+    /// The own timeline forked and the other copy's history kept its name (DESIGN §11): a peer holding it beyond
+    /// this device's head is holding that history, not a sign of a stale home.
+    public var ownTimelineForkedAway = false
 }
 
 extension Store {
@@ -41,7 +44,7 @@ extension Store {
                 heads[row.timeline] = LocalView.Head(seq: row.seq, hash: row.hash)
             }
             let baseline = try Row.fetchOne(db, sql: "SELECT summary, data FROM baseline WHERE id = 1")
-            return LocalView(
+            var view = LocalView(
                 ownTimeline: try Self.ownTimeline(db), summary: summary, heads: heads,
                 baselineSummary: try baseline.map { try Summary(parsing: $0[0] as String) } ?? Summary(),
                 baselineDigest: baseline.map { SHA256.hash([UInt8]($0[1] as Data)) },
@@ -49,6 +52,8 @@ extension Store {
                     ? Set(try Int64.fetchAll(db, sql: "SELECT tl FROM timelines WHERE certificate IS NOT NULL").map {
                         TimelineID(timelineFromColumn($0))
                     }) : [])
+            view.ownTimelineForkedAway = try Meta.get(db, .ownTimelineForkedAway) as String? != nil
+            return view
     }
 
     /// The changes folded into the baseline (empty without one), without decoding the baseline itself.
