@@ -5,9 +5,11 @@ Everything here is written from PROTOCOL.md alone (standard library only): it re
 payload, state, snapshot, baseline and frame from the fields in the vector file, recomputes hashes, the
 hash chains, the replayed state, the Device ID with its check characters, the pairing code, the
 discovery tag, change signatures (ECDSA P-256 verified here with plain curve arithmetic), the timeline IDs of
-timeline.begin, a signed timeline with a Lamport witness, a Changes message with signatures, and the verdicts of
-a receiver's intake on small batches, and compares them with the bytes the vector file holds. Exit status 0
-when all agree; otherwise each mismatch is printed and the status is 1.
+timeline.begin, a signed timeline with a Lamport witness, a Changes message with signatures, the verdicts of
+a receiver's intake on small batches, the names of a forked timeline's changes and branches, and what a
+list.delete of either version covers across those forks, and compares them
+with the bytes the vector file holds. Exit status 0 when all agree; otherwise each mismatch is printed and the
+status is 1.
 
 Usage: scripts/check-vectors.py [path/to/conformance.json]
 """
@@ -1165,6 +1167,171 @@ def check_refused(vectors):
         check(not change_is_accepted(unhex(entry["hex"])), f"change should be refused: {entry['why']}")
 
 
+# ---- §22: forks resolved by renaming -----------------------------------------------------------------
+
+def fork_branch_name(parent, first_hash):
+    """§22: T′ = first 8 bytes, big-endian, of SHA-256("plait-fork" ‖ P as 8 bytes big-endian ‖ hash)."""
+    return int.from_bytes(h(b"plait-fork" + parent.to_bytes(8, "big") + first_hash)[:8], "big")
+
+
+def name_fork(timeline, held):
+    """§22's branch names for the held changes of `timeline` (each: seq, hash, prev as bytes, from its bytes).
+    Returns ({hash: (name, seq under it)}, [(branch, parent, first change's hash, f)])."""
+    names, branches = {}, []
+    children = {}
+    for c in held:
+        children.setdefault(c["prev"], []).append(c)
+    m = min(c["seq"] for c in held)
+    # Each entry: a change, the name it goes under, and f (the author's number of that name's first change; 1 on T).
+    stack = []
+
+    def place(group, name, f, leaving):
+        group = sorted(group, key=lambda c: c["hash"])
+        for index, c in reversed(list(enumerate(group))):
+            if index == 0:
+                stack.append((c, name, f))
+            else:
+                branch = fork_branch_name(leaving, c["hash"])
+                branches.append((branch, leaving, c["hash"], c["seq"]))
+                stack.append((c, branch, c["seq"]))
+
+    place([c for c in held if c["seq"] == m], timeline, 1, timeline)
+    while stack:
+        c, name, f = stack.pop()
+        if c["hash"] in names:
+            continue
+        names[c["hash"]] = (name, c["seq"] - f + 1)
+        place([k for k in children.get(c["hash"], []) if k["seq"] == c["seq"] + 1], name, f, name)
+    return names, branches
+
+
+def check_fork_naming(vectors, signed):
+    fn = vectors["fork_naming"]
+    for b in fn["branch_ids"]:
+        branch = fork_branch_name(tl(b["parent"]), unhex(b["first_hash"]))
+        check(f"{branch:016x}" == b["id"] and timeline_text(branch) == b["text"],
+              f"fork naming: branch of {b['parent']} at {b['first_hash'][:16]}… is {branch:016x}")
+    entries = dict(signed)
+    for c in fn["changes"]:
+        check_change_entry(c, f"fork naming {c['name']}")
+        entries[c["name"]] = c
+    timeline = tl(fn["timeline"])
+    for scenario in fn["scenarios"]:
+        what = f"fork naming, {scenario['name']}"
+        held, by_hash = [], {}
+        for name in scenario["held"]:
+            data = unhex(entries[name]["canonical"])
+            decoded = read_change(data)
+            check(decoded is not None and tl(decoded["timeline"]) == timeline, f"{what}: {name} is not a change of T")
+            c = dict(seq=decoded["seq"], hash=h(data), prev=unhex(decoded["previous_hash"]))
+            held.append(c)
+            by_hash[c["hash"]] = name
+        names, branches = name_fork(timeline, held)
+        mine = sorted((by_hash[k], f"{v[0]:016x}", v[1]) for k, v in names.items())
+        theirs = sorted((n["change"], n["timeline"], n["seq"]) for n in scenario["names"])
+        check(mine == theirs, f"{what}: names\n  mine   {mine}\n  vector {theirs}")
+        mine = sorted((f"{b:016x}", timeline_text(b), f"{p:016x}", by_hash[first], f) for b, p, first, f in branches)
+        theirs = sorted((b["id"], b["text"], b["parent"], b["first"], b["f"]) for b in scenario["branches"])
+        check(mine == theirs, f"{what}: branches\n  mine   {mine}\n  vector {theirs}")
+        # The names depend only on the set held, never on the order.
+        again, _ = name_fork(timeline, list(reversed(held)))
+        check(again == names, f"{what}: the names depend on the order the changes are held in")
+
+
+
+# ---- §9, §22.6: list.delete version 2 and what a delete covers ---------------------------------------
+
+def delete_v2_payload(list_id, observed):
+    """§9: ListDelete at version 2, every observed entry with its head_hash (field 3), ascending timeline."""
+    out = f_bytes(1, unhex(list_id))
+    for e in sorted(observed, key=lambda e: tl(e["timeline"])):
+        out += f_bytes(2, f_fixed64(1, tl(e["timeline"])) + f_varint(2, e["seq"]) + f_bytes(3, unhex(e["head_hash"])))
+    return out
+
+
+def delete_v2_decodes(data):
+    """§9: a version-2 ListDelete decodes when every observed entry has a timeline and a 32-byte head_hash and no
+    timeline has two entries."""
+    try:
+        seen = set()
+        for number, wire, value in decode_fields(data):
+            if number != 2:
+                continue
+            if wire != 2:
+                return False
+            fields = {n: v for n, _, v in decode_fields(value)}
+            if 1 not in fields or not isinstance(fields.get(3), bytes) or len(fields[3]) != 32:
+                return False
+            if fields[1] in seen:
+                return False
+            seen.add(fields[1])
+        return True
+    except ValueError:
+        return False
+
+
+def delete_coverage(observed, version, names, branches):
+    """§22.6: the union of what each observed entry covers, as {timeline: seq}. names: {hash: (timeline, seq)};
+    branches: {branch: (parent, f)} with f the author's number of the branch's first change."""
+    base = {b: f - 1 for b, (_, f) in branches.items()}
+    covered = {}
+
+    def cover(timeline, seq):
+        if seq > 0:
+            covered[timeline] = max(covered.get(timeline, 0), seq)
+
+    for e in observed:
+        timeline, n = tl(e["timeline"]), e["seq"]
+        if version == 1:
+            points = [f - base.get(timeline, 0) for b, (parent, f) in branches.items() if parent == timeline]
+            cover(timeline, min([n] + [p - 1 for p in points]))
+            continue
+        head = names.get(unhex(e["head_hash"]))
+        if head is None:
+            continue  # that chain is not held yet: it covers nothing
+        x, m = head
+        cover(x, m)
+        while x in branches:
+            parent, f = branches[x]
+            x, m = parent, base[x] - base.get(parent, 0)
+            cover(x, m)
+    return covered
+
+
+def check_delete_coverage(vectors, signed):
+    dc = vectors["delete_coverage"]
+    entries = dict(signed)
+    for c in vectors["fork_naming"]["changes"]:
+        entries[c["name"]] = c
+    fn = vectors["fork_naming"]
+    timeline = tl(fn["timeline"])
+    held = []
+    for name in dc["held"]:
+        data = unhex(entries[name]["canonical"])
+        decoded = read_change(data)
+        held.append(dict(seq=decoded["seq"], hash=h(data), prev=unhex(decoded["previous_hash"])))
+    names, branch_list = name_fork(timeline, held)
+    branches = {b: (parent, f) for b, parent, _, f in branch_list}
+    for case in dc["cases"]:
+        what = f"delete coverage, {case['name']}"
+        if case["version"] == 2:
+            mine = delete_v2_payload(dc["list"], case["observed"])
+            for e in case["observed"]:
+                if e["head"] in entries:
+                    check(unhex(e["head_hash"]) == h(unhex(entries[e["head"]]["canonical"])),
+                          f"{what}: head_hash is not the hash of {e['head']}")
+        else:
+            mine = payload("list.delete", {"id": dc["list"], "observed": case["observed"]})
+        check(mine.hex() == case["payload"], f"{what}: payload {mine.hex()}")
+        covered = delete_coverage(case["observed"], case["version"], names, branches)
+        mine = sorted((f"{t:016x}", s) for t, s in covered.items())
+        theirs = sorted((e["timeline"], e["seq"]) for e in case["covers"])
+        check(mine == theirs, f"{what}\n  mine   {mine}\n  vector {theirs}")
+    check(delete_v2_decodes(unhex(dc["version_2_payload"])), "delete coverage: the version-2 payload should decode")
+    for e in dc["version_2_refused"]:
+        check(not delete_v2_decodes(unhex(e["hex"])), f"delete coverage: should not decode: {e['why']}")
+
+
 def check_document(vectors, root):
     """The worked examples written out in PROTOCOL.md are the vectors' values."""
     with open(os.path.join(root, "PROTOCOL.md"), encoding="utf-8") as f:
@@ -1226,6 +1393,8 @@ def main():
     check_changes_message(vectors, signed)
     check_witness_encoding(vectors, signed)
     check_intake_verdicts(vectors, signed)
+    check_fork_naming(vectors, signed)
+    check_delete_coverage(vectors, signed)
     for failure in FAILURES:
         print("MISMATCH:", failure)
     print(f"{CHECKS[0] - len(FAILURES)} of {CHECKS[0]} checks agree with PROTOCOL.md")
