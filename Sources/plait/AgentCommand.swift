@@ -82,7 +82,8 @@ extension Plait {
             // After the agent: the API serves its state, and a taken port must not stop the sync (DESIGN §12).
             try APIAuth.ensureToken(homePath: home.path)
             let apiAddress = apiListen ?? config.apiListen
-            let api = apiAddress.isEmpty ? nil : APIService.start(
+            // api.listen = "" turns TCP off; the Unix socket for plait commands is served all the same.
+            let api = APIService.start(
                 home: home, agent: agent, listen: apiAddress, codeLifetime: Self.loginCodeLifetime(),
                 logger: Logger(label: "plait.api"))
             finished.wait()

@@ -72,6 +72,8 @@ extension Plait {
         var idleSeconds = 60
         /// Only the idle benchmark (IdleBench.swift), `--runs` times.
         @Flag(help: .hidden) var idleOnly = false
+        /// Only the commands through a running agent (AgentClientBench.swift) on a home of --network-changes items.
+        @Flag(help: .hidden) var agentCommandsOnly = false
         /// The measuring helper (see ChildMeasurement): runs the command after `--`, writes its rusage here.
         @Option(help: .hidden) var measureChild: String?
         @Argument(parsing: .postTerminator, help: .hidden) var childCommand: [String] = []
@@ -116,6 +118,16 @@ extension Plait {
                 let idle = try IdleBench.measure(directory: directory, seconds: max(1, idleSeconds), runs: runs,
                     log: { if !json { print($0) } })
                 if json { try printFigures(idle) }
+                return
+            }
+            if agentCommandsOnly {
+                let home = try Home.create(at: directory + "/grown", name: "grown", config: Config())
+                let written = try NetworkBench.write(.growing, changes: networkChanges, lists: lists, to: home.replica)
+                print("a home of \(written) changes (\(home.replica.state.items.count) items) in \(directory)")
+                try home.store.checkpointWAL()
+                let figures = try NetworkBench.commands(
+                    home: home, directory: directory, runs: runs, log: { print($0) })
+                if json { try printFigures(figures) }
                 return
             }
             if networkOnly {

@@ -18,6 +18,11 @@ extension DataCommand {
     func validate() throws { try operation.validateAsCommand() }
 
     func run() throws {
+        // With an agent on the home, it makes the edit (AgentClient+Commands.swift): same output, same errors.
+        if let done = try global.throughAgent({ try $0.edit(operation) }) {
+            if json { try printAgentJSON(done.json) } else { print(done.message) }
+            return
+        }
         let home = try global.openHome()
         let result = try home.replica.edit { edit in try operation.performAsCommand(edit) }
         if json { try printJSON(result.output) } else { print(result.message) }

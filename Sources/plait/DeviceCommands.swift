@@ -79,17 +79,16 @@ extension Plait {
         var json = false
 
         func run() throws {
-            let home = try global.openHome()
-            // One read of the status for both forms: the plain lines print the same value `--json` does.
-            let status = try ReadOutputs.status(home)
-            if json {
-                try printJSON(status)
+            // With an agent on the home, it answers from its memory (AgentClient+Commands.swift).
+            guard let status = try global.readOutput("/api/status", json: json, local: ReadOutputs.status) else {
                 return
             }
-            if let id = status.device {
-                print("device    \(id) (\(home.deviceName.terminalSafe))")
+            let name = status.name.terminalSafe
+            // A damaged certificate stops networking, not the status of the lists: say so in its place.
+            if let device = status.device {
+                print("device    \(device) (\(name))")
             } else {
-                print("device    unavailable: \((status.deviceProblem ?? "").terminalSafe) (\(home.deviceName.terminalSafe))")
+                print("device    unavailable: \((status.deviceProblem ?? "").terminalSafe) (\(name))")
             }
             print("home      \(status.home)")
             print("timeline  \(status.timeline)")

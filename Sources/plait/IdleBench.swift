@@ -117,7 +117,7 @@ enum IdleBench {
 }
 
 /// One `plait agent` process, its log in a file; stopped by its PID.
-private final class AgentProcess {
+final class AgentProcess {
     let process = Process()
     let logPath: String
 

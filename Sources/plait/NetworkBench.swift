@@ -302,6 +302,7 @@ enum NetworkBench {
         results["add_peak_rss_mib"] = addPeak.json
         log("  `plait add` there, no agent running (a process): \(add.text("%.0f")) ms, peak resident memory "
             + "\(addPeak.text("%.0f")) MiB (measuring floor \(floor / 1024) MiB)")
+        results.merge(try AgentClientBench.measure(home: home.path, directory: directory, runs: runs, log: log)) { $1 }
         return results
     }
 

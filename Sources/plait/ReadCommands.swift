@@ -13,12 +13,10 @@ extension Plait {
         @Flag(help: "Print the result as JSON.") var json = false
 
         func run() throws {
-            let state = try global.openHome().replica.state
-            let rows = ReadOutputs.lists(state).lists
-            if json {
-                try printJSON(ListsOutput(lists: rows))
-                return
-            }
+            guard let output = try global.readOutput("/api/lists", json: json, local: { home in
+                ReadOutputs.lists(home.replica.state)
+            }) else { return }
+            let rows = output.lists
             if rows.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
             for row in rows {
                 let color = row.color.map { " (\($0.terminalSafe))" } ?? ""
@@ -35,62 +33,35 @@ extension Plait {
         @Flag(help: "Print the result as JSON.") var json = false
 
         func run() throws {
-            let state = try global.openHome().replica.state
-            let ids = try list.map { [try Resolve.list($0, in: state)] } ?? state.liveListIDs
-            if json {
-                try writeJSON { writer in try Self.stream(ids, of: state, into: writer) }
-                return
+            // With an agent on the home, it answers from its memory (AgentClient+Commands.swift).
+            let target = "/api/show" + (list.map { "?list=" + AgentClient.query($0) } ?? "")
+            let answered = try global.throughAgent { agent -> ShowOutput? in
+                let body = try agent.get(target)
+                if json {
+                    try printAgentJSON(body)
+                    return nil
+                }
+                return try agent.decode(ShowOutput.self, from: body, target: target)
             }
-            if ids.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
-            for id in ids {
-                guard let list = state.lists[id] else { continue }
+            let output: ShowOutput
+            if let answered {
+                guard let answered else { return }
+                output = answered
+            } else {
+                let state = try global.openHome().replica.state
+                if json {
+                    try writeJSON { writer in try ReadOutputs.streamShow(state, list: list, into: writer) }
+                    return
+                }
+                output = try ReadOutputs.show(state, list: list)
+            }
+            if output.lists.isEmpty { print("no lists yet: create one with `plait list add TITLE`") }
+            for list in output.lists {
                 let color = list.color.map { " (\($0.terminalSafe))" } ?? ""
-                print("\(list.title.terminalSafe)\(color)  [\(Resolve.short(id))]")
-                for item in state.itemIDs(in: id, completed: false) {
-                    print("  [ ] \((state.items[item]?.text ?? "").terminalSafe)  \(Resolve.short(item))")
-                }
-                for item in state.itemIDs(in: id, completed: true) {
-                    print("  [x] \((state.items[item]?.text ?? "").terminalSafe)  \(Resolve.short(item))")
-                }
+                print("\(list.title.terminalSafe)\(color)  [\(list.id.prefix(8))]")
+                for item in list.pending { print("  [ ] \(item.text.terminalSafe)  \(item.id.prefix(8))") }
+                for item in list.completed { print("  [x] \(item.text.terminalSafe)  \(item.id.prefix(8))") }
             }
-        }
-
-        /// Writes `ShowOutput` for `ids` list by list and item by item, as `JSONStreamEncoder` would encode the
-        /// whole value (a test holds them equal), without building it: 100,000 items cost a buffer, not a copy.
-        static func stream(_ ids: [ObjectID], of state: ListsState, into writer: JSONWriter) throws {
-            typealias Keys = ShowList.CodingKeys
-            writer.beginObject()
-            writer.key(ShowOutput.CodingKeys.lists.stringValue)
-            writer.beginArray()
-            for id in ids {
-                guard let list = state.lists[id] else { continue }
-                writer.beginObject()
-                writer.key(Keys.color.stringValue)
-                if let color = list.color { try writer.string(color) } else { writer.null() }
-                writer.key(Keys.completed.stringValue)
-                try items(in: id, completed: true, of: state, into: writer)
-                writer.key(Keys.id.stringValue)
-                try writer.objectID(id)
-                writer.key(Keys.pending.stringValue)
-                try items(in: id, completed: false, of: state, into: writer)
-                writer.key(Keys.title.stringValue)
-                try writer.string(list.title)
-                try writer.end()
-            }
-            try writer.end()
-            try writer.end()
-        }
-
-        /// One section's items as an array of `ShowItem`.
-        private static func items(
-            in list: ObjectID, completed: Bool, of state: ListsState, into writer: JSONWriter
-        ) throws {
-            writer.beginArray()
-            try state.forEachItem(in: list, completed: completed) { id, item in
-                try writer.object(
-                    ShowItem.CodingKeys.id.stringValue, id: id, ShowItem.CodingKeys.text.stringValue, text: item.text)
-            }
-            try writer.end()
         }
     }
 
@@ -108,13 +79,11 @@ extension Plait {
         }
 
         func run() throws {
-            let home = try global.openHome()
-            let rows = try ReadOutputs.log(home, limit: limit).changes
-            if json {
-                try printJSON(LogOutput(changes: rows))
-                return
-            }
-            for row in rows {
+            let target = "/api/log" + (limit.map { "?limit=\($0)" } ?? "")
+            guard let output = try global.readOutput(target, json: json, local: { home in
+                try ReadOutputs.log(home, limit: limit)
+            }) else { return }
+            for row in output.changes {
                 print("\(row.change)  \(row.lamport)  \(row.kind.terminalSafe)  \(row.description.terminalSafe)  \(row.time)")
             }
         }
