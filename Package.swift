@@ -69,6 +69,8 @@ let package = Package(
             dependencies: [
                 "PlaitCore", "PlaitStore", "PlaitSync", "PlaitOutput", "PlaitCommands",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // HTTPS beyond loopback (api.password): a self-signed GUI certificate, its scrypt password hash.
+                "COpenSSL", "PlaitTLS", .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .systemLibrary(

@@ -108,7 +108,16 @@
   function showLogin(message) {
     $("app").hidden = true;
     $("login").hidden = false;
-    if (message) $("login-message").textContent = message + " Run `plait gui` and open the address it prints.";
+    // Over HTTPS (another machine) the password signs in; on loopback a code from `plait gui` does.
+    const remote = location.protocol === "https:";
+    $("password-form").hidden = !remote;
+    if (message) {
+      $("login-message").textContent =
+        message + (remote ? "" : " Run `plait gui` and open the address it prints.");
+    } else if (remote) {
+      $("login-message").textContent = "Type the password of this device's page (check first that the " +
+        "certificate fingerprint your browser shows is the one `plait gui` prints there).";
+    }
     setConnection("Signed out", "down");
     stopEvents();
   }
@@ -850,6 +859,17 @@
   }
 
   async function start() {
+    $("password-form").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const input = $("password");
+      try {
+        await api("POST", "/api/session", { password: input.value });
+        location.replace("/");
+      } catch (error) {
+        input.value = "";
+        showLogin(error.status === 0 ? error.message : "Not signed in: " + error.message);
+      }
+    });
     $("new-list").addEventListener("submit", async (event) => {
       event.preventDefault();
       const input = $("new-list-title");

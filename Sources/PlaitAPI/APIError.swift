@@ -24,8 +24,22 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
     case unavailable(String)
     /// The listener could not bind `address`; `problem` says why in words, `detail` as the system said it.
     case listen(address: String, problem: String, detail: String)
+    /// Too many wrong passwords from this source (or from everywhere): the next try is checked after `wait` (429).
+    case tooManyTries(wait: Duration)
+    /// `api.listen` is not a loopback address and no password is set: other machines would reach the API.
+    case noPassword(address: String)
     /// The API is off because of `error` (the agent logs this and goes on).
     indirect case off(because: APIError)
+
+    private var isNoPassword: Bool {
+        if case .noPassword = self { return true }
+        return false
+    }
+
+    /// Whole seconds, rounded up (a wait of 0.2 s is said as 1 s).
+    static func seconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds + (duration.components.attoseconds > 0 ? 1 : 0)
+    }
 
     /// Wraps any start failure as `.off`.
     static func turnedOff(by error: any Error) -> APIError {
@@ -41,7 +55,8 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
         case .conflict: return .conflict
         case .unsupportedMediaType: return .unsupportedMediaType
         case .tooLarge: return .contentTooLarge
-        case .unavailable, .listen, .off: return .serviceUnavailable
+        case .tooManyTries: return .tooManyRequests
+        case .unavailable, .listen, .noPassword, .off: return .serviceUnavailable
         }
     }
 
@@ -52,8 +67,15 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
             return message
         case let .tooLarge(limit): return "the request body is larger than \(limit) bytes; send less."
         case let .listen(address, problem, detail): return "\(address) \(problem) (\(detail))"
+        case let .tooManyTries(wait):
+            return "too many wrong passwords; wait \(Self.seconds(wait)) s before the next try."
+        case let .noPassword(address):
+            return "api.listen \(address) is not a loopback address, and serving other machines needs a password"
+        case let .off(error) where error.isNoPassword:
+            return "local API off: \(error); the agent syncs as usual. Run `plait gui --set-password` and restart the "
+                + "agent (or set api.listen to a loopback address such as 127.0.0.1:7480)."
         case let .off(error):
-            return "local API off: \(error); the agent syncs as usual. Set api.listen to a free loopback port "
+            return "local API off: \(error); the agent syncs as usual. Set api.listen to a free port "
                 + "(or \"\" to turn the API off) and restart the agent."
         }
     }

@@ -94,6 +94,13 @@ public final class APIAuth: Sendable {
         }
     }
 
+    /// A new session for a login proven another way (the password, over HTTPS).
+    func openSession() -> String {
+        let session = Self.randomText(bytes: 32)
+        state.withLock { _ = $0.sessions.insert(session) }
+        return session
+    }
+
     func endSession(_ value: String) { _ = state.withLock { $0.sessions.remove(value) } }
 
     func acceptsSession(_ value: String) -> Bool { state.withLock { $0.sessions.contains(value) } }
@@ -138,6 +145,10 @@ struct APIGuard: RouterMiddleware {
             let failure = APIError.classify(error)
             if case .unavailable = failure { api.logger.error("API \(request.method) \(request.uri.path): \(error)") }
             response = APIRoutes.errorResponse(failure)
+            APIRoutes.markErrorKind(of: error, in: &response)
+            if case let .tooManyTries(wait) = failure {
+                response.headers[.retryAfter] = "\(APIError.seconds(wait))"
+            }
         }
         response.headers[.contentSecurityPolicy] = "default-src 'self'; frame-ancestors 'none'"
         response.headers[.xContentTypeOptions] = "nosniff"
@@ -184,19 +195,43 @@ struct APIGuard: RouterMiddleware {
     /// The Host must name this agent's own address: a page of another site that made its name resolve to
     /// 127.0.0.1 (DNS rebinding) sends its own name and is refused.
     private func checkHost(_ request: Request) throws -> String {
-        guard let port = api.tcpAddress?.port else { throw APIError.unavailable("the API is still starting; retry.") }
-        let allowed = ["127.0.0.1:\(port)", "localhost:\(port)", "[::1]:\(port)"]
+        guard let bound = api.tcpAddress, let base = api.baseURL else {
+            throw APIError.unavailable("the API is still starting; retry.")
+        }
         let host = (request.head.authority ?? "").lowercased()
-        guard allowed.contains(host) else {
+        guard APIHosts.allows(host: host, boundHost: bound.host, port: bound.port) else {
             let shown = host.isEmpty ? "none" : "'\(host.terminalExcerpt(limit: 60))'"
             throw APIError.forbidden(
-                "the Host header (\(shown)) is not this agent's address; open http://127.0.0.1:\(port)/ "
+                "the Host header (\(shown)) is not this agent's address; open \(base)/ "
                     + "(other names are refused against DNS rebinding).")
         }
         return host
     }
+}
 
-    /// A non-GET must come from the agent's own page: its Origin is exactly `http://<Host>`. Scripts that send no
+/// Which Host headers name this agent (the DNS-rebinding rule of `APIGuard`).
+public enum APIHosts {
+    /// The Hosts a browser may name this agent by: on loopback the three loopback names, elsewhere the address
+    /// api.listen names. A wildcard address (0.0.0.0, ::) is reached by any of the machine's addresses: any IP
+    /// literal is accepted then, never a name (DNS rebinding needs a name the attacker controls).
+    public static func allows(host: String, boundHost: String, port: Int) -> Bool {
+        let bracketed = { (name: String) in name.contains(":") ? "[\(name)]:\(port)" : "\(name):\(port)" }
+        if Config.isLoopback(host: boundHost) {
+            return ["127.0.0.1:\(port)", "localhost:\(port)", "[::1]:\(port)", bracketed(boundHost.lowercased())]
+                .contains(host)
+        }
+        if host == bracketed(boundHost.lowercased()) { return true }
+        guard ["0.0.0.0", "::"].contains(boundHost), host.hasSuffix(":\(port)") else { return false }
+        var name = String(host.dropLast(":\(port)".count))
+        if name.hasPrefix("[") && name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, name, &v4) == 1 || inet_pton(AF_INET6, name, &v6) == 1
+    }
+}
+
+extension APIGuard {
+    /// A non-GET must come from the agent's own page: its Origin is exactly `http(s)://<Host>`. Scripts that send no
     /// Origin must use the token (a browser always sends one with a cross-site POST).
     private func checkOrigin(_ request: Request, host: String, credential: APICredential) throws {
         let origins = request.headers[values: .origin]
@@ -205,9 +240,10 @@ struct APIGuard: RouterMiddleware {
             throw APIError.forbidden(
                 "a request that changes something needs the Origin header of the agent's page (or a bearer token).")
         }
-        guard origins.count == 1, origin.lowercased() == "http://" + host else {
+        let page = "\(api.scheme)://\(host)"
+        guard origins.count == 1, origin.lowercased() == page else {
             throw APIError.forbidden(
-                "the Origin '\(origin.terminalExcerpt(limit: 60))' is not this agent's page (http://\(host)); "
+                "the Origin '\(origin.terminalExcerpt(limit: 60))' is not this agent's page (\(page)); "
                     + "requests from other pages are refused.")
         }
     }
@@ -240,18 +276,31 @@ struct APIGuard: RouterMiddleware {
 }
 
 extension APIRoutes {
-    /// POST /api/session (a login code for a session cookie), DELETE /api/session, POST /api/login-codes.
+    /// POST /api/session (a login code or, over HTTPS, the password for a session cookie), DELETE /api/session,
+    /// POST /api/login-codes.
     static func addAuthRoutes(to router: Router<APIRequestContext>, context api: APIContext, transport: APITransport) {
-        router.post("/api/session") { request, _ -> Response in
-            struct Login: Decodable { let code: String }
+        // Over HTTPS the cookie is Secure: a browser never sends it back over plain HTTP.
+        let attributes = "Path=/; HttpOnly; SameSite=Strict" + (api.secure ? "; Secure" : "")
+        router.post("/api/session") { request, context -> Response in
+            struct Login: Decodable {
+                let code: String?
+                let password: String?
+            }
             let login = try await decodeBody(Login.self, from: request)
-            guard let session = api.auth.redeem(login.code) else {
+            let session: String
+            if let password = login.password {
+                session = try await logIn(password: password, from: context.remoteHost ?? "", api: api)
+            } else if let code = login.code, let redeemed = api.auth.redeem(code) {
+                session = redeemed
+            } else if login.code == nil {
+                throw APIError.badRequest("the body needs a \"code\" (from `plait gui`) or a \"password\".")
+            } else {
                 throw APIError.unauthorized(
                     "this login code is unknown, used or expired (codes work once, for "
                         + "\(api.auth.codeLifetime.components.seconds) s); run `plait gui` for a new one.")
             }
             var response = Response(status: .noContent)
-            response.headers[.setCookie] = "\(api.auth.cookieName)=\(session); Path=/; HttpOnly; SameSite=Strict"
+            response.headers[.setCookie] = "\(api.auth.cookieName)=\(session); \(attributes)"
             return response
         }
         router.delete("/api/session") { request, _ -> Response in
@@ -259,7 +308,7 @@ extension APIRoutes {
                 api.auth.endSession(session)
             }
             var response = Response(status: .noContent)
-            response.headers[.setCookie] = "\(api.auth.cookieName)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+            response.headers[.setCookie] = "\(api.auth.cookieName)=; \(attributes); Max-Age=0"
             return response
         }
         // The Unix socket is the preferred caller (`plait gui` with an agent running). Over TCP only the token may
@@ -277,5 +326,31 @@ extension APIRoutes {
                     code: minted.code, expires: ISO8601DateFormatter().string(from: minted.expires),
                     url: "\(base)/?code=\(minted.code)"))
         }
+    }
+}
+
+extension APIRoutes {
+    /// A password login: refused outright while `source` (or everyone) must wait, else checked against the stored
+    /// hash off the event loop (scrypt takes ~0.1 s) and counted when wrong.
+    static func logIn(password: String, from source: String, api: APIContext) async throws -> String {
+        guard api.secure else {
+            throw APIError.forbidden(
+                "password logins are taken only over HTTPS (api.listen beyond loopback); on this machine open the "
+                    + "URL `plait gui` prints.")
+        }
+        if let wait = api.limiter.wait(source: source) { throw APIError.tooManyTries(wait: wait) }
+        let homePath = api.home.path
+        let right = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: APIPassword.verify(password, homePath: homePath))
+            }
+        }
+        guard right else {
+            api.limiter.failed(source: source)
+            api.logger.notice("API: a wrong password from \(source.isEmpty ? "an unknown address" : source)")
+            throw APIError.unauthorized("wrong password; try again (repeated failures make you wait longer).")
+        }
+        api.limiter.succeeded(source: source)
+        return api.auth.openSession()
     }
 }

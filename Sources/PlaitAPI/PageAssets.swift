@@ -4,7 +4,7 @@
 /// The page's files, compiled into the binary so it serves them wherever it is installed.
 enum PageAssets {
     /// The page's HTML (GET /).
-    /// page/index.html, sha256 b07859a8b18c2c1f.
+    /// page/index.html, sha256 7bab196b52a0b672.
     static let html = #"""
 <!doctype html>
 <html lang="en">
@@ -29,6 +29,11 @@ enum PageAssets {
     <h2 id="login-heading">Sign in</h2>
     <p id="login-message">This page needs a login code. Run <code>plait gui</code> on this machine and open the
       address it prints.</p>
+    <form id="password-form" hidden>
+      <label for="password">Password (set with <code>plait gui --set-password</code>)</label>
+      <input id="password" type="password" autocomplete="current-password" required>
+      <button type="submit">Sign in</button>
+    </form>
   </section>
 
   <div id="app" class="app" hidden>
@@ -236,7 +241,7 @@ details.completed summary { cursor: pointer; color: var(--muted); padding: 0.25r
 """#
 
     /// Its script (GET /app.js), the only one the page runs (the CSP forbids inline ones).
-    /// page/app.js, sha256 9ecf0ef4521db136.
+    /// page/app.js, sha256 5653cb93f4e2bd81.
     static let script = #"""
 // plait's page: lists, items and devices of the agent that serves it, live from its event stream.
 //
@@ -348,7 +353,16 @@ details.completed summary { cursor: pointer; color: var(--muted); padding: 0.25r
   function showLogin(message) {
     $("app").hidden = true;
     $("login").hidden = false;
-    if (message) $("login-message").textContent = message + " Run `plait gui` and open the address it prints.";
+    // Over HTTPS (another machine) the password signs in; on loopback a code from `plait gui` does.
+    const remote = location.protocol === "https:";
+    $("password-form").hidden = !remote;
+    if (message) {
+      $("login-message").textContent =
+        message + (remote ? "" : " Run `plait gui` and open the address it prints.");
+    } else if (remote) {
+      $("login-message").textContent = "Type the password of this device's page (check first that the " +
+        "certificate fingerprint your browser shows is the one `plait gui` prints there).";
+    }
     setConnection("Signed out", "down");
     stopEvents();
   }
@@ -1090,6 +1104,17 @@ details.completed summary { cursor: pointer; color: var(--muted); padding: 0.25r
   }
 
   async function start() {
+    $("password-form").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const input = $("password");
+      try {
+        await api("POST", "/api/session", { password: input.value });
+        location.replace("/");
+      } catch (error) {
+        input.value = "";
+        showLogin(error.status === 0 ? error.message : "Not signed in: " + error.message);
+      }
+    });
     $("new-list").addEventListener("submit", async (event) => {
       event.preventDefault();
       const input = $("new-list-title");

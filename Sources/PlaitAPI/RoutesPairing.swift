@@ -14,6 +14,8 @@ final class APIPairing: @unchecked Sendable {
     /// The user's answer, once the code is on screen; `waiting` wakes the pairing's asking thread.
     private var answer: Bool?
     private var waiting: DispatchSemaphore?
+    /// Where the code is announced (`pairing.code`), so a page that is open shows it without polling.
+    private var events: EventHub?
     /// How long one attempt may take, waiting for the user included.
     static let timeout: Duration = .seconds(120)
 
@@ -21,7 +23,7 @@ final class APIPairing: @unchecked Sendable {
 
     /// Starts an attempt: with `address`, connect to a device in `plait pair --listen` there; without, pair by
     /// mDNS (with `device`, only with the one of that name when several are in pairing mode).
-    func start(home: Home, address: PeerAddress?, device: String?) throws {
+    func start(home: Home, address: PeerAddress?, device: String?, events: EventHub? = nil) throws {
         try lock.withLock {
             if let session, ["searching", "connecting", "comparing", "confirmed"].contains(session.state) {
                 throw APIError.conflict(
@@ -32,6 +34,7 @@ final class APIPairing: @unchecked Sendable {
             found = []
             answer = nil
             waiting = DispatchSemaphore(value: 0)
+            self.events = events
         }
         let thread = Thread { [self] in
             let result: Result<PairedDevice, PairingError>
@@ -70,13 +73,19 @@ final class APIPairing: @unchecked Sendable {
 
     /// Runs on the pairing's asking thread: shows the code, waits for the user (or the attempt's end).
     private func ask(_ prompt: PairingPrompt) -> Bool {
-        let semaphore: DispatchSemaphore? = lock.withLock {
+        let (semaphore, events): (DispatchSemaphore?, EventHub?) = lock.withLock {
             session?.code = prompt.code.description
             session?.device = prompt.peer.description
             session?.name = prompt.peerName
             session?.state = "comparing"
-            return waiting
+            return (waiting, self.events)
         }
+        events?.publish(
+            .pairingCode,
+            [
+                "device": .string(prompt.peer.description), "code": .string(prompt.code.description),
+                "name": .string(prompt.peerName),
+            ])
         _ = semaphore?.wait(timeout: .now() + .seconds(Int(Self.timeout.components.seconds)))
         return lock.withLock { answer ?? false }
     }
@@ -142,7 +151,7 @@ extension APIRoutes {
             let address = try start.address.map { text in
                 do { return try PeerAddress(parsing: text) } catch { throw APIError.badRequest("\(error)") }
             }
-            try api.pairing.start(home: api.home, address: address, device: start.device)
+            try api.pairing.start(home: api.home, address: address, device: start.device, events: api.agent?.events)
             return try json(api.pairing.snapshot)
         }
         router.post("/api/pairing/confirm") { _, _ -> Response in

@@ -11,9 +11,13 @@
 // - `APIServer.start(router:host:port:logger:)`: binds and serves in the background of the (thread-based) agent;
 //   returns once listening (with the bound port) or throws `APIError.listen`. `stop()` ends it.
 // - `APIService.start(home:agent:listen:logger:)`: what `plait agent` calls: the token file, the router, the TCP
-//   server and `<home>/api.addr`; on failure it logs the warning and returns nil (sync goes on).
+//   server and `<home>/api.addr`, and the Unix socket (`UnixSocketServer`); on failure it logs the warning and
+//   leaves that listener off (sync goes on). A non-loopback address is served only with a password set
+//   (`APIPassword`), and then over HTTPS with the GUI certificate (`GUICertificate`, Password.swift and
+//   TLSCertificate.swift).
 import Foundation
 import Hummingbird
+import HummingbirdTLS
 import Logging
 import PlaitSync
 
@@ -22,9 +26,12 @@ public struct APIRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// Set by `APIGuard`: how the request proved who sent it.
     public var credential: APICredential = .none
+    /// The peer's IP address (nil on the Unix socket): password logins are rate-limited per source.
+    public let remoteHost: String?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
+        self.remoteHost = source.channel.remoteAddress?.ipAddress
     }
 
     /// Bodies are small JSON objects (an edit, a code); anything larger is refused with 413.
@@ -50,7 +57,8 @@ public enum APILimits {
 
 /// Which listener a router serves: the rules differ (DESIGN §12).
 public enum APITransport: Sendable {
-    /// TCP on loopback: a browser may reach it, so Host, Origin, content type and a credential are checked.
+    /// TCP (plain HTTP on loopback, HTTPS elsewhere): a browser may reach it, so Host, Origin, content type and a
+    /// credential are checked.
     case tcp
     /// `<home>/api.sock`: only processes of the same user (or root) connect; no token.
     case unixSocket
@@ -65,10 +73,16 @@ public final class APIContext: Sendable {
     public let logger: Logger
     /// The pairing attempt started from the page, if any.
     let pairing = APIPairing()
+    /// Whether the TCP listener serves HTTPS (a non-loopback address with a password set): origins, the login
+    /// URL and the cookie's Secure flag follow it, and password logins are accepted.
+    public let secure: Bool
+    /// The brake on password guessing.
+    public let limiter = LoginLimiter()
     /// "127.0.0.1:PORT" once the TCP listener is bound: the Host allowlist and the login URL use it.
     private let boundAddress = LockedValue<(host: String, port: Int)?>(nil)
 
-    public init(home: Home, agent: Agent?, auth: APIAuth, logger: Logger) {
+    public init(home: Home, agent: Agent?, auth: APIAuth, logger: Logger, secure: Bool = false) {
+        self.secure = secure
         self.home = home
         self.agent = agent
         self.auth = auth
@@ -82,8 +96,11 @@ public final class APIContext: Sendable {
 
     /// The page's address as a browser types it (IPv6 in brackets).
     public var baseURL: String? {
-        tcpAddress.map { "http://\($0.host.contains(":") ? "[\($0.host)]" : $0.host):\($0.port)" }
+        tcpAddress.map { "\(scheme)://\($0.host.contains(":") ? "[\($0.host)]" : $0.host):\($0.port)" }
     }
+
+    /// "https" beyond loopback, "http" on it.
+    public var scheme: String { secure ? "https" : "http" }
 }
 
 /// Every route of the API for one transport.
@@ -113,13 +130,15 @@ public final class APIServer: Sendable {
         self.port = port
     }
 
-    /// Binds `host:port` (0: any free port) and serves `router`. Blocks until listening or failed.
+    /// Binds `host:port` (0: any free port) and serves `router`, over TLS with `tls`. Blocks until listening or
+    /// failed.
     public static func start(
-        router: Router<APIRequestContext>, host: String, port: Int, logger: Logger
+        router: Router<APIRequestContext>, host: String, port: Int, tls: TLSConfiguration? = nil, logger: Logger
     ) throws -> APIServer {
         let outcome = Outcome()
         let app = Application(
             router: router,
+            server: try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1(),
             configuration: .init(address: .hostname(host, port: port), serverName: nil, reuseAddress: false),
             onServerRunning: { channel in outcome.finish(.success(channel.localAddress?.port ?? port)) },
             logger: logger)
@@ -187,45 +206,77 @@ public final class APIServer: Sendable {
 /// What `plait agent` runs: the API on TCP, with its token file and `<home>/api.addr`.
 public final class APIService: Sendable {
     public let context: APIContext
-    public let tcp: APIServer
+    /// The TCP listener; nil when `listen` is "" or could not be bound (the warning says why).
+    public let tcp: APIServer?
+    /// The Unix socket for `plait` commands on this home (UnixSocketServer.swift); served even when TCP is off,
+    /// nil when it could not be set up (the warning says why).
+    public let unixSocket: UnixSocketServer?
 
-    private init(context: APIContext, tcp: APIServer) {
+    private init(context: APIContext, tcp: APIServer?, unixSocket: UnixSocketServer?) {
         self.context = context
         self.tcp = tcp
+        self.unixSocket = unixSocket
     }
 
-    /// The file the agent writes its API address to, one line `127.0.0.1:PORT`, once listening.
+    /// The file the agent writes its API address to, one line `127.0.0.1:PORT`, once listening. An address beyond
+    /// loopback is always served over HTTPS (that is the only way it is served), so the line needs no scheme.
     public static let addressFileName = "api.addr"
 
-    /// Starts the API on `listen` ("HOST:PORT"). A failure (the port taken) is logged as a warning and gives nil:
-    /// the agent goes on syncing without an API. `codeLifetime`: how long a login code stays valid.
+    /// Starts the API on the home's Unix socket and on `listen` ("HOST:PORT"; "" for no TCP). A failure of
+    /// either listener (the port taken) is logged as a warning and leaves that one off: the agent goes on
+    /// syncing. nil only when the API cannot start at all. `codeLifetime`: how long a login code stays valid.
     public static func start(
         home: Home, agent: Agent?, listen: String, codeLifetime: Duration = APIAuth.defaultCodeLifetime,
         logger: Logger
     ) -> APIService? {
         let addressFile = home.path + "/" + addressFileName
         try? FileManager.default.removeItem(atPath: addressFile)
+        let context: APIContext
+        // A TCP address beyond loopback is served over HTTPS: the context's cookies and Origin rule follow.
+        let parsed = listen.isEmpty ? nil : try? PeerAddress(parsing: listen, allowingPortZero: true)
+        let secure = parsed.map { !Config.isLoopback(host: $0.host) } ?? false
         do {
-            let address = try PeerAddress(parsing: listen, allowingPortZero: true)
             let auth = try APIAuth(home: home, codeLifetime: codeLifetime)
-            let context = APIContext(home: home, agent: agent, auth: auth, logger: logger)
-            let router = makeAPIRouter(context: context, transport: .tcp)
-            let server = try APIServer.start(
-                router: router, host: address.host, port: Int(address.port), logger: logger)
-            context.setTCPAddress(host: address.host, port: server.port)
-            let host = address.host.contains(":") ? "[\(address.host)]" : address.host
-            let shown = "\(host):\(server.port)"
-            try Data((shown + "\n").utf8).write(to: URL(fileURLWithPath: addressFile), options: .atomic)
-            logger.info("local API and page on http://\(shown)/ (`plait gui` prints a login URL)")
-            return APIService(context: context, tcp: server)
+            context = APIContext(home: home, agent: agent, auth: auth, logger: logger, secure: secure)
         } catch {
             logger.warning("\(APIError.turnedOff(by: error))")
             return nil
         }
+        let unixSocket = UnixSocketServer.start(context: context, logger: logger)
+        guard !listen.isEmpty else { return APIService(context: context, tcp: nil, unixSocket: unixSocket) }
+        do {
+            let address = try PeerAddress(parsing: listen, allowingPortZero: true)
+            // Beyond loopback other machines reach the API: only with a password, and only over HTTPS.
+            var tls: TLSConfiguration?
+            var certificate: GUICertificate?
+            if secure {
+                guard APIPassword.isSet(homePath: home.path) else { throw APIError.noPassword(address: listen) }
+                certificate = try GUICertificate.ensure(homePath: home.path)
+                tls = try certificate?.serverConfiguration()
+            }
+            let router = makeAPIRouter(context: context, transport: .tcp)
+            let server = try APIServer.start(
+                router: router, host: address.host, port: Int(address.port), tls: tls, logger: logger)
+            context.setTCPAddress(host: address.host, port: server.port)
+            let host = address.host.contains(":") ? "[\(address.host)]" : address.host
+            let shown = "\(host):\(server.port)"
+            try Data((shown + "\n").utf8).write(to: URL(fileURLWithPath: addressFile), options: .atomic)
+            if let certificate {
+                let note = "log in with api.password; certificate SHA-256 \(certificate.fingerprint)"
+                logger.info("local API and page on https://\(shown)/ (\(note))")
+            } else {
+                logger.info("local API and page on http://\(shown)/ (`plait gui` prints a login URL)")
+            }
+            return APIService(context: context, tcp: server, unixSocket: unixSocket)
+        } catch {
+            logger.warning("\(APIError.turnedOff(by: error))")
+            return APIService(context: context, tcp: nil, unixSocket: unixSocket)
+        }
     }
 
     public func stop() {
-        tcp.stop()
+        tcp?.stop()
+        unixSocket?.stop()
         try? FileManager.default.removeItem(atPath: context.home.path + "/" + Self.addressFileName)
     }
 }

@@ -62,6 +62,8 @@ public final class Agent: @unchecked Sendable {
         /// The name the peer's Hello gave, and the changes pulled so far (for events).
         var name: String?
         var pulled = 0
+        /// The summary the peer's Hello announced: what it offers, for the "missing" of progress events.
+        var offered: Summary?
         init(session: Session, peer: String, dialedByMe: Bool) {
             self.session = session
             self.peer = peer
@@ -544,12 +546,16 @@ public final class Agent: @unchecked Sendable {
             guard let self else { return }
             self.announce(try? self.home.store.generation())
             self.publishAppliedChanges(pulledFrom: peer)
-            let total = self.lock.withLock { () -> Int in
+            let (total, offered) = self.lock.withLock { () -> (Int, Summary?) in
                 slot.entry?.pulled += added
-                return slot.entry?.pulled ?? added
+                return (slot.entry?.pulled ?? added, slot.entry?.offered)
             }
             self.events.publish(
-                .syncProgress, ["device": .string(peer), "pulled": .init(total), "batch": .init(added)])
+                .syncProgress,
+                [
+                    "device": .string(peer), "pulled": .init(total), "batch": .init(added),
+                    "missing": .init(self.missing(of: offered)),
+                ])
         }
         options.admitPeer = { [weak self] hello in
             guard let self, let entry = slot.entry else { return false }
@@ -582,8 +588,10 @@ public final class Agent: @unchecked Sendable {
                 name: result.peerName, deviceID: result.peerDeviceID.isEmpty ? peer : result.peerDeviceID)
             logger.info("session with \(label) ended: pulled \(result.pulled), sent \(result.sent)")
             if entry.instance != nil {
+                let offered = lock.withLock { entry.offered }
                 let data: [String: EventValue] = [
                     "device": .string(peer), "pulled": .init(result.pulled), "sent": .init(result.sent), "ended": true,
+                    "missing": .init(missing(of: offered)),
                 ]
                 events.publish(.syncProgress, data)
             }
@@ -678,11 +686,18 @@ public final class Agent: @unchecked Sendable {
             }
             entry.instance = nonce
             entry.name = hello.name
+            entry.offered = hello.summary
             return true
         }
         if keep { events.publish(.peerConnected, ["device": .string(peer), "name": .string(hello.name)]) }
         if keep && !others.isEmpty { probeCopies(newcomer: entry, others: others) }
         return keep
+    }
+
+    /// How many changes of `offered` (a peer's announced summary) this device still lacks; 0 when unknown.
+    private func missing(of offered: Summary?) -> Int {
+        guard let offered, let mine = try? home.store.summary() else { return 0 }
+        return mine.missing(from: offered).reduce(0) { $0 + $1.seqs.count }
     }
 
     /// How long a session of another instance has to answer a Ping before a copied home is reported.

@@ -28,7 +28,8 @@ public struct Config: Sendable, Equatable {
     /// `discovery.browse_seconds`: how long `plait sync` looks for paired devices by mDNS (it stops sooner once
     /// every one is found). `plait pair` waits up to its `--timeout` instead.
     public var browseSeconds = 3.0
-    /// `api.listen`: where the agent serves the local HTTP API (DESIGN §12); "" turns it off. Loopback only.
+    /// `api.listen`: where the agent serves the local HTTP API (DESIGN §12); "" turns it off. Beyond loopback only
+    /// with a password set (`plait gui --set-password`), and then over HTTPS.
     public var apiListen = "127.0.0.1:7480"
 
     public init() {}
@@ -61,6 +62,13 @@ public struct Config: Sendable, Equatable {
                 throw PlaitError.config(path: origin, problem: "\(key) must be a table ([\(key)])")
             }
             for innerKey in inner.keys where section[innerKey] == nil {
+                if key == "api" && innerKey == "password" {
+                    // A password written here would sit in clear text in a file often shared or backed up.
+                    throw PlaitError.config(
+                        path: origin,
+                        problem: "api.password is not kept in this file; remove it and run `plait gui "
+                            + "--set-password`, which stores only a hash of it in the home")
+                }
                 throw PlaitError.config(path: origin, problem: "unknown key \(key).\(innerKey)")
             }
         }
@@ -159,18 +167,17 @@ public struct Config: Sendable, Equatable {
         }
     }
 
-    /// The API serves this machine only: it answers with the user's lists to anyone who has a session, and a
-    /// password login (api.password, with HTTPS) is not built yet.
+    /// An address beyond loopback is accepted here: whether it is served (a password set, then HTTPS) is the
+    /// agent's decision when it starts, which warns and syncs on without the API otherwise.
     public static func checkAPIListen(_ text: String, origin: String) throws {
-        guard let address = try? PeerAddress(parsing: text, allowingPortZero: true) else {
+        guard (try? PeerAddress(parsing: text, allowingPortZero: true)) != nil else {
             throw PlaitError.config(path: origin, problem: "api.listen must be \"HOST:PORT\" or \"\"")
         }
-        guard ["127.0.0.1", "::1", "localhost"].contains(address.host) || address.host.hasPrefix("127.") else {
-            throw PlaitError.config(
-                path: origin,
-                problem: "api.listen must be a loopback address such as 127.0.0.1:7480 (listening on \(text) would "
-                    + "serve other machines, which needs api.password, not supported yet)")
-        }
+    }
+
+    /// Whether `host` (an api.listen host) reaches this machine only: 127.0.0.0/8, ::1 or localhost.
+    public static func isLoopback(host: String) -> Bool {
+        ["::1", "localhost"].contains(host.lowercased()) || host.hasPrefix("127.")
     }
 
     /// Where the config is: `--config`, else `$PLAIT_CONFIG`, else `$XDG_CONFIG_HOME/plait/plait.toml`

@@ -13,6 +13,15 @@ extension Plait {
                 default). The URL printed holds a code that logs one browser in, once, within 60 seconds; the \
                 page then keeps a session cookie until the agent stops. --token prints the long-lived API token \
                 instead, for scripts: send it as `Authorization: Bearer TOKEN` (keep it as private as the home).
+
+                Other machines: with api.listen on a non-loopback address (e.g. 192.168.1.5:7480) the agent \
+                serves the API only once a password is set, and then over HTTPS with a certificate of its own \
+                (made in <home>/gui/ on first use; not the device's sync identity). --set-password reads the \
+                password from standard input (asking twice, without echo, on a terminal; never from the command \
+                line, where other users could see it) and stores only a scrypt hash of it in \
+                <home>/api-password; a running agent takes the new one at the next login. There `plait gui` \
+                prints the https:// address and the certificate's SHA-256 fingerprint: check that the browser \
+                shows the same before typing the password. Wrong passwords are answered ever more slowly.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -20,16 +29,56 @@ extension Plait {
         @Flag(help: "Print the API token (from <home>/api-token) instead of a login URL.")
         var token = false
 
+        @Flag(help: "Set the password other machines log in with (api.password), read from standard input.")
+        var setPassword = false
+
+        @Flag(help: "Remove the password: the agent then serves the API on loopback addresses only.")
+        var clearPassword = false
+
+        func validate() throws {
+            if [token, setPassword, clearPassword].filter({ $0 }).count > 1 {
+                throw ValidationError("--token, --set-password and --clear-password go one at a time.")
+            }
+        }
+
         func run() throws {
             let home = try global.openHome()
             if token {
                 print(try APIAuth.ensureToken(homePath: home.path))
                 return
             }
+            if setPassword {
+                try APIPassword.set(try Self.readPassword(), homePath: home.path)
+                print("password set (only its scrypt hash is stored, in \(home.path)/\(APIPassword.fileName))")
+                return
+            }
+            if clearPassword {
+                try APIPassword.clear(homePath: home.path)
+                print("password removed; a non-loopback api.listen is refused from the next agent start")
+                return
+            }
+            // The agent's Unix socket needs no token (the kernel vouches for the caller, DESIGN §12): a token
+            // file replaced since the agent started, or unreadable, does not matter there.
+            if let minted = try global.throughAgent({ try $0.loginCode() }) {
+                print(minted.url)
+                return
+            }
+            // No socket (its path too long with no XDG_RUNTIME_DIR, or set off): TCP with the API token.
             let noAgent = PlaitError.usage(
                 "no agent serves the API of \(home.path): start `plait agent` (with api.listen set), then run "
                     + "`plait gui` again.")
             guard let client = LoopbackClient(addressFileOf: home.path) else { throw noAgent }
+            if !Config.isLoopback(host: client.host) {
+                // Served over HTTPS to other machines: the page asks for the password; the fingerprint lets the
+                // user tell this agent's certificate from an impostor's.
+                guard let fingerprint = try GUICertificate.existingFingerprint(homePath: home.path) else {
+                    throw noAgent
+                }
+                print("https://\(client.authority)/")
+                print("certificate SHA-256 fingerprint: \(fingerprint)")
+                print("log in with the password set by `plait gui --set-password`")
+                return
+            }
             let secret = try APIAuth.ensureToken(homePath: home.path)
             let reply: LoopbackClient.Reply
             do {
@@ -46,6 +95,43 @@ extension Plait {
                         + "restart `plait agent` and try again.")
             }
             print(answer.url)
+        }
+
+        /// The new password: on a terminal typed twice without echo, otherwise the first line of standard input.
+        static func readPassword() throws -> String {
+            guard isatty(STDIN_FILENO) != 0 else {
+                guard let line = readLine(strippingNewline: true) else {
+                    throw PlaitError.usage("no password on standard input; pipe one line, or run this on a terminal.")
+                }
+                return line.hasSuffix("\r") ? String(line.dropLast()) : line
+            }
+            let first = try prompt("New password: ")
+            // An empty first answer is refused by the length check; asking again would only repeat it.
+            if first.isEmpty { return first }
+            guard try prompt("Repeat it: ") == first else {
+                throw PlaitError.usage("the two passwords differ; run `plait gui --set-password` again.")
+            }
+            return first
+        }
+
+        /// One line from the terminal with echo off (restored even when reading fails).
+        private static func prompt(_ text: String) throws -> String {
+            FileHandle.standardError.write(Data(text.utf8))
+            var saved = termios()
+            let echoOff = tcgetattr(STDIN_FILENO, &saved) == 0
+            if echoOff {
+                var quiet = saved
+                quiet.c_lflag &= ~tcflag_t(ECHO)
+                tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+            }
+            defer {
+                if echoOff { tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
+                FileHandle.standardError.write(Data("\n".utf8))
+            }
+            guard let line = readLine(strippingNewline: true) else {
+                throw PlaitError.usage("no password typed; run `plait gui --set-password` again.")
+            }
+            return line
         }
     }
 }

@@ -1,0 +1,96 @@
+import Foundation
+import PlaitAPI
+import Testing
+
+/// The event kinds the page needs beyond changes and peers, from the real agent: `pairing.code` when a pairing
+/// started from the page shows its code, and `sync.progress` saying how many changes are still missing from the
+/// peer being pulled from.
+@Suite(.serialized) struct APIEventKindTests {
+    /// Every event the agent holds, as the long-poll answers them at once.
+    func events(_ api: APIAgent) throws -> [[String: Any]] {
+        let (status, body) = try api.get("/api/events?since=0&timeout=0")
+        #expect(status == 200, "\(body)")
+        let object = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+        return object?["events"] as? [[String: Any]] ?? []
+    }
+
+    @Test func aPairingShowingItsCodePublishesIt() throws {
+        try withSandbox { sandbox in
+            let homes = [sandbox.root + "/alpha", sandbox.root + "/beta"]
+            for (name, home) in zip(["alpha", "beta"], homes) {
+                try sandbox.ok(["init", "--name", name, "--home", home])
+            }
+            let betaID = try sandbox.ok(["id", "--home", homes[1]]).lines.last ?? ""
+            let api = try APIAgent(sandbox: sandbox, home: homes[0])
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let beta = try RunningPair(
+                sandbox: sandbox, ["pair", "--listen", "127.0.0.1:0", "--home", homes[1], "--timeout", "30"],
+                answer: "n\n")
+            defer { beta.stop() }
+            let port = try beta.listeningPort()
+            let started = try api.client.send(
+                "POST", "/api/pairing/start", headers: [("Origin", api.origin), api.bearer],
+                json: ["address": "127.0.0.1:\(port)"])
+            #expect(started.status == 200, "\(started.text)")
+            var published: [String: Any]?
+            let seen = try eventually(20) {
+                published = try events(api).first { $0["kind"] as? String == "pairing.code" }?["data"]
+                    as? [String: Any]
+                return published != nil
+            }
+            #expect(seen, "\(api.agent.log)")
+            let shown = beta.stdout.split(separator: "\n").first { $0.hasPrefix("code: ") }
+                .map { String($0.dropFirst(6)) }
+            #expect(published?["code"] as? String != nil && published?["code"] as? String == shown, "\(beta)")
+            #expect(published?["device"] as? String == betaID)
+            #expect(published?["name"] as? String == "beta")
+            _ = try api.client.send(
+                "POST", "/api/pairing/refuse", headers: [("Origin", api.origin), api.bearer], json: [:])
+        }
+    }
+
+    /// B holds 151 changes A lacks and sends them in batches of 50: each of A's progress events says how many
+    /// are still missing, falling to 0, and what was pulled plus what was missing is B's whole offer.
+    @Test func syncProgressSaysHowManyChangesAreStillMissing() throws {
+        try withSandbox { sandbox in
+            var devices: [(home: String, id: String)] = []
+            for name in ["a", "b"] {
+                let home = sandbox.root + "/" + name
+                try sandbox.ok(["init", "--name", name, "--home", home])
+                devices.append((home, try sandbox.ok(["id", "--home", home]).lines.last!))
+            }
+            try sandbox.ok(["pair", "--trust", devices[1].id, "--home", devices[0].home])
+            try sandbox.ok(["pair", "--trust", devices[0].id, "--home", devices[1].home])
+            let script = "list add Many\n" + (1...150).map { "add Many item\($0)\n" }.joined()
+            try sandbox.ok(["batch", "--home", devices[1].home], stdin: script)
+            let apiA = try APIAgent(sandbox: sandbox, home: devices[0].home)
+            defer { #expect(apiA.agent.stop() == 0, "\(apiA.agent.log)") }
+            let config = sandbox.root + "/b.toml"
+            try "[sync]\nbatch_changes = 50\n".write(toFile: config, atomically: true, encoding: .utf8)
+            let agentB = try RunningAgent(
+                sandbox: sandbox, home: devices[1].home, extra: ["--peer", apiA.agent.address, "--api-listen", ""],
+                environment: ["PLAIT_CONFIG": config])
+            defer { #expect(agentB.stop() == 0, "\(agentB.log)") }
+            var progress: [[String: Any]] = []
+            let done = try eventually(20) {
+                progress = try events(apiA).filter {
+                    $0["kind"] as? String == "sync.progress"
+                        && ($0["data"] as? [String: Any])?["device"] as? String == devices[1].id
+                }.compactMap { $0["data"] as? [String: Any] }
+                return progress.contains { $0["missing"] as? Int == 0 && ($0["pulled"] as? Int ?? 0) > 0 }
+            }
+            #expect(done, "A's progress events: \(progress)\n\(apiA.agent.log)")
+            let missing = progress.compactMap { $0["missing"] as? Int }
+            #expect(missing.count == progress.count, "every progress event says what is missing: \(progress)")
+            // Batches of 50 (the receiver may integrate several at once): at least one event mid-way, one at the end.
+            #expect(progress.count >= 2, "151 changes in batches of 50: \(progress)\n\(agentB.log)")
+            #expect((missing.first ?? 0) > 0, "\(progress)")
+            #expect(missing == missing.sorted(by: >), "missing only falls: \(missing)")
+            let first = try #require(progress.first)
+            let pulledAtEnd = progress.compactMap { $0["pulled"] as? Int }.max() ?? 0
+            #expect(
+                (first["pulled"] as? Int ?? 0) + (first["missing"] as? Int ?? 0) == pulledAtEnd,
+                "pulled + missing is B's whole offer: \(progress)")
+        }
+    }
+}
