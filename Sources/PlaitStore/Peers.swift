@@ -14,6 +14,9 @@ public struct PeerRecord: Hashable, Sendable {
     public var lastSeen: Int64?
     /// Its summary when last seen: what it has acknowledged holding.
     public var lastSummary: Summary?
+    /// The hash, as held here when it was acknowledged, of the change at each entry of `lastSummary` (an entry
+    /// whose change was folded without its hash has none): what the acknowledgement covers after a fork renames.
+    public var lastHeads: [TimelineID: [UInt8]] = [:]
     /// What the last session with it found wrong (DESIGN §10), one sentence each; nil when nothing.
     public var diverged: String?
     public var refused: String?
@@ -87,12 +90,13 @@ extension Store {
                 db,
                 sql: """
                     SELECT device_id, name, address, paired_at, last_seen, last_summary, diverged, refused, claim,
-                    succeeded_by FROM peers ORDER BY name, device_id
+                    succeeded_by, last_heads FROM peers ORDER BY name, device_id
                     """
             ).map { row in
                 PeerRecord(
                     deviceID: row[0], name: row[1], address: row[2], pairedAt: row[3], lastSeen: row[4],
-                    lastSummary: try (row[5] as String?).map { try Summary(parsing: $0) }, diverged: row[6],
+                    lastSummary: try (row[5] as String?).map { try Summary(parsing: $0) },
+                    lastHeads: Acknowledgements.decode(row[10] as Data?), diverged: row[6],
                     refused: row[7], claim: row[8], succeededBy: row[9])
             }
     }
@@ -103,15 +107,18 @@ extension Store {
         }
     }
 
-    /// Records that a paired peer was seen at `address` holding `summary`.
+    /// Records that a paired peer was seen at `address` holding `summary` (this store's changes as the session
+    /// ended), with the hash of the change at each of its entries as held now (PROTOCOL.md §22.7).
     public func peerSeen(deviceID: String, address: String?, summary: Summary?, now: Int64) throws {
         try write { db in
+            let heads = try summary.map { try Acknowledgements.encode(Acknowledgements.hashes(db, of: $0)) }
             try db.execute(
                 sql: """
                     UPDATE peers SET last_seen = ?, address = coalesce(?, address),
-                    last_summary = coalesce(?, last_summary) WHERE device_id = ?
+                    last_summary = coalesce(?, last_summary),
+                    last_heads = CASE WHEN ? IS NULL THEN last_heads ELSE ? END WHERE device_id = ?
                     """,
-                arguments: [now, address, summary?.description, deviceID])
+                arguments: [now, address, summary?.description, summary?.description, heads, deviceID])
         }
     }
 

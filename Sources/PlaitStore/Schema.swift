@@ -250,6 +250,16 @@ enum Schema {
                     CREATE INDEX fork_branches_by_root ON fork_branches (root);
                     """)
         }
+        migrator.registerMigration("v9-acknowledged-heads") { db in
+            try db.execute(
+                sql: """
+                    -- With a peer's acknowledged summary, the hash of the change at each of its entries as held here
+                    -- then (40 bytes an entry: timeline, 8 bytes big-endian, then the hash), so that a fork renaming
+                    -- those numbers later cannot make compaction fold what the peer never had (PROTOCOL.md §22.7).
+                    -- NULL before this migration: such an acknowledgement covers only what precedes any fork.
+                    ALTER TABLE peers ADD COLUMN last_heads BLOB;
+                    """)
+        }
         return migrator
     }
 }

@@ -885,21 +885,12 @@ public final class Agent: @unchecked Sendable {
     /// Scheduled compaction, never past what a paired peer seen within the grace has acknowledged.
     func compact() {
         do {
-            let summary = try home.store.summary()
             let graceMs = Int64(settings.peerGrace.components.seconds) * 1000
-            var limits: [CutOffLimit] = []
-            for peer in try home.store.peers() {
-                guard let seen = peer.lastSeen, Replica.now() - seen <= graceMs else { continue }
-                let acknowledged = peer.lastSummary ?? Summary()
-                if let limit = try Compaction.acknowledgementLimit(
-                    peer: peer.name, acknowledged: acknowledged, held: summary,
-                    lamportOf: { ref in try? self.home.store.lamport(of: ref) })
-                {
-                    limits.append(limit)
-                }
+            // A paired peer never seen holds everything back (nil): it may need all of it. The others' limits read
+            // their acknowledgements with head hashes, so a fork renamed since cannot fold what one lacks.
+            guard let limits = try home.store.acknowledgementLimits(now: Replica.now(), graceMs: graceMs) else {
+                return
             }
-            // A paired peer never seen holds everything back: it may need all of it.
-            if try home.store.peers().contains(where: { $0.lastSeen == nil }) { return }
             let report = try home.replica.compact(limits: limits, authors: try home.authorGrace(graceMs: graceMs))
             if report.folded > 0 { logger.info("compacted \(report.folded) changes (cut-off \(report.cutOff?.lamport ?? 0))") }
         } catch {

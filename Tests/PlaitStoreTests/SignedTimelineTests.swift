@@ -387,6 +387,8 @@ struct SignedTimelineMigrationTests {
         try runSQLite(
             path,
             """
+            ALTER TABLE peers DROP COLUMN last_heads;
+            DELETE FROM grdb_migrations WHERE identifier = 'v9-acknowledged-heads';
             DROP INDEX changes_by_origin; ALTER TABLE changes DROP COLUMN origin_seq;
             ALTER TABLE changes DROP COLUMN origin_tl; DROP TABLE fork_branches;
             DELETE FROM grdb_migrations WHERE identifier = 'v8-fork-branches';
