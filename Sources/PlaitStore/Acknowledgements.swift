@@ -60,7 +60,11 @@ enum Acknowledgements {
         var hashed = Summary()
         var bare = Summary()
         for timeline in summary.timelines {
-            if heads[timeline] != nil { hashed[timeline] = summary[timeline] } else { bare[timeline] = summary[timeline] }
+            if heads[timeline] != nil {
+                hashed[timeline] = summary[timeline]
+            } else {
+                bare[timeline] = summary[timeline]
+            }
         }
         var covered = lookup.coverage(observed: hashed, heads: heads.filter { hashed[$0.key] > 0 })
         let below = lookup.coverage(observed: bare, heads: nil)

@@ -148,7 +148,9 @@ struct AcknowledgementTests {
             let limits = try #require(try x.store.acknowledgementLimits(now: Replica.now(), graceMs: 60_000))
             #expect(limits.count == 1, "the change P lacks holds the cut-off")
             #expect(Acknowledgements.decode(Data([1, 2, 3])).isEmpty)
-            let heads = [TimelineID(7): [UInt8](repeating: 9, count: 32), TimelineID(1): [UInt8](repeating: 1, count: 32)]
+            let heads = [
+                TimelineID(7): [UInt8](repeating: 9, count: 32), TimelineID(1): [UInt8](repeating: 1, count: 32),
+            ]
             #expect(Acknowledgements.decode(Acknowledgements.encode(heads)) == heads)
         }
     }
