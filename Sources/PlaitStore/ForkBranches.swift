@@ -8,6 +8,13 @@ extension Store {
     /// Whether the store has the fork columns (a store not yet migrated has no branches).
     static func recordsForks(_ db: Database) throws -> Bool { try db.tableExists("fork_branches") }
 
+    /// How many fork branches are held (0 in a store without the table): branches are permanent, so a change
+    /// of this number means a commit named changes again.
+    static func branchCount(_ db: Database) throws -> Int {
+        guard try recordsForks(db) else { return 0 }
+        return try Int.fetchOne(db, sql: "SELECT count(*) FROM fork_branches") ?? 0
+    }
+
     /// The branches held of `root`, each with its head as the intake checks against it.
     static func branches(_ db: Database, root: TimelineID) throws -> [Intake<ListsDomain>.HeldBranch] {
         guard try recordsForks(db) else { return [] }

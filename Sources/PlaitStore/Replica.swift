@@ -561,6 +561,9 @@ public final class Replica: @unchecked Sendable {
         let verdict: Intake<ListsDomain>.Result
         /// The head number each timeline it touches was checked against.
         let used: [TimelineID: UInt64]
+        /// How many fork branches the store held then. Another session's commit that records a branch renames
+        /// changes (DESIGN §11): a head can keep its number and stand on another chain, so the verdict is stale.
+        let branches: Int
 
         /// Changes held back for the next batch of the stream (not covered by a signature yet).
         var heldBack: [EncodedChange] { verdict.heldBack }
@@ -613,7 +616,8 @@ public final class Replica: @unchecked Sendable {
                 return try Store.heldChange(db, ref)
             },
             branches: { root in try Store.branches(db, root: root) })
-        return ValidatedBatch(batch: batch, skip: skip, verdict: verdict, used: used)
+        return ValidatedBatch(
+            batch: batch, skip: skip, verdict: verdict, used: used, branches: try Store.branchCount(db))
     }
 
     /// Whether the store holds a Lamport witness (DESIGN §11): the change itself with exactly that Lamport time,
@@ -656,7 +660,11 @@ public final class Replica: @unchecked Sendable {
         guard !validated.verdict.accepted.isEmpty else { return result }
         return try transaction { db in
             var verdict = validated.verdict
-            if try validated.used.contains(where: { timeline, seq in try Self.heldHead(db, timeline)?.seq ?? 0 != seq }) {
+            // Validated in a read before this transaction: another writer (a session with another peer, an edit)
+            // may have moved a head since, or recorded a fork branch and renamed changes under the same numbers.
+            if try validated.used.contains(where: { timeline, seq in try Self.heldHead(db, timeline)?.seq ?? 0 != seq })
+                || (try Store.branchCount(db)) != validated.branches
+            {
                 verdict = try validate(db, validated.batch, skip: validated.skip).verdict
                 result.duplicates = verdict.duplicates
                 result.refused = verdict.refused

@@ -708,7 +708,7 @@ final class CopiedHomeChaos: @unchecked Sendable {
     }
 
     /// Every agent still running, by its PID (SIGCONT first, in case a failure left one frozen); after a failure,
-    /// the step log and every agent's log are kept in a directory named on the output.
+    /// the step log, every agent's log and the three stores are kept in a directory named on the output.
     func stopEverything() {
         for index in devices.indices {
             guard let agent = device(index).agent else { continue }
@@ -726,7 +726,12 @@ final class CopiedHomeChaos: @unchecked Sendable {
                 try? FileManager.default.copyItem(
                     atPath: agent.errPath, toPath: directory + "/\(device.name)-agent\(number + 1).log")
             }
+            // The stores as they ended (every agent stopped), to read what each holds and under which names.
+            for suffix in ["", "-wal"] {
+                try? FileManager.default.copyItem(
+                    atPath: device.home + "/plait.db" + suffix, toPath: directory + "/\(device.name).db" + suffix)
+            }
         }
-        print("copied-home chaos seed \(seed): FAILED; step log and agent logs in \(directory)")
+        print("copied-home chaos seed \(seed): FAILED; step log, agent logs and stores in \(directory)")
     }
 }
