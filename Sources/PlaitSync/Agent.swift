@@ -595,7 +595,13 @@ public final class Agent: @unchecked Sendable {
                 ]
                 events.publish(.syncProgress, data)
             }
-            if dialedByMe, result.peerCloseReason == "stopped" { backOff(peer) }
+            // A peer that stopped, or that ended at once a session it had no reason to end (an agent's session
+            // lasts): dialling again at once would repeat it, as fast as the two can connect.
+            if dialedByMe,
+                result.peerCloseReason == "stopped" || ContinuousClock.now - entry.started < Self.activeWindow
+            {
+                backOff(peer)
+            }
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: acknowledgement(entry, result.finalSummary),
                 now: Replica.now())
