@@ -44,7 +44,9 @@ extension Plait {
                 Commands on the grown home (100,000 items, no agent running), each a process: `plait show --json` \
                 (output to /dev/null) beside the sqlite3 CLI printing the same item rows as JSON; `plait add` (time \
                 and peak memory). Latency: two connected agents, an item added on A until B has stored it, p50 and \
-                p99 over --latency-edits edits per run. The load average printed at the start and end says how busy \
+                p99 over --latency-edits edits per run; an edit made in another connection until the agent raises \
+                its event; and an item added by `POST /api/edit` on A's local API until B has stored it (at most \
+                300 edits per run for these two). The load average printed at the start and end says how busy \
                 the machine was: compare runs made at similar load, and prefer the ratios measured within one run \
                 (plait to SQLite, plait to pycrdt, show to sqlite3) to absolute figures across runs.
                 """)

@@ -64,6 +64,7 @@ enum NetworkBench {
         }
         results.merge(try latency(directory: directory, options: options, log: log)) { $1 }
         results.merge(try EventBench.latency(directory: directory, options: options, log: log)) { $1 }
+        results.merge(try APIEditBench.latency(directory: directory, options: options, log: log)) { $1 }
         return results
     }
 

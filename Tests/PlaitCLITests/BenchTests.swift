@@ -83,6 +83,7 @@ import Testing
             for key in [
                 "full_replay_seconds", "late_change_ms", "late_change_cold_ms", "show_json_seconds", "add_ms",
                 "add_peak_rss_mib", "edit_latency_p50_ms", "edit_latency_p99_ms", "idle_cpu_percent",
+                "api_edit_latency_p50_ms", "api_edit_latency_p99_ms",
             ] {
                 let sample = try #require(json[key] as? [String: Any], "\(key) missing: \(json)")
                 #expect((sample["runs"] as? [Double])?.count == 2, "\(key): \(sample)")
