@@ -84,6 +84,58 @@ import Testing
             #expect(texts == [Self.markupItem], "the laptop's store after the sync: \(lists ?? [])")
         }
     }
+
+    @Test(.enabled(if: Chromium.path != nil, Comment(rawValue: Chromium.absent)))
+    func pairingOnThePageShowsTheCodeOfTheOtherSideAndPairsOnlyOnConfirm() throws {
+        try withSandbox { sandbox in
+            let homes = ["alpha", "beta", "gamma"].map { sandbox.root + "/" + $0 }
+            for (name, home) in zip(["alpha", "beta", Self.markupName], homes) {
+                try sandbox.ok(["init", "--name", name, "--home", home])
+            }
+            let alphaID = try sandbox.ok(["id", "--home", homes[0]]).lines.last ?? ""
+            let gammaID = try sandbox.ok(["id", "--home", homes[2]]).lines.last ?? ""
+            let api = try APIAgent(sandbox: sandbox, home: homes[0])
+            defer { #expect(api.agent.stop() == 0, "the agent exits cleanly: \(api.agent.log)") }
+            // Two devices in pairing mode whose users say yes: the page's answer alone decides.
+            let listen = { (home: String) in
+                try RunningPair(
+                    sandbox: sandbox, ["pair", "--listen", "127.0.0.1:0", "--home", home, "--timeout", "30"],
+                    answer: "y\n")
+            }
+            let beta = try listen(homes[1])
+            defer { beta.stop() }
+            let gamma = try listen(homes[2])
+            defer { gamma.stop() }
+            let options: [String: Any] = [
+                "refuse_address": "127.0.0.1:\(try beta.listeningPort())",
+                "confirm_address": "127.0.0.1:\(try gamma.listeningPort())", "peer_name": Self.markupName,
+            ]
+            try openPage(sandbox, api, scenario: "pair", options) { driver, _ in
+                let status = driver.wait(seconds: 60)
+                #expect(status == 0, "the page driver failed (exit \(status)): \(driver.output)\n\(api.agent.log)")
+                let seen = driver.stdout.split(separator: "\n").last ?? ""
+                print("page pairing (Chromium headless, debug build): \(seen)")
+                // The code on the page is the one the other device printed.
+                let codes = driver.phases.compactMap { $0["code"] as? String }
+                #expect(codes.count == 2, "\(driver.output)")
+                #expect(codes.first == beta.code, "the page showed \(codes), beta \(beta)")
+                #expect(codes.last == gamma.code, "the page showed \(codes), gamma \(gamma)")
+            }
+            // Refused on the page: beta gives up and trusts nothing; confirmed: alpha and gamma trust each other.
+            #expect(beta.finish() != 0, "beta paired although the page refused: \(beta)")
+            #expect(gamma.finish() == 0, "\(gamma)")
+            #expect(try pairedDevices(sandbox, home: homes[1]).isEmpty, "beta trusts a device after a refusal")
+            #expect(try pairedDevices(api) == [gammaID], "alpha's paired devices")
+            #expect(try pairedDevices(sandbox, home: homes[2]) == [alphaID], "gamma's paired devices")
+        }
+    }
+}
+
+extension RunningPair {
+    /// The code this side printed for its user to compare, once it did.
+    var code: String? {
+        stdout.split(separator: "\n").first { $0.hasPrefix("code: ") }.map { String($0.dropFirst(6)) }
+    }
 }
 
 extension PythonDriver {
