@@ -60,7 +60,8 @@ import Testing
             let api = try APIAgent(sandbox: sandbox, home: laptopHome)
             defer { #expect(api.agent.stop() == 0, "the laptop's agent exits cleanly: \(api.agent.log)") }
             let sync = ["sync", "--peer", api.agent.address, "--no-discovery", "--timeout", "10", "--home", phoneHome]
-            try openPage(sandbox, api, scenario: "trust", ["device": phoneID, "item": Self.markupItem]) { driver, _ in
+            let options = ["device": phoneID, "name": Self.markupName, "item": Self.markupItem]
+            try openPage(sandbox, api, scenario: "trust", options) { driver, _ in
                 try #require(driver.awaitPhase("signed-in"), "the page did not sign in: \(driver.output)")
                 // Unpaired, the phone is refused and listed as pending: the open page shows it (event stream).
                 let refused = try sandbox.run(sync)

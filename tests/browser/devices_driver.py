@@ -7,6 +7,8 @@ Argument: one JSON object:
   scenario        "trust" or "pair"
  for "trust":
   device          the Device ID of a device the test makes connect unpaired once this prints {"phase": "signed-in"}
+  name            the name that device calls itself (markup): shown as text in the pending list, then (marked
+                  unverified) in the paired devices
   item            an item text (with markup) that device holds: the test syncs it once this prints
                   {"phase": "trusted"}, and it must then show on the page, as text
  for "pair":
@@ -70,6 +72,7 @@ def trust(page: Page, options: dict, results: dict):
     claimed = [p["name"] for p in api_get(page, "/api/peers/pending")["pending"] if p["device"] == device]
     check(claimed, f"the agent does not list {device} as pending")
     shown = page.evaluate(f"document.querySelector({js(card + ' .name')}).textContent")
+    check(claimed[0] == options["name"], f"the agent lists the pending device as {claimed[0]!r}, not by its name")
     check(shown == claimed[0], f"the pending device's name shows as {shown!r}, not as the text {claimed[0]!r}")
     results["pending_name"] = shown
     assert_nothing_injected(page, "with a pending device")
@@ -97,6 +100,11 @@ def trust(page: Page, options: dict, results: dict):
     )
     peers = [p["device"] for p in api_get(page, "/api/peers")["peers"]]
     check(peers == [device], f"after Trust the agent's paired devices are {peers}")
+    # Its name is still only its own claim, and the paired device says so.
+    unverified = options["name"] + " (unverified)"
+    shown = page.evaluate(f"document.querySelector({js(paired + ' .name')}).textContent")
+    check(shown == unverified, f"the trusted device's name shows as {shown!r}, not as the text {unverified!r}")
+    assert_nothing_injected(page, "with the trusted device's name")
     check(page.evaluate("document.getElementById('problem').hidden"), "the page shows a problem after Trust")
     phase("trusted")
 
