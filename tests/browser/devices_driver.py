@@ -15,6 +15,7 @@ Argument: one JSON object:
   refuse_address  HOST:PORT of a `plait pair --listen` to pair with and refuse on the page
   confirm_address HOST:PORT of a second one to pair with and confirm on the page
   peer_name       the name the second one gives itself (markup): shown as text, never parsed
+  Then "Search nearby", which must fail saying why: the test's agent reaches no avahi-daemon.
 
 Prints JSON lines on stdout (phases the test waits for; the last line what was seen), and exits 0; or says what
 failed on stderr and exits 1. Every wait is a poll for a condition with a deadline.
@@ -205,6 +206,22 @@ def pair(page: Page, options: dict, results: dict):
     # The form is back for the next device.
     check(page.evaluate("document.querySelector('#pairing form.pair-address input') !== null"),
           "after a pairing the page offers no way to pair another device")
+
+    # 3. Searching nearby where no avahi-daemon answers (the test's agent has no D-Bus): the page says why,
+    #    and the form is back.
+    searched = page.evaluate(
+        "(() => { const b = [...document.querySelectorAll('#pairing button')].find(b => b.textContent === "
+        "'Search nearby'); if (!b) return false; b.click(); return true; })()"
+    )
+    check(searched, "no Search nearby button")
+    page.wait_for("document.querySelector('#pairing [data-pairing-state=failed]') !== null",
+                  "the page to say that searching failed", 30)
+    said = page.evaluate("document.getElementById('pairing').innerText")
+    check("avahi-daemon" in said, f"the failed search does not say why: {said!r}")
+    check(page.evaluate("document.querySelector('#pairing form.pair-address input') !== null"),
+          "after a failed search the page offers no way to pair")
+    peers = [p["device"] for p in api_get(page, "/api/peers")["peers"]]
+    check(len(peers) == 1, f"a failed search changed the paired devices: {peers}")
 
 
 def main():
