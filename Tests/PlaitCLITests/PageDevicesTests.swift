@@ -71,8 +71,14 @@ import Testing
                 try #require(driver.awaitPhase("trusted"), "Trust on the page failed: \(driver.output)")
                 #expect(try pairedDevices(api) == [phoneID], "the API after Trust")
                 #expect(try pairedDevices(sandbox, home: laptopHome) == [phoneID], "the store after Trust")
-                // Trusted, the phone syncs: its item reaches the laptop, and the page shows it.
-                let synced = try sandbox.run(sync)
+                // Trusted, the phone syncs: its item reaches the laptop, and the page shows it. The agent takes the
+                // new trust in when inotify tells it of the commit, which can be just after the page saw it: a
+                // refusal in that moment is retried, for at most 5 s.
+                var synced = try sandbox.run(sync)
+                _ = try eventually(5) {
+                    if synced.status != 0 { synced = try sandbox.run(sync) }
+                    return synced.status == 0
+                }
                 #expect(synced.status == 0, "the trusted device could not sync: \(synced)\n\(api.agent.log)")
                 let status = driver.wait(seconds: 45)
                 #expect(status == 0, "the page driver failed (exit \(status)): \(driver.output)")
