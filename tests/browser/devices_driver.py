@@ -115,11 +115,6 @@ def trust(page: Page, options: dict, results: dict):
     assert_nothing_injected(page, "after the trusted device's item arrived")
 
 
-def session_state(page: Page) -> str:
-    return page.evaluate("(document.querySelector('#pairing [data-pairing-state]') || {dataset: {}})"
-                         ".dataset.pairingState || ''")
-
-
 def start_pairing(page: Page, address: str):
     """Types the address into the pairing form and presses Enter, as a person would."""
     focused = page.evaluate(
