@@ -615,7 +615,7 @@
             "Trust",
             async () => {
               if (!confirm("Trust device " + device.device + "? Only if you know it is yours.")) return;
-              if ((await post("/api/trust", { device: device.device })) !== undefined) {
+              if ((await post("/api/trust", { device: device.device })) !== null) {
                 scheduleRefresh(["peers", "pending"]);
               }
             },
@@ -630,87 +630,146 @@
   }
 
   let pairingPoll = null;
+  // The session state last drawn, so that a pairing that ends in "paired" reads the devices again once.
+  let pairingShownState = null;
+  // What is typed in the pairing address field (the section is drawn again while an attempt moves on).
+  let pairingDraft = "";
+
+  // A pairing attempt is running in these states; in the others (paired, refused, failed) it has ended.
+  const pairingRunning = ["searching", "connecting", "comparing", "confirmed"];
+  const pairingWords = {
+    searching: "looking for devices in pairing mode nearby…",
+    connecting: "connecting…",
+    comparing: "compare the codes",
+    confirmed: "confirmed here; waiting for the other device's answer…",
+    paired: "paired.",
+    refused: "refused; nothing was trusted.",
+    failed: "failed; nothing was trusted.",
+  };
 
   function renderPairing() {
     const root = $("pairing");
     const saved = saveFocus();
     const children = [];
     const pairing = state.pairing;
+    const session = pairing && pairing.session;
+    const running = !!session && pairingRunning.includes(session.state);
     if (!pairing) {
       children.push(el("p", { class: "empty", text: "Pairing from the page is not available; use `plait pair`." }));
-    } else if (pairing.session) {
-      const session = pairing.session;
-      const name = deviceName(session.device);
-      children.push(el("p", {}, "Pairing with ", el("span", { class: "name", text: name }), ": ",
-        el("span", { class: "meta", text: String(session.state || "") })));
+    } else if (session) {
+      // The name is the other device's own claim (shown as text); the ID is what pairing verifies.
+      const name = session.name || (session.device ? deviceName(session.device) : "a device");
+      const words = pairingWords[session.state] || String(session.state || "");
+      children.push(
+        el("p", { class: "pairing-state", dataset: { pairingState: String(session.state || "") } },
+          "Pairing with ", el("span", { class: "name", text: name }), ": ", words),
+      );
+      if (session.error && !running) children.push(el("p", { class: "meta", text: String(session.error) }));
+    }
+    if (running) {
       if (session.code) {
         children.push(el("p", { text: "Check that the other device shows the same code:" }));
         children.push(el("p", { class: "pair-code", "aria-live": "polite", text: String(session.code) }));
       }
+      // Only a code on screen can be answered (the agent refuses an answer in any other state).
+      const answerable = session.state === "comparing";
       children.push(
         el(
           "div",
           { class: "tools" },
           button("Confirm", () => pairingAction("/api/pairing/confirm"), {
             class: "primary",
-            disabled: !session.code,
+            disabled: !answerable || !session.code,
             dataset: { focus: "pair:confirm" },
           }),
           button("Refuse", () => pairingAction("/api/pairing/refuse"), {
             class: "danger",
+            disabled: !answerable,
             dataset: { focus: "pair:refuse" },
           }),
         ),
       );
-    } else {
       const devices = pairing.devices || [];
-      if (devices.length === 0) {
-        children.push(el("p", { class: "empty", text: "No device nearby is in pairing mode (`plait pair` there)." }));
-      }
-      const list = el("ul", { class: "devices" });
-      for (const device of devices) {
-        const id = device.device || device.id;
-        list.appendChild(
-          el(
-            "li",
-            { class: "device-card" },
-            el("span", { class: "name", text: device.name || shortID(id) }),
-            " ",
-            el("span", { class: "id", text: shortID(id) }),
-            " ",
-            button("Pair", () => pairingAction("/api/pairing/start", { device: id }), {
-              "aria-label": "Pair with " + (device.name || id),
-              dataset: { focus: "pair:" + id },
-            }),
-          ),
+      if (session.state === "searching" && devices.length > 0) {
+        children.push(
+          el("ul", { class: "devices" }, ...devices.map((device) =>
+            el("li", { class: "device-card" }, el("span", { class: "name", text: String(device.name || "") }), " ",
+              el("span", { class: "meta", text: String(device.address || "") })))),
         );
       }
-      children.push(list);
+    } else if (pairing) {
+      children.push(pairingForm());
     }
     replaceChildren(root, children);
     restoreFocus(saved);
+    // A pairing that just ended paired a device: the devices (and the pending ones) are stale.
+    const current = session ? session.state : null;
+    if (current === "paired" && pairingShownState !== "paired") scheduleRefresh(["peers", "pending"]);
+    pairingShownState = current;
     // While a pairing runs its state moves on its own (the code arrives, the other side answers): follow it.
-    const active = pairing && pairing.session;
-    if (active && pairingPoll === null) pairingPoll = setInterval(() => scheduleRefresh(["pairing"]), 1000);
-    if (!active && pairingPoll !== null) {
+    // Once it ended nothing moves until the user starts another, so the page stops asking.
+    if (running && pairingPoll === null) pairingPoll = setInterval(() => scheduleRefresh(["pairing"]), 1000);
+    if (!running && pairingPoll !== null) {
       clearInterval(pairingPoll);
       pairingPoll = null;
     }
+  }
+
+  /// Starting a pairing: with the address a device in `plait pair --listen` prints, or by mDNS nearby.
+  function pairingForm() {
+    const input = el("input", {
+      type: "text",
+      id: "pair-address",
+      name: "address",
+      autocomplete: "off",
+      spellcheck: "false",
+      placeholder: "host:port",
+      dataset: { focus: "pair:address" },
+      oninput: (event) => {
+        pairingDraft = event.target.value;
+      },
+    });
+    input.value = pairingDraft;
+    const form = el(
+      "form",
+      { class: "inline-form pair-address" },
+      el("label", { for: "pair-address", text: "Address of a device in pairing mode (`plait pair --listen`)" }),
+      input,
+      el("button", { type: "submit", class: "primary", dataset: { focus: "pair:start" } }, "Pair"),
+      button("Search nearby", () => pairingStart({}), { dataset: { focus: "pair:search" } }),
+    );
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const address = input.value.trim();
+      if (address) pairingStart({ address });
+    });
+    return form;
+  }
+
+  async function pairingStart(body) {
+    const started = await post("/api/pairing/start", body);
+    if (!started) return;
+    pairingDraft = "";
+    state.pairing = started;
+    renderPairing();
   }
 
   function deviceName(id) {
     const all = [].concat(
       (state.peers && state.peers.peers) || [],
       (state.pending && state.pending.pending) || [],
-      (state.pairing && state.pairing.devices) || [],
     );
-    const found = all.find((device) => (device.device || device.id) === id);
+    const found = all.find((device) => device.device === id);
     return found && found.name ? found.name : shortID(id);
   }
 
   async function pairingAction(path, body) {
-    await post(path, body || {});
-    scheduleRefresh(["pairing", "peers"]);
+    const answered = await post(path, body || {});
+    if (answered) {
+      state.pairing = answered;
+      renderPairing();
+    }
+    scheduleRefresh(["pairing"]);
   }
 
   // MARK: Events

@@ -14,6 +14,9 @@ final class APIPairing: @unchecked Sendable {
     /// The user's answer, once the code is on screen; `waiting` wakes the pairing's asking thread.
     private var answer: Bool?
     private var waiting: DispatchSemaphore?
+    /// Which attempt `session` is. An answered attempt's thread still finishes while the user may start the
+    /// next one: its late callbacks must not write over the new attempt's state.
+    private var attempt = 0
     /// Where the code is announced (`pairing.code`), so a page that is open shows it without polling.
     private var events: EventHub?
     /// How long one attempt may take, waiting for the user included.
@@ -24,7 +27,7 @@ final class APIPairing: @unchecked Sendable {
     /// Starts an attempt: with `address`, connect to a device in `plait pair --listen` there; without, pair by
     /// mDNS (with `device`, only with the one of that name when several are in pairing mode).
     func start(home: Home, address: PeerAddress?, device: String?, events: EventHub? = nil) throws {
-        try lock.withLock {
+        let attempt: Int = try lock.withLock {
             if let session, ["searching", "connecting", "comparing", "confirmed"].contains(session.state) {
                 throw APIError.conflict(
                     "a pairing is already running (\(session.state)); confirm or refuse it, or wait for it to end.")
@@ -35,6 +38,8 @@ final class APIPairing: @unchecked Sendable {
             answer = nil
             waiting = DispatchSemaphore(value: 0)
             self.events = events
+            self.attempt += 1
+            return self.attempt
         }
         let thread = Thread { [self] in
             let result: Result<PairedDevice, PairingError>
@@ -43,15 +48,16 @@ final class APIPairing: @unchecked Sendable {
                     result = .success(
                         try home.pair(
                             connectingTo: address, timeout: Self.timeout,
-                            onConnected: { id in self.update { $0.device = id.description } },
-                            confirm: { self.ask($0) }))
+                            onConnected: { id in self.update(attempt) { $0.device = id.description } },
+                            confirm: { self.ask($0, attempt) }))
                 } else {
-                    result = .success(try home.pairByDiscovery(timeout: Self.timeout, user: user(choosing: device)))
+                    result = .success(
+                        try home.pairByDiscovery(timeout: Self.timeout, user: user(choosing: device, attempt)))
                 }
             } catch {
                 result = .failure(error)
             }
-            finish(result)
+            finish(result, attempt)
         }
         thread.name = "api-pairing"
         thread.start()
@@ -71,9 +77,11 @@ final class APIPairing: @unchecked Sendable {
         semaphore?.signal()
     }
 
-    /// Runs on the pairing's asking thread: shows the code, waits for the user (or the attempt's end).
-    private func ask(_ prompt: PairingPrompt) -> Bool {
+    /// Runs on the pairing's asking thread: shows the code, waits for the user (or the attempt's end). An attempt
+    /// that is no longer the current one gets no.
+    private func ask(_ prompt: PairingPrompt, _ attempt: Int) -> Bool {
         let (semaphore, events): (DispatchSemaphore?, EventHub?) = lock.withLock {
+            guard attempt == self.attempt else { return (nil, nil) }
             session?.code = prompt.code.description
             session?.device = prompt.peer.description
             session?.name = prompt.peerName
@@ -86,12 +94,14 @@ final class APIPairing: @unchecked Sendable {
                 "device": .string(prompt.peer.description), "code": .string(prompt.code.description),
                 "name": .string(prompt.peerName),
             ])
-        _ = semaphore?.wait(timeout: .now() + .seconds(Int(Self.timeout.components.seconds)))
-        return lock.withLock { answer ?? false }
+        guard let semaphore else { return false }
+        _ = semaphore.wait(timeout: .now() + .seconds(Int(Self.timeout.components.seconds)))
+        return lock.withLock { attempt == self.attempt ? answer ?? false : false }
     }
 
-    private func finish(_ result: Result<PairedDevice, PairingError>) {
+    private func finish(_ result: Result<PairedDevice, PairingError>, _ attempt: Int) {
         let semaphore: DispatchSemaphore? = lock.withLock {
+            guard attempt == self.attempt else { return nil }
             switch result {
             case let .success(paired):
                 session?.state = "paired"
@@ -107,9 +117,9 @@ final class APIPairing: @unchecked Sendable {
         semaphore?.signal()
     }
 
-    private func update(_ change: (inout PairingSessionOutput) -> Void) {
+    private func update(_ attempt: Int, _ change: (inout PairingSessionOutput) -> Void) {
         lock.withLock {
-            if var current = session {
+            if attempt == self.attempt, var current = session {
                 change(&current)
                 session = current
             }
@@ -117,11 +127,12 @@ final class APIPairing: @unchecked Sendable {
     }
 
     /// The mDNS attempt's callbacks: found devices are listed; with several, `device` names the one.
-    private func user(choosing device: String?) -> DiscoveryPairingUser {
+    private func user(choosing device: String?, _ attempt: Int) -> DiscoveryPairingUser {
         DiscoveryPairingUser(
             started: { _, _ in },
             found: { candidate in
                 self.lock.withLock {
+                    guard attempt == self.attempt else { return }
                     self.found.append(
                         PairingDeviceOutput(address: candidate.endpoint.description, name: candidate.name))
                 }
@@ -130,11 +141,11 @@ final class APIPairing: @unchecked Sendable {
                 guard let device, let index = candidates.firstIndex(where: { $0.name == device }) else { return nil }
                 return String(index + 1)
             },
-            connecting: { _ in self.update { $0.state = "connecting" } },
-            waiting: { _ in self.update { $0.state = "connecting" } },
-            connected: { id, _ in self.update { $0.device = id.description } },
+            connecting: { _ in self.update(attempt) { $0.state = "connecting" } },
+            waiting: { _ in self.update(attempt) { $0.state = "connecting" } },
+            connected: { id, _ in self.update(attempt) { $0.device = id.description } },
             refused: { _ in },
-            confirm: { self.ask($0) })
+            confirm: { self.ask($0, attempt) })
     }
 }
 

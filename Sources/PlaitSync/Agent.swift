@@ -409,12 +409,14 @@ public final class Agent: @unchecked Sendable {
                 logger.debug("refused unpaired device \(id) from \(host) (not listed: listed less than a minute ago)")
                 return .unpaired
             }
+            // The name its certificate gives (what it was called at `plait init`): its own claim, shown as such.
+            let claimed = entry.connection.untrustedPeerName.flatMap { $0.isEmpty ? nil : $0 } ?? "(unknown)"
             pendingQueue.async { [home, logger, events] in
                 try? home.store.recordPending(
-                    deviceID: id.description, claimedName: "(unknown)", address: address, now: Replica.now())
+                    deviceID: id.description, claimedName: claimed, address: address, now: Replica.now())
                 logger.notice("refused unpaired device \(id) from \(host); listed by `plait peers --pending`")
                 let data: [String: EventValue] = [
-                    "device": .string(id.description), "name": "(unknown)", "address": .init(address),
+                    "device": .string(id.description), "name": .string(claimed), "address": .init(address),
                 ]
                 events.publish(.pendingDevice, data)
             }

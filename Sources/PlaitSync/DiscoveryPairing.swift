@@ -64,8 +64,6 @@ extension Home {
         user: DiscoveryPairingUser
     ) throws(PairingError) -> PairedDevice {
         let deadline = ContinuousClock.now + timeout
-        let listener = try Self.pairingListener(home: self)
-        defer { listener.close() }
         let inbox: Inbox<RendezvousItem>
         let discovery: Discovery
         do {
@@ -79,6 +77,9 @@ extension Home {
         defer { discovery.close() }
         // Without a daemon (or a bus) the state is known as the client is created: say so before anything else.
         if case .unavailable(let warning) = discovery.state { throw .discoveryUnavailable(warning: warning) }
+        // Only then a port on every interface: a search that cannot happen opens nothing to the network.
+        let listener = try Self.pairingListener(home: self)
+        defer { listener.close() }
         let events = discovery.events
         Task.detached {
             for await event in events { inbox.post(.discovery(event)) }

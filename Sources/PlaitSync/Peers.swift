@@ -64,7 +64,7 @@ extension Home {
     /// A name a device claimed before it was paired, marked as such; nil when it claimed none.
     static func unverifiedName(_ claimed: String) -> String? {
         let name = claimed.trimmingCharacters(in: .whitespaces)
-        // The agent records "(unknown)" for a device refused at the handshake, before it could claim a name.
+        // The agent records "(unknown)" for a refused device whose certificate names nobody.
         guard !name.isEmpty, name != "(unknown)" else { return nil }
         return name.hasSuffix(" (unverified)") ? name : name + " (unverified)"
     }

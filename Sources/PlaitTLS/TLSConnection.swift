@@ -79,6 +79,9 @@ public final class TLSConnection: @unchecked Sendable {
     private var broken = false
     /// Set by the verify callback when the trust predicate refused the peer's certificate.
     var untrustedPeer: DeviceID?
+    /// The common name of a refused peer's certificate: the name that device gave itself at `plait init`, its own
+    /// unverified claim, which is all a user has to tell a device asking to be trusted from another.
+    public internal(set) var untrustedPeerName: String?
     /// Set by the ALPN callback (servers) when the client offered nothing the server accepts.
     var refusedALPN: [String]?
 
@@ -227,6 +230,7 @@ public final class TLSConnection: @unchecked Sendable {
         }
         let deviceID = DeviceID(certificateDER: der)
         guard admits(deviceID) else {
+            untrustedPeerName = commonName
             throw refuse(.peerNotTrusted(deviceID))
         }
         negotiatedALPN = alpn

@@ -175,6 +175,7 @@ private func plaitVerifyPeer(_ preverified: Int32, _ store: OpaquePointer?) -> I
     let deviceID = DeviceID(certificateDER: der)
     guard connection.admits(deviceID) else {
         connection.untrustedPeer = deviceID
+        connection.untrustedPeerName = Identity.commonName(of: certificate)
         X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED)
         return 0
     }

@@ -269,20 +269,21 @@ struct CPUTime {
     }
 }
 
-/// tests/browser/page_driver.py run by the test's Python, its output in files; stopped by its PID.
+/// A driver in tests/browser/ (page_driver.py unless `script` says otherwise) run by the test's Python, its output in
+/// files; stopped by its PID.
 final class PythonDriver {
     let process = Process()
     let exited = DispatchSemaphore(value: 0)
     let outPath: String
     let errPath: String
 
-    init(sandbox: Sandbox, python: String, options: String) throws {
+    init(sandbox: Sandbox, python: String, script: String = "page_driver.py", options: String) throws {
         outPath = sandbox.root + "/driver.out"
         errPath = sandbox.root + "/driver.err"
         for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         process.executableURL = URL(fileURLWithPath: python)
         // -B: no __pycache__ written into the checkout.
-        process.arguments = ["-B", Repository.root + "/tests/browser/page_driver.py", options]
+        process.arguments = ["-B", Repository.root + "/tests/browser/" + script, options]
         process.environment = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "NO_PROXY": "*"]
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))

@@ -137,6 +137,9 @@ func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows
             let pending = try sandbox.ok(["peers", "--pending", "--json", "--home", d[0].home]).json()
             let ids = (pending["pending"] as? [[String: Any]])?.compactMap { $0["device"] as? String } ?? []
             #expect(ids == [d[1].id], "\(pending)")
+            // Listed by the name it gave itself (its certificate's), for the user to tell which device asks.
+            let names = (pending["pending"] as? [[String: Any]])?.compactMap { $0["name"] as? String } ?? []
+            #expect(names == ["stranger"], "\(pending)")
             // A paired device still syncs.
             try sandbox.ok(["sync", "--peer", agent.address, "--home", d[2].home])
             #expect(try status(sandbox, d[2].home) == status(sandbox, d[0].home))
