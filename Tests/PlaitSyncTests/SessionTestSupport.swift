@@ -77,9 +77,14 @@ func bulkEdits(_ replica: Replica, count: Int, textSize: Int = 0, rng: inout Spl
 // MARK: Threads and sockets
 
 /// A thread that can be joined (Foundation's `Thread` cannot), so a test leaves none behind.
+///
+/// `join` may be called more than once (a test's body and its `defer` both join): the thread is joined once, as
+/// POSIX requires — a second `pthread_join` of an ended thread reads freed memory, and crashed a full test run.
 final class JoinableThread<T>: @unchecked Sendable {
     private var thread = pthread_t()
     private let box: ResultBox<T>
+    private let joinLock = NSLock()
+    private var joined = false
 
     init(_ body: @escaping () throws -> T) {
         let box = ResultBox<T>()
@@ -90,7 +95,12 @@ final class JoinableThread<T>: @unchecked Sendable {
     }
 
     func join() -> Result<T, any Error> {
-        pthread_join(thread, nil)
+        joinLock.withLock {
+            if !joined {
+                pthread_join(thread, nil)
+                joined = true
+            }
+        }
         return box.result!
     }
 }
