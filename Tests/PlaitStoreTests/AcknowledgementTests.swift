@@ -17,36 +17,18 @@ struct AcknowledgementTests {
     static let list = ObjectID(high: 0xAC4, low: 1)
     static let peer = String(repeating: "P", count: 63)
 
-    static func signed(_ name: String) throws -> P256Signer {
-        let keys = try TestKeyPair(commonName: name)
-        return try P256Signer(keyPEM: keys.keyPEM, certificatePEM: keys.certificatePEM)
-    }
-
     static func pull(_ to: Replica, from: Replica) throws {
         let result = try to.integrate(encoded: try from.store.encodedChangesInReplayOrder())
         #expect(result.refused.isEmpty, "nothing is refused")
     }
 
-    static func copy(_ original: String, to path: String) throws {
-        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
-            try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
-        }
-    }
-
     @Test func aForkFoundAfterAnAcknowledgementDoesNotFoldWhatThePeerLacks() throws {
         try withTemporaryDirectory { directory in
-            let homeSigner = try Self.signed("home")
-            let original = directory.file("home.db")
-            do {
-                let home = try Replica(
-                    store: try Store.create(at: original, signer: homeSigner, synchronousFull: false),
-                    signer: homeSigner)
-                try home.edit { edit in
-                    try edit.append(.listCreate(id: Self.list, title: "Groceries", color: nil, at: .bottom))
-                }
-            }
+            let homeSigner = try ForkFixtures.signer("home")
+            let (original, timeline, forkPoint) = try ForkFixtures.home(
+                in: directory, signer: homeSigner, list: Self.list)
             // Z: another device whose history has Lamport times far beyond the home's.
-            let zSigner = try Self.signed("z")
+            let zSigner = try ForkFixtures.signer("z")
             let z = try Replica(
                 store: try Store.create(at: directory.file("z.db"), signer: zSigner, synchronousFull: false),
                 signer: zSigner)
@@ -58,41 +40,22 @@ struct AcknowledgementTests {
                                                 text: "z\(index)", at: .bottom))
                 }
             }
-            // Copy A pulls Z, then writes two items: its changes carry Lamport times above 100.
-            try Self.copy(original, to: directory.file("a.db"))
-            let a = try Replica(store: try Store.open(at: directory.file("a.db"), synchronousFull: false),
-                                signer: homeSigner)
-            try Self.pull(a, from: z)
-            let timeline = try a.store.ownTimeline()
-            let forkPoint = try a.store.summary()[timeline] + 1
-            for text in ["a1", "a2"] {
-                try a.edit { edit in
-                    try edit.append(.itemCreate(id: .random(), list: Self.list, text: text, at: .bottom))
-                }
-            }
-            let aFirst = try #require(try a.store.hash(of: ChangeRef(timeline: timeline, seq: forkPoint)))
-            // Copy B writes two items without Z; the first copy whose change at the fork point hashes below A's.
-            var b: Replica?
-            for attempt in 0..<64 where b == nil {
-                let path = directory.file("b\(attempt).db")
-                try Self.copy(original, to: path)
-                let candidate = try Replica(store: try Store.open(at: path, synchronousFull: false), signer: homeSigner)
-                for text in ["b1 #\(attempt)", "b2"] {
-                    try candidate.edit { edit in
-                        try edit.append(.itemCreate(id: .random(), list: Self.list, text: text, at: .bottom))
-                    }
-                }
-                let first = try #require(try candidate.store.hash(of: ChangeRef(timeline: timeline, seq: forkPoint)))
-                if first.lexicographicallyPrecedes(aFirst) { b = candidate }
-            }
-            let winner = try #require(b)
+            // Copy A pulls Z, then writes two items: its changes carry Lamport times above 100. Copy B writes two
+            // items without Z, and its change at the fork point hashes below A's.
+            let (a, winner) = try ForkFixtures.fork(
+                of: original, in: directory, signer: homeSigner, timeline: timeline, forkPoint: forkPoint,
+                loser: { copy in
+                    try Self.pull(copy, from: z)
+                    try ForkFixtures.addItems(["a1", "a2"], list: Self.list, to: copy)
+                },
+                winner: { copy in try ForkFixtures.addItems(["b1", "b2"], list: Self.list, to: copy) })
             let bLamports = try (forkPoint...forkPoint + 1).map {
                 try #require(try winner.store.lamport(of: ChangeRef(timeline: timeline, seq: $0)))
             }
             #expect(bLamports.allSatisfy { $0 < 100 }, "B's changes have the home's small Lamport times")
 
             // X holds A's history; P, paired, acknowledges it as a session ends.
-            let xSigner = try Self.signed("x")
+            let xSigner = try ForkFixtures.signer("x")
             let x = try Replica(
                 store: try Store.create(at: directory.file("x.db"), signer: xSigner, synchronousFull: false),
                 signer: xSigner)
@@ -129,7 +92,7 @@ struct AcknowledgementTests {
     /// puts no limit; stored heads survive a round trip, and a damaged column reads as no hashes (covers less).
     @Test func withoutAForkAnAcknowledgementIsItsSummary() throws {
         try withTemporaryDirectory { directory in
-            let signer = try Self.signed("home")
+            let signer = try ForkFixtures.signer("home")
             let x = try Replica(
                 store: try Store.create(at: directory.file("x.db"), signer: signer, synchronousFull: false),
                 signer: signer)

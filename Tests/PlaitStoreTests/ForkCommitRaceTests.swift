@@ -18,55 +18,18 @@ import Testing
 struct ForkCommitRaceTests {
     static let list = ObjectID(high: 0xFC, low: 1)
 
-    static func signer(_ name: String) throws -> P256Signer {
-        let keys = try TestKeyPair(commonName: name)
-        return try P256Signer(keyPEM: keys.keyPEM, certificatePEM: keys.certificatePEM)
-    }
-
-    static func copy(_ original: String, to path: String) throws {
-        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
-            try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
-        }
-    }
-
     @Test func aBatchValidatedBeforeAForkWasRenamedIsCheckedAgain() throws {
         try withTemporaryDirectory { directory in
-            let homeSigner = try Self.signer("home")
-            let original = directory.file("home.db")
-            do {
-                let home = try Replica(
-                    store: try Store.create(at: original, signer: homeSigner, synchronousFull: false),
-                    signer: homeSigner)
-                try home.edit { edit in
-                    try edit.append(.listCreate(id: Self.list, title: "Groceries", color: nil, at: .bottom))
-                }
-            }
-            try Self.copy(original, to: directory.file("a.db"))
-            let a = try Replica(store: try Store.open(at: directory.file("a.db"), synchronousFull: false),
-                                signer: homeSigner)
-            let timeline = try a.store.ownTimeline()
-            let forkPoint = try a.store.summary()[timeline] + 1
-            for text in ["a1", "a2"] {
-                try a.edit { edit in
-                    try edit.append(.itemCreate(id: .random(), list: Self.list, text: text, at: .bottom))
-                }
-            }
-            let aFirst = try #require(try a.store.hash(of: ChangeRef(timeline: timeline, seq: forkPoint)))
-            // Copy B writes one change at the fork point, one whose hash is below A's there: B keeps the name.
-            var b: Replica?
-            for attempt in 0..<64 where b == nil {
-                let path = directory.file("b\(attempt).db")
-                try Self.copy(original, to: path)
-                let candidate = try Replica(store: try Store.open(at: path, synchronousFull: false), signer: homeSigner)
-                try candidate.edit { edit in
-                    try edit.append(.itemCreate(id: .random(), list: Self.list, text: "b #\(attempt)", at: .bottom))
-                }
-                let first = try #require(try candidate.store.hash(of: ChangeRef(timeline: timeline, seq: forkPoint)))
-                if first.lexicographicallyPrecedes(aFirst) { b = candidate }
-            }
-            let winner = try #require(b)
+            let homeSigner = try ForkFixtures.signer("home")
+            let (original, timeline, forkPoint) = try ForkFixtures.home(
+                in: directory, signer: homeSigner, list: Self.list)
+            // Copy A writes two items; copy B one, at the fork point, hashing below A's there: B keeps the name.
+            let (a, winner) = try ForkFixtures.fork(
+                of: original, in: directory, signer: homeSigner, timeline: timeline, forkPoint: forkPoint,
+                loser: { copy in try ForkFixtures.addItems(["a1", "a2"], list: Self.list, to: copy) },
+                winner: { copy in try ForkFixtures.addItems(["b"], list: Self.list, to: copy) })
 
-            let xSigner = try Self.signer("x")
+            let xSigner = try ForkFixtures.signer("x")
             let x = try Replica(
                 store: try Store.create(at: directory.file("x.db"), signer: xSigner, synchronousFull: false),
                 signer: xSigner)
@@ -97,7 +60,7 @@ struct ForkCommitRaceTests {
                 for: Summary(), within: try x.store.summary(), after: nil, limit: 1_000)
             #expect(page.damaged.isEmpty, "\(page.damaged)")
             // Everything as a device that got the same changes in one go has it.
-            let ySigner = try Self.signer("y")
+            let ySigner = try ForkFixtures.signer("y")
             let y = try Replica(
                 store: try Store.create(at: directory.file("y.db"), signer: ySigner, synchronousFull: false),
                 signer: ySigner)
