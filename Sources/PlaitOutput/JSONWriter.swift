@@ -41,17 +41,7 @@ public final class JSONWriter {
     /// Hands the buffered bytes to the descriptor.
     public func flush() throws(OutputError) {
         guard let descriptor else { return }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { raw in
-                write(descriptor, raw.baseAddress! + offset, raw.count - offset)
-            }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw .writeFailed(errno: errno)
-            }
-            offset += written
-        }
+        try writeAll(bytes, to: descriptor)
         bytes.removeAll(keepingCapacity: true)
     }
 
@@ -238,6 +228,22 @@ public final class JSONWriter {
 }
 
 /// What can go wrong writing output.
+/// Writes every byte of `bytes` to `descriptor`, however many `write` calls it takes (a pipe takes part of a large
+/// buffer at a time), retrying when a signal interrupts one.
+public func writeAll(_ bytes: [UInt8], to descriptor: Int32) throws(OutputError) {
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes.withUnsafeBytes { raw in
+            write(descriptor, raw.baseAddress! + offset, raw.count - offset)
+        }
+        if written < 0 {
+            if errno == EINTR { continue }
+            throw .writeFailed(errno: errno)
+        }
+        offset += written
+    }
+}
+
 public enum OutputError: Error, CustomStringConvertible {
     /// Standard output could not be written (a closed pipe, a full disk).
     case writeFailed(errno: Int32)

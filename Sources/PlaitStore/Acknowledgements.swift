@@ -53,9 +53,7 @@ enum Acknowledgements {
     /// after one, entries with a hash cover the chain ending at that change, entries without cover only below the
     /// first fork point of their timeline.
     static func coverage(_ db: Database, summary: Summary, heads: [TimelineID: [UInt8]]) throws -> Summary {
-        guard try Store.recordsForks(db),
-            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM fork_branches)") == true
-        else { return summary }
+        guard try Store.branchCount(db) > 0 else { return summary }
         let lookup = ChainLookup(locator: try StoreChains(db))
         var hashed = Summary()
         var bare = Summary()
@@ -87,11 +85,8 @@ extension Store {
                 guard let seen = peer.lastSeen, now - seen <= graceMs else { continue }
                 let covered = try Acknowledgements.coverage(
                     db, summary: peer.lastSummary ?? Summary(), heads: peer.lastHeads)
-                let limit = Compaction.acknowledgementLimit(peer: peer.name, acknowledged: covered, held: held) { ref in
-                    try? Int64.fetchOne(
-                        db, sql: "SELECT lamport FROM changes WHERE tl = ? AND seq = ?",
-                        arguments: [timelineColumn(ref.timeline.rawValue), Int64(ref.seq)]
-                    ).map { UInt64($0) }
+                let limit = Compaction.acknowledgementLimit(peer: peer.name, acknowledged: covered, held: held) {
+                    try? Self.lamport(db, of: $0)
                 }
                 if let limit { limits.append(limit) }
             }

@@ -159,12 +159,12 @@ extension Store {
 
 extension Store {
     /// The Lamport time of a stored change (nil if it is not stored, e.g. folded into the baseline).
-    public func lamport(of ref: ChangeRef) throws -> UInt64? {
-        try read { db in
-            try Int64.fetchOne(
-                db, sql: "SELECT lamport FROM changes WHERE tl = ? AND seq = ?",
-                arguments: [timelineColumn(ref.timeline.rawValue), Int64(ref.seq)]
-            ).map { UInt64($0) }
-        }
+    public func lamport(of ref: ChangeRef) throws -> UInt64? { try read { db in try Self.lamport(db, of: ref) } }
+
+    static func lamport(_ db: Database, of ref: ChangeRef) throws -> UInt64? {
+        try Int64.fetchOne(
+            db, sql: "SELECT lamport FROM changes WHERE tl = ? AND seq = ?",
+            arguments: [timelineColumn(ref.timeline.rawValue), Int64(ref.seq)]
+        ).map { UInt64($0) }
     }
 }

@@ -286,17 +286,16 @@ public final class Replica: @unchecked Sendable {
         public func listDelete(_ list: ObjectID) throws -> ListsChange {
             var summary = Summary()
             var heads: [TimelineID: [UInt8]] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT tl, head_seq, head_hash FROM timelines") {
-                let timeline = TimelineID(timelineFromColumn(try row.decode(Int64.self, atIndex: 0)))
-                summary[timeline] = UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1))
-                heads[timeline] = [UInt8](try row.decode(Data.self, atIndex: 2))
+            // A timeline observed at 0 (no change held) is not an entry.
+            for held in try Store.heads(db) where held.seq > 0 {
+                summary[held.timeline] = held.seq
+                heads[held.timeline] = held.hash
             }
+            // The own head row is written at the end of the edit: this edit's changes are in `head`.
             if head.seq > 0 {
                 summary[timeline] = head.seq
                 heads[timeline] = head.hash
             }
-            // A timeline observed at 0 (no change held) is not an entry.
-            heads = heads.filter { summary[$0.key] > 0 }
             return .listDelete(id: list, observed: summary, heads: heads)
         }
 

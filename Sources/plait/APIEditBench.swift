@@ -15,22 +15,11 @@ enum APIEditBench {
         -> [String: Any]
     {
         let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
-        var settings = Agent.Settings()
-        settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
-        let a = try Home.create(at: directory + "/api-edit-a", name: "a", config: Config())
-        let b = try Home.create(at: directory + "/api-edit-b", name: "b", config: Config())
-        _ = try a.trust(b.identity.deviceID.description, address: nil, name: "b")
-        _ = try b.trust(a.identity.deviceID.description, address: nil, name: "a")
-        let agentB = Agent(home: b, settings: settings, logger: quiet)
-        try agentB.start()
-        defer { agentB.stop() }
-        var settingsA = settings
-        settingsA.staticPeers = [try PeerAddress(parsing: "127.0.0.1:\(agentB.boundPort!)")]
-        let agentA = Agent(home: a, settings: settingsA, logger: quiet)
-        try agentA.start()
-        defer { agentA.stop() }
+        let agents = try NetworkBench.PairedAgents(directory: directory + "/api-edit", config: Config())
+        defer { agents.stop() }
+        let (a, b) = (agents.a, agents.b)
         // What `plait agent` starts beside the agent; port 0 so that a user's own agent on 7480 is not in the way.
-        guard let api = APIService.start(home: a, agent: agentA, listen: "127.0.0.1:0", logger: quiet),
+        guard let api = APIService.start(home: a, agent: agents.agentA, listen: "127.0.0.1:0", logger: quiet),
             let port = api.tcp?.port
         else { throw PlaitError.usage("the local API of the benchmark's agent did not start") }
         defer { api.stop() }
@@ -67,9 +56,9 @@ enum APIEditBench {
                 }
                 latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
             }
-            latencies.sort()
-            p50.add(latencies[latencies.count / 2])
-            p99.add(latencies[min(latencies.count - 1, latencies.count * 99 / 100)])
+            let round = percentiles(latencies)
+            p50.add(round.p50)
+            p99.add(round.p99)
         }
         log("edit by POST /api/edit on A's API → applied on B (agents on loopback, synchronous = full, "
             + "\(options.runs) rounds of \(edits) edits): p50 \(p50.text("%.1f")) ms, p99 \(p99.text("%.1f")) ms")

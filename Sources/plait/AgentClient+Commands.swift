@@ -105,15 +105,5 @@ extension AgentClient {
 /// Writes bytes the agent answered (JSON written by the same encoder `--json` uses) to standard output.
 func printAgentJSON(_ bytes: [UInt8]) throws {
     fflush(nil)
-    var offset = 0
-    while offset < bytes.count {
-        let written = bytes.withUnsafeBytes { raw in
-            write(STDOUT_FILENO, raw.baseAddress! + offset, raw.count - offset)
-        }
-        if written < 0 {
-            if errno == EINTR { continue }
-            throw OutputError.writeFailed(errno: errno)
-        }
-        offset += written
-    }
+    try writeAll(bytes, to: STDOUT_FILENO)
 }

@@ -33,6 +33,12 @@ struct Sample {
     var json: [String: Any] { ["min": min, "median": median, "max": max, "runs": values] }
 }
 
+/// The p50 and p99 of one round of timings (milliseconds), as every latency benchmark reports them.
+func percentiles(_ timings: [Double]) -> (p50: Double, p99: Double) {
+    let sorted = timings.sorted()
+    return (sorted[sorted.count / 2], sorted[Swift.min(sorted.count - 1, sorted.count * 99 / 100)])
+}
+
 /// A child process measured from outside: wall time, CPU and peak resident memory from `wait4`'s rusage.
 ///
 /// The child is started by a small helper process (this binary, `plait bench --measure-child FILE -- CMD…`),

@@ -41,9 +41,9 @@ enum EventBench {
                 guard seen else { throw PlaitError.usage("edit \(index) raised no event within 10 s") }
                 latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
             }
-            latencies.sort()
-            p50.add(latencies[latencies.count / 2])
-            p99.add(latencies[min(latencies.count - 1, latencies.count * 99 / 100)])
+            let round = percentiles(latencies)
+            p50.add(round.p50)
+            p99.add(round.p99)
         }
         log("edit by another connection → its event in the agent (\(options.runs) rounds of \(edits) edits): "
             + "p50 \(p50.text("%.1f")) ms, p99 \(p99.text("%.1f")) ms")

@@ -351,31 +351,18 @@ enum NetworkBench {
             fsync(descriptor)
             times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
         }
-        times.sort()
-        return (times[times.count / 2], times[min(times.count - 1, times.count * 99 / 100)], count)
+        let (p50, p99) = percentiles(times)
+        return (p50, p99, count)
     }
 
     static func latency(
         directory: String, options: Options, durable: Bool
     ) throws -> (p50: Sample, p99: Sample) {
-        let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
-        var settings = Agent.Settings()
-        settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
         var config = Config()
         config.synchronousFull = durable
-        let tag = durable ? "full" : "normal"
-        let a = try Home.create(at: directory + "/net-a-\(tag)", name: "a", config: config)
-        let b = try Home.create(at: directory + "/net-b-\(tag)", name: "b", config: config)
-        _ = try a.trust(b.identity.deviceID.description, address: nil, name: "b")
-        _ = try b.trust(a.identity.deviceID.description, address: nil, name: "a")
-        let agentB = Agent(home: b, settings: settings, logger: quiet)
-        try agentB.start()
-        defer { agentB.stop() }
-        var settingsA = settings
-        settingsA.staticPeers = [try PeerAddress(parsing: "127.0.0.1:\(agentB.boundPort!)")]
-        let agentA = Agent(home: a, settings: settingsA, logger: quiet)
-        try agentA.start()
-        defer { agentA.stop() }
+        let agents = try PairedAgents(directory: directory + "/net-\(durable ? "full" : "normal")", config: config)
+        defer { agents.stop() }
+        let (a, b) = (agents.a, agents.b)
         let list = ObjectID.random()
         try a.replica.edit { try $0.append(.listCreate(id: list, title: "latency", color: nil, at: .bottom)) }
         let timeline = try a.store.ownTimeline()
@@ -397,11 +384,46 @@ enum NetworkBench {
                 }
                 latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
             }
-            latencies.sort()
-            p50.add(latencies[latencies.count / 2])
-            p99.add(latencies[min(latencies.count - 1, latencies.count * 99 / 100)])
+            let round = percentiles(latencies)
+            p50.add(round.p50)
+            p99.add(round.p99)
         }
         return (p50, p99)
+    }
+
+    /// Two homes paired with each other under `directory`, each with an agent on 127.0.0.1 (A dials B): what the
+    /// latency benchmarks edit on. `stop()` stops both agents.
+    struct PairedAgents {
+        let a: Home
+        let b: Home
+        let agentA: Agent
+        let agentB: Agent
+
+        init(directory: String, config: Config) throws {
+            let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
+            var settings = Agent.Settings()
+            settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
+            a = try Home.create(at: directory + "-a", name: "a", config: config)
+            b = try Home.create(at: directory + "-b", name: "b", config: config)
+            _ = try a.trust(b.identity.deviceID.description, address: nil, name: "b")
+            _ = try b.trust(a.identity.deviceID.description, address: nil, name: "a")
+            agentB = Agent(home: b, settings: settings, logger: quiet)
+            try agentB.start()
+            do {
+                var settingsA = settings
+                settingsA.staticPeers = [try PeerAddress(parsing: "127.0.0.1:\(agentB.boundPort!)")]
+                agentA = Agent(home: a, settings: settingsA, logger: quiet)
+                try agentA.start()
+            } catch {
+                agentB.stop()
+                throw error
+            }
+        }
+
+        func stop() {
+            agentA.stop()
+            agentB.stop()
+        }
     }
 
     static func findExecutable(_ name: String) -> String? {

@@ -16,11 +16,8 @@ import Testing
 
     @Test func aPairingShowingItsCodePublishesIt() throws {
         try withSandbox { sandbox in
-            let homes = [sandbox.root + "/alpha", sandbox.root + "/beta"]
-            for (name, home) in zip(["alpha", "beta"], homes) {
-                try sandbox.ok(["init", "--name", name, "--home", home])
-            }
-            let betaID = try sandbox.ok(["id", "--home", homes[1]]).lines.last ?? ""
+            let devices = try sandbox.initHomes(["alpha", "beta"])
+            let (homes, betaID) = (devices.map(\.home), devices[1].id)
             let api = try APIAgent(sandbox: sandbox, home: homes[0])
             defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
             let beta = try RunningPair(
@@ -53,14 +50,7 @@ import Testing
     /// are still missing, falling to 0, and what was pulled plus what was missing is B's whole offer.
     @Test func syncProgressSaysHowManyChangesAreStillMissing() throws {
         try withSandbox { sandbox in
-            var devices: [(home: String, id: String)] = []
-            for name in ["a", "b"] {
-                let home = sandbox.root + "/" + name
-                try sandbox.ok(["init", "--name", name, "--home", home])
-                devices.append((home, try sandbox.ok(["id", "--home", home]).lines.last!))
-            }
-            try sandbox.ok(["pair", "--trust", devices[1].id, "--home", devices[0].home])
-            try sandbox.ok(["pair", "--trust", devices[0].id, "--home", devices[1].home])
+            let devices = try sandbox.pairedHomes(["a", "b"])
             let script = "list add Many\n" + (1...150).map { "add Many item\($0)\n" }.joined()
             try sandbox.ok(["batch", "--home", devices[1].home], stdin: script)
             let apiA = try APIAgent(sandbox: sandbox, home: devices[0].home)

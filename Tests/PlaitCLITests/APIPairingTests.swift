@@ -13,11 +13,8 @@ import Testing
 
     @Test func aPairingStartedByPostShowsTheCodeAndPairsOnlyOnConfirm() throws {
         try withSandbox { sandbox in
-            let homes = [sandbox.root + "/alpha", sandbox.root + "/beta"]
-            for (name, home) in zip(["alpha", "beta"], homes) {
-                try sandbox.ok(["init", "--name", name, "--home", home])
-            }
-            let betaID = try sandbox.ok(["id", "--home", homes[1]]).lines.last ?? ""
+            let devices = try sandbox.initHomes(["alpha", "beta"])
+            let (homes, betaID) = (devices.map(\.home), devices[1].id)
             let api = try APIAgent(sandbox: sandbox, home: homes[0])
             defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
             let post = { (path: String, fields: [String: Any]) in

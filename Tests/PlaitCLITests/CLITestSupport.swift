@@ -184,6 +184,26 @@ final class Sandbox {
             stderr: read(io + ".err"), signaled: process.terminationReason == .uncaughtSignal)
     }
 
+    /// Homes named `names` under the sandbox, each made by `plait init --name`: their paths and Device IDs.
+    func initHomes(_ names: [String]) throws -> [(home: String, id: String)] {
+        try names.map { name in
+            let home = root + "/" + name
+            try ok(["init", "--name", name, "--home", home])
+            return (home, try ok(["id", "--home", home]).lines.last ?? "")
+        }
+    }
+
+    /// `initHomes`, each home trusting every other one (`plait pair --trust`, no address).
+    func pairedHomes(_ names: [String]) throws -> [(home: String, id: String)] {
+        let devices = try initHomes(names)
+        for device in devices {
+            for other in devices where other.home != device.home {
+                try ok(["pair", "--trust", other.id, "--home", device.home])
+            }
+        }
+        return devices
+    }
+
     /// Runs a command that must succeed; records the output as the failure otherwise.
     @discardableResult
     func ok(

@@ -63,26 +63,26 @@ struct ChaosCopiedHomeTests {
 /// every device, and the losing copy's changes vanished everywhere while the devices agreed.
 @Suite("A fork branch's chain", .serialized)
 struct ForkBranchChainTests {
+    /// x and y paired; x's home, holding a list, copied with `cp -a` to x-copy; then x and its copy each add an
+    /// item ("from-original", "from-copy") under the same number: a fork once both reach y. Returns [x, y] and
+    /// the copy's home.
+    static func copiedHome(_ sandbox: Sandbox) throws -> (homes: [String], copy: String) {
+        let homes = try sandbox.pairedHomes(["x", "y"]).map(\.home)
+        try sandbox.ok(["batch", "--home", homes[0]], stdin: "list add Groceries\nadd Groceries milk\n")
+        let copy = sandbox.root + "/x-copy"
+        let cp = Process()
+        cp.executableURL = URL(fileURLWithPath: "/bin/cp")
+        cp.arguments = ["-a", homes[0], copy]
+        try cp.run()
+        cp.waitUntilExit()
+        try sandbox.ok(["add", "Groceries", "from-original", "--home", homes[0]])
+        try sandbox.ok(["add", "Groceries", "from-copy", "--home", copy])
+        return (homes, copy)
+    }
+
     @Test func aRenamedBranchIsNotTakenForDamageWhenTheAgentRestarts() throws {
         try withSandbox { sandbox in
-            var homes: [String] = []
-            var ids: [String] = []
-            for name in ["x", "y"] {
-                homes.append(sandbox.root + "/" + name)
-                try sandbox.ok(["init", "--name", name, "--home", homes.last!])
-                ids.append(try sandbox.ok(["id", "--home", homes.last!]).lines.last!)
-            }
-            try sandbox.ok(["pair", "--trust", ids[1], "--home", homes[0]])
-            try sandbox.ok(["pair", "--trust", ids[0], "--home", homes[1]])
-            try sandbox.ok(["batch", "--home", homes[0]], stdin: "list add Groceries\nadd Groceries milk\n")
-            let copy = sandbox.root + "/x-copy"
-            let cp = Process()
-            cp.executableURL = URL(fileURLWithPath: "/bin/cp")
-            cp.arguments = ["-a", homes[0], copy]
-            try cp.run()
-            cp.waitUntilExit()
-            try sandbox.ok(["add", "Groceries", "from-original", "--home", homes[0]])
-            try sandbox.ok(["add", "Groceries", "from-copy", "--home", copy])
+            let (homes, copy) = try ForkBranchChainTests.copiedHome(sandbox)
             do {
                 let agent = try RunningAgent(sandbox: sandbox, home: homes[1])
                 defer { agent.stop() }
@@ -114,24 +114,7 @@ struct ForkBranchChainTests {
 struct LosingCopyTests {
     @Test func theWinnersLaterChangesDoNotStopTheLoserFromAuthoring() throws {
         try withSandbox { sandbox in
-            var homes: [String] = []
-            var ids: [String] = []
-            for name in ["x", "y"] {
-                homes.append(sandbox.root + "/" + name)
-                try sandbox.ok(["init", "--name", name, "--home", homes.last!])
-                ids.append(try sandbox.ok(["id", "--home", homes.last!]).lines.last!)
-            }
-            try sandbox.ok(["pair", "--trust", ids[1], "--home", homes[0]])
-            try sandbox.ok(["pair", "--trust", ids[0], "--home", homes[1]])
-            try sandbox.ok(["batch", "--home", homes[0]], stdin: "list add Groceries\nadd Groceries milk\n")
-            let copy = sandbox.root + "/x-copy"
-            let cp = Process()
-            cp.executableURL = URL(fileURLWithPath: "/bin/cp")
-            cp.arguments = ["-a", homes[0], copy]
-            try cp.run()
-            cp.waitUntilExit()
-            try sandbox.ok(["add", "Groceries", "from-original", "--home", homes[0]])
-            try sandbox.ok(["add", "Groceries", "from-copy", "--home", copy])
+            let (homes, copy) = try ForkBranchChainTests.copiedHome(sandbox)
             let agent = try RunningAgent(sandbox: sandbox, home: homes[1])
             defer { agent.stop() }
             for home in [homes[0], copy, homes[0]] {

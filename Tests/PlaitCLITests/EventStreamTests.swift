@@ -210,14 +210,7 @@ final class EventRecorder: @unchecked Sendable {
     /// shows it as pulled, with B's change id; A's stream also showed B connect.
     @Test func changePulledFromAnotherDeviceIsPublished() throws {
         try withSandbox { sandbox in
-            var devices: [(home: String, id: String)] = []
-            for name in ["a", "b"] {
-                let home = sandbox.root + "/" + name
-                try sandbox.ok(["init", "--name", name, "--home", home])
-                devices.append((home, try sandbox.ok(["id", "--home", home]).lines.last!))
-            }
-            try sandbox.ok(["pair", "--trust", devices[1].id, "--home", devices[0].home])
-            try sandbox.ok(["pair", "--trust", devices[0].id, "--home", devices[1].home])
+            let devices = try sandbox.pairedHomes(["a", "b"])
             let apiA = try APIAgent(sandbox: sandbox, home: devices[0].home)
             defer { #expect(apiA.agent.stop() == 0, "\(apiA.agent.log)") }
             let client = apiA.eventClient()

@@ -25,7 +25,7 @@ import sys
 import time
 
 from cdp import CDPError, Page
-from page_driver import assert_nothing_injected, check, item_shown, js
+from page_driver import assert_nothing_injected, check, fail_showing_page, item_shown, js
 
 
 def phase(name: str, **details):
@@ -234,13 +234,7 @@ def main():
             raise CDPError(f"unknown scenario {options['scenario']!r}")
         results["driver_ms"] = round((time.monotonic() - started) * 1000, 1)
     except CDPError as error:
-        sys.stderr.write(f"devices driver: {error}\n")
-        try:
-            body = page.evaluate("document.body ? document.body.innerText.slice(0, 3000) : ''")
-            sys.stderr.write("the page showed:\n" + str(body) + "\n")
-        except CDPError:
-            pass
-        sys.exit(1)
+        fail_showing_page(page, "devices driver", error)
     finally:
         page.close()
     print(json.dumps(results))

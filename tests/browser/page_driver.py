@@ -70,6 +70,17 @@ def add_on_page(page: Page, list_title: str, text: str):
     page.press_enter()
 
 
+def fail_showing_page(page, driver, error):
+    """Says on stderr what failed and what the page showed then (its first 3,000 characters), and exits 1."""
+    sys.stderr.write(f"{driver}: {error}\n")
+    try:
+        body = page.evaluate("document.body ? document.body.innerText.slice(0, 3000) : ''")
+        sys.stderr.write("the page showed:\n" + str(body) + "\n")
+    except CDPError:
+        pass
+    sys.exit(1)
+
+
 def main():
     options = json.loads(sys.argv[1])
     page = Page(options["devtools_port"])
@@ -202,13 +213,7 @@ def main():
         check(page.evaluate(following), "after the idle time the page no longer follows the agent")
         assert_nothing_injected(page, "after the idle time")
     except CDPError as error:
-        sys.stderr.write(f"page driver: {error}\n")
-        try:
-            body = page.evaluate("document.body ? document.body.innerText.slice(0, 3000) : ''")
-            sys.stderr.write("the page showed:\n" + str(body) + "\n")
-        except CDPError:
-            pass
-        sys.exit(1)
+        fail_showing_page(page, "page driver", error)
     finally:
         page.close()
     print(json.dumps(results))
