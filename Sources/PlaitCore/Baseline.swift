@@ -21,11 +21,15 @@ public struct Baseline: Equatable, Sendable {
     public var certificates: [TimelineID: [UInt8]]
     /// Timelines a folded `timeline.begin` superseded, with the head at which they stop.
     public var superseded: [TimelineID: UInt64]
+    /// The fork records of the device that folded it (and of every baseline joined into it), by branch name:
+    /// what a device adopting it needs to name held changes the way the folded ones were named (PROTOCOL.md
+    /// §22.8).
+    public var forks: [ForkBranch.Record]
 
     public init(
         summary: Summary, maxLamport: UInt64, heads: [TimelineID: [UInt8]], headLamports: [TimelineID: UInt64],
         ended: Set<TimelineID>, snapshot: [UInt8], certificates: [TimelineID: [UInt8]] = [:],
-        superseded: [TimelineID: UInt64] = [:]
+        superseded: [TimelineID: UInt64] = [:], forks: [ForkBranch.Record] = []
     ) {
         self.summary = summary
         self.maxLamport = maxLamport
@@ -35,6 +39,33 @@ public struct Baseline: Equatable, Sendable {
         self.snapshot = snapshot
         self.certificates = certificates
         self.superseded = superseded
+        self.forks = Self.canonical(forks)
+    }
+
+    /// Fork records as a baseline keeps them: one per branch name (the smallest encoding when two differ, so
+    /// the join stays deterministic), sorted by name.
+    static func canonical(_ records: [ForkBranch.Record]) -> [ForkBranch.Record] {
+        var byBranch: [TimelineID: ForkBranch.Record] = [:]
+        for record in records {
+            if let held = byBranch[record.branch],
+                !Self.recordBytes(record).lexicographicallyPrecedes(Self.recordBytes(held))
+            {
+                continue
+            }
+            byBranch[record.branch] = record
+        }
+        return byBranch.values.sorted { $0.branch < $1.branch }
+    }
+
+    static func recordBytes(_ record: ForkBranch.Record) -> [UInt8] {
+        var writer = ProtoWriter()
+        writer.fixed64(1, record.branch.rawValue)
+        writer.fixed64(2, record.root.rawValue)
+        writer.fixed64(3, record.parent.rawValue)
+        writer.uint(4, record.base)
+        writer.data(5, record.firstHash)
+        writer.data(6, record.rivalHash)
+        return writer.bytes
     }
 
     /// The join: the union of both data models (per object, the greater version) and the per-timeline
@@ -62,7 +93,7 @@ public struct Baseline: Equatable, Sendable {
             summary: summary.union(other.summary), maxLamport: max(maxLamport, other.maxLamport), heads: heads,
             headLamports: lamports, ended: ended.union(other.ended),
             snapshot: try domain.join(snapshot, other.snapshot), certificates: certificates,
-            superseded: superseded.merging(other.superseded, uniquingKeysWith: min))
+            superseded: superseded.merging(other.superseded, uniquingKeysWith: min), forks: forks + other.forks)
     }
 
     /// The protobuf `Baseline` message of `plait.proto`.
@@ -83,6 +114,8 @@ public struct Baseline: Equatable, Sendable {
         }
         writer.uint(3, maxLamport)
         writer.data(4, snapshot)
+        // Fork records (protocol 2), written only when present.
+        for record in forks { writer.data(5, Self.recordBytes(record)) }
         return writer.bytes
     }
 
@@ -97,6 +130,7 @@ public struct Baseline: Equatable, Sendable {
         var snapshot: [UInt8] = []
         var certificates: [TimelineID: [UInt8]] = [:]
         var superseded: [TimelineID: UInt64] = [:]
+        var forks: [ForkBranch.Record] = []
         while let (field, value) = try reader.next() {
             switch field {
             case 1: format = try value.uint()
@@ -130,6 +164,33 @@ public struct Baseline: Equatable, Sendable {
                 if let supersededAt { superseded[timeline] = supersededAt }
             case 3: maxLamport = try value.uint()
             case 4: snapshot = Array(try value.data())
+            case 5:
+                var inner = ProtoReader(try value.data())
+                var branch: UInt64?
+                var root: UInt64?
+                var parent: UInt64?
+                var base: UInt64 = 0
+                var firstHash: [UInt8] = []
+                var rivalHash: [UInt8] = []
+                while let (number, item) = try inner.next() {
+                    switch number {
+                    case 1: branch = try item.uint()
+                    case 2: root = try item.uint()
+                    case 3: parent = try item.uint()
+                    case 4: base = try item.uint()
+                    case 5: firstHash = Array(try item.data())
+                    case 6: rivalHash = Array(try item.data())
+                    default: continue
+                    }
+                }
+                guard let branch, let root, let parent else { throw .corruptSnapshot("a fork record without its names") }
+                let record = ForkBranch.Record(
+                    branch: TimelineID(branch), root: TimelineID(root), parent: TimelineID(parent), base: base,
+                    firstHash: firstHash, rivalHash: rivalHash)
+                guard record.isConsistent else {
+                    throw .corruptSnapshot("a fork record whose name, base or hashes do not agree")
+                }
+                forks.append(record)
             default: continue
             }
         }
@@ -139,6 +200,22 @@ public struct Baseline: Equatable, Sendable {
         }
         self.init(
             summary: summary, maxLamport: maxLamport, heads: heads, headLamports: lamports, ended: ended,
-            snapshot: snapshot, certificates: certificates, superseded: superseded)
+            snapshot: snapshot, certificates: certificates, superseded: superseded, forks: forks)
+    }
+
+    /// The anchors of `root` this baseline gives naming (`ForkBranch.name`): the head of `root` and of each of its
+    /// branches it folds, with the author's number of that head.
+    public func anchors(of root: TimelineID) -> [ForkBranch.Anchor] {
+        var anchors: [ForkBranch.Anchor] = []
+        if summary[root] > 0, let hash = heads[root] {
+            anchors.append(ForkBranch.Anchor(hash: hash, timeline: root, authorSeq: summary[root], base: 0))
+        }
+        for record in forks where record.root == root && summary[record.branch] > 0 {
+            guard let hash = heads[record.branch] else { continue }
+            anchors.append(ForkBranch.Anchor(
+                hash: hash, timeline: record.branch, authorSeq: record.base + summary[record.branch],
+                base: record.base))
+        }
+        return anchors
     }
 }

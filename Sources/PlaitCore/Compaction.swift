@@ -103,6 +103,9 @@ public struct BaselineFolder<D: Domain> {
     private var ended: Set<TimelineID>
     private var certificates: [TimelineID: [UInt8]]
     private var superseded: [TimelineID: UInt64]
+    /// The fork records the new baseline carries: the previous baseline's, plus what the caller adds (the
+    /// store's records, PROTOCOL.md §22.8).
+    public var forks: [ForkBranch.Record]
     public private(set) var folded = 0
 
     public init(domain: D, previous: Baseline?) throws(CoreError) {
@@ -118,6 +121,7 @@ public struct BaselineFolder<D: Domain> {
         ended = previous?.ended ?? []
         certificates = previous?.certificates ?? [:]
         superseded = previous?.superseded ?? [:]
+        forks = previous?.forks ?? []
     }
 
     /// Adds the next change in replay order; it must continue its timeline and carry its real previous hash.
@@ -148,6 +152,6 @@ public struct BaselineFolder<D: Domain> {
         return Baseline(
             summary: summary, maxLamport: maxLamport, heads: heads, headLamports: headLamports, ended: ended,
             snapshot: domain.snapshot(of: engine.state, weight: summary.count), certificates: certificates,
-            superseded: superseded)
+            superseded: superseded, forks: forks)
     }
 }

@@ -55,6 +55,67 @@ public enum ForkBranch {
         }
     }
 
+    /// A fork record (DESIGN §11): the branch `branch` of `root` left `parent` after the author's number `base`;
+    /// its first change has hash `firstHash`, and `rivalHash` is the smallest hash among the changes that stood
+    /// at that number when it was named (the one that kept the name, or a smaller one that lost too). Records are
+    /// permanent and travel in baselines (PROTOCOL.md §22.8): with one, a device that holds the branch's first
+    /// change names it the branch even when the change that won is not held (folded, or never seen).
+    public struct Record: Sendable, Hashable {
+        public var branch: TimelineID
+        public var root: TimelineID
+        public var parent: TimelineID
+        public var base: UInt64
+        public var firstHash: [UInt8]
+        public var rivalHash: [UInt8]
+
+        public init(
+            branch: TimelineID, root: TimelineID, parent: TimelineID, base: UInt64, firstHash: [UInt8],
+            rivalHash: [UInt8]
+        ) {
+            self.branch = branch
+            self.root = root
+            self.parent = parent
+            self.base = base
+            self.firstHash = firstHash
+            self.rivalHash = rivalHash
+        }
+
+        /// The branch as naming reports it.
+        public var asBranch: Branch { Branch(id: branch, parent: parent, base: base) }
+
+        /// A record is consistent when its name is the one its parent and first hash give, its hashes are
+        /// SHA-256 sized, the rival is below the first hash (it lost to it) and base is at least 1.
+        public var isConsistent: Bool {
+            firstHash.count == 32 && rivalHash.count == 32 && base >= 1
+                && rivalHash.lexicographicallyPrecedes(firstHash)
+                && ForkBranch.id(parent: parent, firstHash: firstHash) == branch
+        }
+    }
+
+    /// A change folded into a baseline, as the names of what follows it need it: its hash (the baseline's head
+    /// hash of `timeline`), the name it has (`timeline`, the root or a branch), its author's number, and the
+    /// base of that name (0 on the root).
+    public struct Anchor: Sendable, Hashable {
+        public var hash: [UInt8]
+        public var timeline: TimelineID
+        public var authorSeq: UInt64
+        public var base: UInt64
+
+        public init(hash: [UInt8], timeline: TimelineID, authorSeq: UInt64, base: UInt64) {
+            self.hash = hash
+            self.timeline = timeline
+            self.authorSeq = authorSeq
+            self.base = base
+        }
+    }
+
+    /// What naming gives: every named change's name, every branch, and each branch's record.
+    public struct Naming: Sendable {
+        public var names: [[UInt8]: Name] = [:]
+        public var branches: [Branch] = []
+        public var records: [Record] = []
+    }
+
     /// Names every change of `root` held here (`nodes`: the changes whose bytes carry `root`, on any branch).
     /// The held changes with the smallest number start the walk (they follow the baseline, or are the begin).
     /// At every number where several held changes continue the same change, the one with the smallest hash
@@ -62,39 +123,72 @@ public enum ForkBranch {
     /// sequences from the fork point, is the lexicographically smallest branch keeping the name. Changes that
     /// continue nothing held (they cannot be reached from the start) are not named.
     public static func assign(root: TimelineID, _ nodes: [Node]) -> (names: [[UInt8]: Name], branches: [Branch]) {
-        guard let first = nodes.map(\.seq).min() else { return ([:], []) }
+        let naming = name(root: root, nodes)
+        return (naming.names, naming.branches)
+    }
+
+    /// `assign` with what a baseline and earlier fork records tell (PROTOCOL.md §22.8). Held changes that
+    /// continue an anchor (a baseline's head) go on under the anchor's name; only the rest start from the
+    /// smallest number held. Where held changes continue one change, the rival hashes of those among them that
+    /// a record names take part in the comparison as if held: a change a record says lost never keeps the name,
+    /// and a change that is smallest among those held but not smaller than such a rival loses too.
+    public static func name(
+        root: TimelineID, _ nodes: [Node], anchors: [Anchor] = [], known: [Record] = []
+    ) -> Naming {
+        var naming = Naming()
+        guard !nodes.isEmpty else { return naming }
         var children: [[UInt8]: [Node]] = [:]
         for node in nodes { children[node.previousHash, default: []].append(node) }
-        var names: [[UInt8]: Name] = [:]
-        var branches: [Branch] = []
-        // Each entry: a change to name on `timeline`, where `base` is that timeline's offset. Iterative: a chain
-        // is as long as the timeline.
+        var recordOf: [[UInt8]: Record] = [:]
+        for record in known where record.root == root && record.isConsistent { recordOf[record.firstHash] = record }
         var stack: [(node: Node, timeline: TimelineID, base: UInt64)] = []
-        let starts = nodes.filter { $0.seq == first }.sorted { $0.hash.lexicographicallyPrecedes($1.hash) }
-        for (index, start) in starts.enumerated().reversed() {
-            if index == 0 {
-                stack.append((start, root, 0))
-            } else {
-                let id = id(parent: root, firstHash: start.hash)
-                branches.append(Branch(id: id, parent: root, base: start.seq - 1))
-                stack.append((start, id, start.seq - 1))
-            }
-        }
-        while let (node, timeline, base) = stack.popLast() {
-            guard names[node.hash] == nil else { continue }
-            names[node.hash] = Name(timeline: timeline, seq: node.seq - base)
-            let next = (children[node.hash] ?? []).filter { $0.seq == node.seq + 1 }
-                .sorted { $0.hash.lexicographicallyPrecedes($1.hash) }
-            for (index, child) in next.enumerated().reversed() {
-                if index == 0 {
-                    stack.append((child, timeline, base))
-                } else {
-                    let id = id(parent: timeline, firstHash: child.hash)
-                    branches.append(Branch(id: id, parent: timeline, base: node.seq))
-                    stack.append((child, id, node.seq))
+
+        // Places held changes that continue one change, on `timeline` (offset `base`): the keeper goes on, every
+        // other starts a branch (its record's, or one named after it).
+        func place(_ group: [Node], timeline: TimelineID, base: UInt64) {
+            let sorted = group.sorted { $0.hash.lexicographicallyPrecedes($1.hash) }
+            var keeper = sorted.first(where: { recordOf[$0.hash] == nil })?.hash
+            for node in sorted {
+                if let rival = recordOf[node.hash]?.rivalHash,
+                    keeper == nil || rival.lexicographicallyPrecedes(keeper!)
+                {
+                    keeper = rival
                 }
             }
+            for node in sorted.reversed() {
+                if node.hash == keeper {
+                    stack.append((node, timeline, base))
+                    continue
+                }
+                let record = recordOf[node.hash] ?? Record(
+                    branch: id(parent: timeline, firstHash: node.hash), root: root, parent: timeline,
+                    base: node.seq - 1, firstHash: node.hash, rivalHash: keeper ?? [])
+                naming.branches.append(record.asBranch)
+                naming.records.append(record)
+                stack.append((node, record.branch, record.base))
+            }
         }
-        return (names, branches.sorted { $0.id < $1.id })
+
+        var held = Set<[UInt8]>()
+        for node in nodes { held.insert(node.hash) }
+        let anchorHashes = Set(anchors.map(\.hash))
+        // Iterative: a chain is as long as the timeline.
+        for anchor in anchors.sorted(by: { $0.hash.lexicographicallyPrecedes($1.hash) }).reversed() {
+            let group = (children[anchor.hash] ?? []).filter { $0.seq == anchor.authorSeq + 1 }
+            if !group.isEmpty { place(group, timeline: anchor.timeline, base: anchor.base) }
+        }
+        let unanchored = nodes.filter { !held.contains($0.previousHash) && !anchorHashes.contains($0.previousHash) }
+        if let first = unanchored.map(\.seq).min() {
+            place(unanchored.filter { $0.seq == first }, timeline: root, base: 0)
+        }
+        while let (node, timeline, base) = stack.popLast() {
+            guard naming.names[node.hash] == nil else { continue }
+            naming.names[node.hash] = Name(timeline: timeline, seq: node.seq - base)
+            let next = (children[node.hash] ?? []).filter { $0.seq == node.seq + 1 }
+            if !next.isEmpty { place(next, timeline: timeline, base: base) }
+        }
+        naming.branches.sort { $0.id < $1.id }
+        naming.records.sort { $0.branch < $1.branch }
+        return naming
     }
 }

@@ -177,6 +177,15 @@ extension Replica {
             if let current, joined == current {
                 return BaselineAdoption(changed: false, summary: current.summary, foldedAway: 0, replayed: 0)
             }
+            let own = try Store.ownTimeline(db)
+            let ownHeadBefore = try Self.heldHead(db, own)
+            // Fork records first (PROTOCOL.md §22.8): held changes a record says started a branch that lost are
+            // named as the folding device named them, so what is folded below is dropped under the right name
+            // and what it did not fold (a losing copy's later changes) stays.
+            var renamed = false
+            for root in try Store.learnForkRecords(db, incoming.forks).sorted() {
+                renamed = try Store.renameForks(db, root: root) || renamed
+            }
             for timeline in incoming.summary.timelines {
                 let seq = incoming.summary[timeline]
                 if let held = try Store.hash(db, of: ChangeRef(timeline: timeline, seq: seq)),
@@ -185,7 +194,6 @@ extension Replica {
                     throw StoreError.rejected(.fork(timeline: timeline, seq: seq))
                 }
             }
-            let own = try Store.ownTimeline(db)
             let ownHead = try Int64.fetchOne(
                 db, sql: "SELECT head_seq FROM timelines WHERE tl = ?", arguments: [timelineColumn(own.rawValue)]) ?? 0
             var foldedAway = 0
@@ -208,12 +216,30 @@ extension Replica {
                         Data(joined.heads[timeline] ?? Change.zeroHash), joined.ended.contains(timeline) ? 1 : 0,
                     ])
             }
+            if try Store.recordsAuthors(db) {
+                // What the baseline says of authors (DESIGN §11): the certificate of each signed timeline whose
+                // begin it folds (a branch's is its root's), so the changes after it are still verified, and where
+                // a folded begin superseded a timeline.
+                for (timeline, certificate) in joined.certificates where try Store.certificate(db, of: timeline) == nil {
+                    try Store.recordCertificate(db, timeline, certificate)
+                }
+                for record in joined.forks {
+                    if let certificate = try Store.certificate(db, of: record.root) {
+                        try Store.recordCertificate(db, record.branch, certificate)
+                    }
+                }
+                for (timeline, seq) in joined.superseded { try Store.markSuperseded(db, timeline, at: seq) }
+            }
             try db.execute(
                 sql: "INSERT OR REPLACE INTO baseline (id, summary, max_lamport, data) VALUES (1, ?, ?, ?)",
                 arguments: [joined.summary.description, Int64(joined.maxLamport), Data(joined.encoded())])
             try db.execute(sql: "DELETE FROM checkpoints")
             var continued: TimelineID?
-            if joined.summary[own] > UInt64(clamping: ownHead), try Store.certificate(db, of: own) != nil {
+            if renamed, let ownHeadBefore, try Self.heldHead(db, own)?.hash != ownHeadBefore.hash {
+                // The own head now stands on a branch that lost (DESIGN §11): the next edit begins a new timeline.
+                try Meta.set(db, .ownTimelineForkedAway, "1")
+                continued = own
+            } else if joined.summary[own] > UInt64(clamping: ownHead), try Store.certificate(db, of: own) != nil {
                 // A signed own timeline: a baseline's summary is a paired peer's word, not a change signed by this
                 // key (DESIGN §11), so authoring is not stopped; the next edit begins a new signed timeline, past
                 // whatever the baseline says stands on this one. Reported all the same.

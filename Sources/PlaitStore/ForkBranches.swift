@@ -54,6 +54,72 @@ extension Store {
         }
     }
 
+    /// The fork records held with both hashes (what travels in a baseline and informs naming), of `root` or all.
+    static func forkRecords(_ db: Database, root: TimelineID? = nil) throws -> [ForkBranch.Record] {
+        guard try recordsForks(db) else { return [] }
+        let filter = root == nil ? "" : " AND root = \(timelineColumn(root!.rawValue))"
+        return try Row.fetchAll(
+            db,
+            sql: """
+                SELECT tl, root, parent, base, first_hash, rival_hash FROM fork_branches
+                WHERE first_hash IS NOT NULL AND rival_hash IS NOT NULL\(filter) ORDER BY tl
+                """
+        ).map { row in
+            ForkBranch.Record(
+                branch: TimelineID(timelineFromColumn(row[0] as Int64)),
+                root: TimelineID(timelineFromColumn(row[1] as Int64)),
+                parent: TimelineID(timelineFromColumn(row[2] as Int64)), base: UInt64(clamping: row[3] as Int64),
+                firstHash: [UInt8](row[4] as Data), rivalHash: [UInt8](row[5] as Data))
+        }
+    }
+
+    /// Records fork records learnt from a baseline (PROTOCOL.md §22.8): a branch not held yet is added with the
+    /// certificate of its root; one held without hashes gets them. Returns the roots they concern.
+    static func learnForkRecords(_ db: Database, _ records: [ForkBranch.Record]) throws -> Set<TimelineID> {
+        var roots = Set<TimelineID>()
+        for record in records where record.isConsistent {
+            try db.execute(
+                sql: """
+                    INSERT INTO fork_branches (tl, root, parent, base, first_hash, rival_hash) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (tl) DO UPDATE SET first_hash = coalesce(first_hash, excluded.first_hash),
+                    rival_hash = coalesce(rival_hash, excluded.rival_hash)
+                    """,
+                arguments: [
+                    timelineColumn(record.branch.rawValue), timelineColumn(record.root.rawValue),
+                    timelineColumn(record.parent.rawValue), Int64(record.base), Data(record.firstHash),
+                    Data(record.rivalHash),
+                ])
+            if let certificate = try certificate(db, of: record.root) {
+                try recordCertificate(db, record.branch, certificate)
+            }
+            roots.insert(record.root)
+        }
+        return roots
+    }
+
+    /// Fills the hashes of fork records from the changes held (migration v10): the branch's first change, and
+    /// the change its parent holds at that number.
+    static func fillForkRecordHashes(_ db: Database) throws {
+        let rows = try Row.fetchAll(db, sql: "SELECT tl, root, parent, base FROM fork_branches")
+        var bases: [Int64: Int64] = [:]
+        for row in rows { bases[row[0] as Int64] = row[3] as Int64 }
+        for row in rows {
+            let tl = row[0] as Int64
+            let root = row[1] as Int64
+            let parent = row[2] as Int64
+            let base = row[3] as Int64
+            let parentBase = parent == root ? 0 : (bases[parent] ?? 0)
+            let first = try hash(db, of: ChangeRef(timeline: TimelineID(timelineFromColumn(tl)), seq: 1))
+            let rival = base + 1 - parentBase >= 1 ? try hash(
+                db, of: ChangeRef(timeline: TimelineID(timelineFromColumn(parent)), seq: UInt64(base + 1 - parentBase)))
+                : nil
+            guard let first, let rival, rival.lexicographicallyPrecedes(first) else { continue }
+            try db.execute(
+                sql: "UPDATE fork_branches SET first_hash = ?, rival_hash = ? WHERE tl = ?",
+                arguments: [Data(first), Data(rival), tl])
+        }
+    }
+
     /// Records branches an accepted batch added (their changes and heads are stored already) with the
     /// certificate of the timeline they fork, which signs them too.
     static func recordBranches(_ db: Database, _ branches: [ForkBranch.Branch]) throws {
@@ -95,14 +161,26 @@ extension Store {
         let nodes = stored.map {
             ForkBranch.Node(seq: $0.change.authored.seq, hash: $0.hash, previousHash: $0.change.previousHash)
         }
-        let (names, branches) = ForkBranch.assign(root: root, nodes)
+        // What the baseline folded and the records held name the rest (PROTOCOL.md §22.8).
+        let known = try forkRecords(db, root: root)
+        let anchors = try baseline(db)?.anchors(of: root) ?? []
+        let naming = ForkBranch.name(root: root, nodes, anchors: anchors, known: known)
+        let names = naming.names
+        // Records naming did not derive again (their first change is folded or not held) stay: permanent.
+        var records = naming.records
+        let derived = Set(records.map(\.branch))
+        records += known.filter { !derived.contains($0.branch) }
+        let branches = records.map(\.asBranch)
         let moving = stored.filter { entry in
             guard let name = names[entry.hash] else { return false }
             return name.timeline != entry.change.timeline || name.seq != entry.change.seq
         }
         let oldBranches = Set(held)
         let newBranches = Set(branches.map(\.id))
-        guard !moving.isEmpty || oldBranches != newBranches else { return false }
+        guard !moving.isEmpty || oldBranches != newBranches else {
+            for record in records { try saveRecordHashes(db, record) }
+            return false
+        }
         // Out of the way first (numbers far above any real one), then to the new names: no two rows ever share
         // a (tl, seq) on the way.
         let parking: Int64 = 1 << 50
@@ -124,13 +202,14 @@ extension Store {
                 ])
         }
         try db.execute(sql: "DELETE FROM fork_branches WHERE root = ?", arguments: [rootColumn])
-        for branch in branches {
+        for record in records {
             try db.execute(
                 sql: "INSERT INTO fork_branches (tl, root, parent, base) VALUES (?, ?, ?, ?)",
                 arguments: [
-                    timelineColumn(branch.id.rawValue), rootColumn, timelineColumn(branch.parent.rawValue),
-                    Int64(branch.base),
+                    timelineColumn(record.branch.rawValue), rootColumn, timelineColumn(record.parent.rawValue),
+                    Int64(record.base),
                 ])
+            try saveRecordHashes(db, record)
         }
         // Heads: the last change under each name.
         var heads: [TimelineID: (seq: UInt64, change: Change, hash: [UInt8])] = [:]
@@ -138,7 +217,7 @@ extension Store {
             guard let name = names[entry.hash] else { continue }
             if name.seq > heads[name.timeline]?.seq ?? 0 { heads[name.timeline] = (name.seq, entry.change, entry.hash) }
         }
-        for old in oldBranches.subtracting(newBranches) {
+        for old in oldBranches.subtracting(newBranches) where try baselineHolds(db, old) == false {
             try db.execute(sql: "DELETE FROM timelines WHERE tl = ?", arguments: [timelineColumn(old.rawValue)])
         }
         for (timeline, head) in heads {
@@ -155,5 +234,19 @@ extension Store {
             if timeline != root, let certificate { try recordCertificate(db, timeline, certificate) }
         }
         return true
+    }
+
+    /// Stores a record's hashes on its branch row.
+    private static func saveRecordHashes(_ db: Database, _ record: ForkBranch.Record) throws {
+        guard record.isConsistent else { return }
+        try db.execute(
+            sql: "UPDATE fork_branches SET first_hash = ?, rival_hash = ? WHERE tl = ?",
+            arguments: [Data(record.firstHash), Data(record.rivalHash), timelineColumn(record.branch.rawValue)])
+    }
+
+    /// Whether the baseline folds changes of `timeline` (its head row then stays even when no change is held).
+    private static func baselineHolds(_ db: Database, _ timeline: TimelineID) throws -> Bool {
+        guard let text = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1") else { return false }
+        return try Summary(parsing: text)[timeline] > 0
     }
 }

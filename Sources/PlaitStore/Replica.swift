@@ -1017,6 +1017,7 @@ public final class Replica: @unchecked Sendable {
                 return CompactionReport(cutOff: nil, folded: 0, baseline: previous, remaining: 0)
             }
             var folder = try BaselineFolder(domain: domain, previous: previous)
+            folder.forks += try Store.forkRecords(db)
             let statement = try db.makeStatement(
                 sql: "SELECT \(try ChangeRows.columns(db)) FROM changes WHERE lamport <= ? ORDER BY lamport, tl, seq")
             statement.arguments = [Int64(cut.lamport)]

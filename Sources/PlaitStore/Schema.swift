@@ -260,6 +260,18 @@ enum Schema {
                     ALTER TABLE peers ADD COLUMN last_heads BLOB;
                     """)
         }
+        migrator.registerMigration("v10-fork-records") { db in
+            try db.execute(
+                sql: """
+                    -- A branch's fork record as it travels in baselines (PROTOCOL.md §22.8): the hash of the branch's
+                    -- first change and the smallest hash at that number when it was named (the rival it lost to).
+                    -- NULL where the store no longer holds them (folded before this migration): such a record
+                    -- names nothing and does not travel.
+                    ALTER TABLE fork_branches ADD COLUMN first_hash BLOB CHECK (first_hash IS NULL OR length(first_hash) = 32);
+                    ALTER TABLE fork_branches ADD COLUMN rival_hash BLOB CHECK (rival_hash IS NULL OR length(rival_hash) = 32);
+                    """)
+            try Store.fillForkRecordHashes(db)
+        }
         return migrator
     }
 }

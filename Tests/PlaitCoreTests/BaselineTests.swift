@@ -401,4 +401,42 @@ struct BaselineTests {
         #expect(throws: CoreError.self) { try Baseline(decoding: [0xff][...]) }
         #expect(throws: CoreError.self) { try Self.domain.restore(snapshot: [0x12, 0x05, 0x01][...]) }
     }
+
+    /// Fork records travel in baselines (PROTOCOL.md §22.8): they survive encoding and the join, one per branch,
+    /// and a record whose name does not follow from its parent and first hash, or whose rival is not below its
+    /// first hash, makes the baseline unreadable.
+    @Test func forkRecordsRoundTripJoinAndAreChecked() throws {
+        let root = TimelineID(0x1234)
+        let first = [UInt8](repeating: 0xB0, count: 32)
+        let rival = [UInt8](repeating: 0x0A, count: 32)
+        let record = ForkBranch.Record(
+            branch: ForkBranch.id(parent: root, firstHash: first), root: root, parent: root, base: 3,
+            firstHash: first, rivalHash: rival)
+        #expect(record.isConsistent)
+        let empty = try Self.domain.snapshot(of: Self.domain.emptyState(), weight: 0)
+        let plain = Baseline(
+            summary: Summary([root: 2]), maxLamport: 2, heads: [root: rival], headLamports: [root: 2], ended: [],
+            snapshot: empty)
+        var forked = plain
+        forked.forks = [record]
+        #expect(try Baseline(decoding: forked.encoded()[...]) == forked)
+        #expect(try Baseline(decoding: plain.encoded()[...]).forks.isEmpty, "no records: field 5 absent")
+        #expect(forked.encoded().count > plain.encoded().count)
+        let joined = try plain.joined(with: forked, domain: Self.domain)
+        #expect(joined.forks == [record])
+        #expect(try forked.joined(with: forked, domain: Self.domain).forks == [record], "one per branch")
+
+        for bad in [
+            ForkBranch.Record(branch: TimelineID(7), root: root, parent: root, base: 3, firstHash: first, rivalHash: rival),
+            ForkBranch.Record(
+                branch: record.branch, root: root, parent: root, base: 3, firstHash: first, rivalHash: first),
+            ForkBranch.Record(
+                branch: record.branch, root: root, parent: root, base: 0, firstHash: first, rivalHash: rival),
+        ] {
+            #expect(!bad.isConsistent)
+            var corrupt = plain
+            corrupt.forks = [bad]
+            #expect(throws: CoreError.self) { try Baseline(decoding: corrupt.encoded()[...]) }
+        }
+    }
 }
