@@ -239,4 +239,56 @@ struct LANAPIPairingTests {
             #expect(try lanTests.peers(sandbox, alpha.home).map { $0["device"] as? String } == [beta.id])
         }
     }
+
+    /// The page does the same in a real headless Chromium, run with its driver inside alpha's host (where the
+    /// agent's page is on loopback): "Search nearby" by keyboard, beta listed with its name (markup) as text and a
+    /// button of its own, picked by keyboard, the code on the page the one beta printed, confirmed on both.
+    @Test(.enabled(if: Chromium.path != nil, Comment(rawValue: Chromium.absent)))
+    func thePageListsADeviceFoundNearbyAndPairsWithTheOnePickedByKeyboard() throws {
+        let lan = try NetnsLAN(hosts: 2)
+        defer { lan.tearDown() }
+        try withSandbox("lan-page-pair") { sandbox in
+            // Short enough that "<name> (pairing)" fits one DNS label uncut.
+            let markup = #"<img src=x onerror="window.__plaitPwned=1">b"#
+            let alpha = try lanTests.device(sandbox, "alpha")
+            let beta = try lanTests.device(sandbox, markup)
+            let (agent, _) = try agent(lan, sandbox, home: alpha.home)
+            defer { #expect(agent.stop() == 0, "alpha's agent exits cleanly: \(agent.transcript)") }
+            let gui = try sandbox.ok(["gui", "--home", alpha.home])
+            let loginURL = try #require(gui.lines.first { $0.contains("?code=") }, "\(gui)")
+
+            let inAlpha = [NetnsLAN.findExecutable("ip") ?? "/usr/sbin/ip", "netns", "exec", lan.hosts[0].namespace]
+            let browser = try HeadlessChromium(
+                sandbox: sandbox, executable: try #require(Chromium.path), launcher: inAlpha)
+            defer { browser.stop() }
+            let options: [String: Any] = [
+                "devtools_port": browser.devtoolsPort, "login_url": loginURL, "scenario": "nearby",
+                "peer_name": markup,
+            ]
+            let driver = try PythonDriver(
+                sandbox: sandbox, python: try DriverPython.locate(), script: "devices_driver.py",
+                options: String(decoding: try JSONSerialization.data(withJSONObject: options), as: UTF8.self),
+                launcher: inAlpha)
+            defer { driver.stop() }
+            try #require(driver.awaitPhase("searching"), "the page did not search: \(driver.output)")
+            let pair = try lanTests.plait(
+                ["pair", "--home", beta.home, "--timeout", "60"], in: lan.hosts[1], on: lan, sandbox)
+            defer { pair.stop() }
+            try #require(driver.awaitPhase("nearby-code", seconds: 45), "\(driver.output)\n\(pair.transcript)")
+            let betaCode = try pair.nextLine(timeout: .seconds(10)) { $0.hasPrefix("code: ") }
+            let pageCode = driver.phases.first { $0["phase"] as? String == "nearby-code" }?["code"] as? String
+            let digits = { (text: String) in text.filter(\.isNumber) }
+            #expect(
+                pageCode.map(digits) == digits(betaCode) && digits(betaCode).count == 6,
+                "the page showed \(pageCode ?? "?"), beta \(betaCode)")
+            pair.send("y")
+            #expect(pair.waitForExit(timeout: .seconds(30)) == 0, "\(pair.transcript)")
+            let status = driver.wait(seconds: 45)
+            #expect(status == 0, "the page driver failed (exit \(status)): \(driver.output)\n\(agent.transcript)")
+            let seen = driver.stdout.split(separator: "\n").last ?? ""
+            print("page pairing by mDNS (Chromium headless in a namespace): \(seen)")
+            #expect(try lanTests.peers(sandbox, alpha.home).map { $0["device"] as? String } == [beta.id])
+            #expect(try lanTests.peers(sandbox, beta.home).map { $0["device"] as? String } == [alpha.id])
+        }
+    }
 }
