@@ -37,17 +37,15 @@ final class APIPairing: @unchecked Sendable {
 
     var snapshot: PairingOutput { lock.withLock { PairingOutput(devices: found, session: session) } }
 
-    /// Starts an attempt: with `address`, connect to a device in `plait pair --listen` there; without, pair by
-    /// mDNS (with `device`, only with the one of that name when several are in pairing mode).
+    /// Starts an attempt: with `address`, connect to a device in `plait pair --listen` there; without, search by
+    /// mDNS and pair with the device the user picks (with `device`, the first found that publishes that name).
     func start(home: Home, address: PeerAddress?, device: String?, events: EventHub? = nil) throws {
+        try lock.withLock { try refuseWhileRunning() }
         if threads.wait(timeout: .now() + Self.endingTimeout) == .timedOut {
             throw APIError.conflict("the last pairing is still ending; try again in a moment.")
         }
         let attempt: Int = try lock.withLock {
-            if let session, ["searching", "connecting", "comparing", "confirmed"].contains(session.state) {
-                throw APIError.conflict(
-                    "a pairing is already running (\(session.state)); confirm or refuse it, or wait for it to end.")
-            }
+            try refuseWhileRunning()
             session = PairingSessionOutput(
                 code: nil, device: nil, error: nil, name: nil, state: address == nil ? "searching" : "connecting")
             found = []
@@ -82,6 +80,14 @@ final class APIPairing: @unchecked Sendable {
         }
         thread.name = "api-pairing"
         thread.start()
+    }
+
+    /// Throws while an attempt runs (call with the lock held).
+    private func refuseWhileRunning() throws {
+        if let session, ["searching", "connecting", "comparing", "confirmed"].contains(session.state) {
+            throw APIError.conflict(
+                "a pairing is already running (\(session.state)); confirm or refuse it, or wait for it to end.")
+        }
     }
 
     /// The user's pick among the devices found: pair with the one published as `instance`.

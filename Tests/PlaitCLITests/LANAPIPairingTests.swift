@@ -176,6 +176,10 @@ struct LANAPIPairingTests {
                     return state(last) == "refused"
                 }, "\(last)")
             #expect(try post(api, "/api/pairing/start").status == 200, "a new search can start at once")
+            let asked = Date()
+            let again = try post(api, "/api/pairing/start")
+            #expect(again.status == 409 && again.errorMessage?.contains("already running") == true, "\(again.text)")
+            #expect(Date().timeIntervalSince(asked) < 2, "refused at once, not after waiting for the running search")
             #expect(try post(api, "/api/pairing/refuse").status == 200)
         }
     }
