@@ -14,13 +14,13 @@ import Testing
 struct LANAPIPairingTests {
     let lanTests = LANPairAndSyncTests()
 
-    /// Alpha's agent on h0, with its API; (the process, a client of its Unix socket).
+    /// An agent on `host` (alpha's, h0, unless said), with its API; (the process, a client of its Unix socket).
     func agent(
-        _ lan: NetnsLAN, _ sandbox: Sandbox, home: String
+        _ lan: NetnsLAN, _ sandbox: Sandbox, home: String, host: Int = 0
     ) throws -> (process: HostProcess, api: LoopbackClient) {
         let process = try lanTests.plait(
-            ["agent", "--home", home, "--listen", "0.0.0.0:7400", "--api-listen", "127.0.0.1:0"], in: lan.hosts[0],
-            on: lan, sandbox)
+            ["agent", "--home", home, "--listen", "0.0.0.0:7400", "--api-listen", "127.0.0.1:0"],
+            in: lan.hosts[host], on: lan, sandbox)
         _ = try process.waitForLine(on: .stderr, timeout: .seconds(20)) { $0.contains("listening on") }
         let socket = home + "/api.sock"
         #expect(eventually(20) { FileManager.default.fileExists(atPath: socket) }, "\(process.transcript)")
@@ -293,6 +293,64 @@ struct LANAPIPairingTests {
             print("page pairing by mDNS (Chromium headless in a namespace): \(seen)")
             #expect(try lanTests.peers(sandbox, alpha.home).map { $0["device"] as? String } == [beta.id])
             #expect(try lanTests.peers(sandbox, beta.home).map { $0["device"] as? String } == [alpha.id])
+        }
+    }
+
+    /// Both users pair from their pages: each agent searches, lists the other, and each user picks the other,
+    /// one after the other (whoever dials first is held until the other's pick); the codes match, both confirm,
+    /// and the two agents, paired, then find each other by mDNS and sync an edit.
+    @Test func twoAgentsPairWhenEachUserPicksTheOther() throws {
+        let lan = try NetnsLAN(hosts: 2)
+        defer { lan.tearDown() }
+        try withSandbox("lan-api-pair") { sandbox in
+            let alpha = try lanTests.device(sandbox, "alpha")
+            let beta = try lanTests.device(sandbox, "beta")
+            let (alphaAgent, alphaAPI) = try agent(lan, sandbox, home: alpha.home, host: 0)
+            defer { #expect(alphaAgent.stop() == 0, "alpha's agent exits cleanly: \(alphaAgent.transcript)") }
+            let (betaAgent, betaAPI) = try agent(lan, sandbox, home: beta.home, host: 1)
+            defer { #expect(betaAgent.stop() == 0, "beta's agent exits cleanly: \(betaAgent.transcript)") }
+            let sides = [(alphaAPI, "beta (pairing)"), (betaAPI, "alpha (pairing)")]
+            for (api, _) in sides { #expect(try post(api, "/api/pairing/start").status == 200) }
+            for (api, other) in sides {
+                var snapshot: [String: Any] = [:]
+                let listed = try eventually(30) {
+                    snapshot = try pairing(api)
+                    let devices = snapshot["devices"] as? [[String: Any]] ?? []
+                    return devices.contains { $0["instance"] as? String == other }
+                }
+                try #require(listed, "\(other) is not listed: \(snapshot)")
+            }
+            // Alpha's user picks first; beta's has not: no code anywhere yet.
+            #expect(try post(alphaAPI, "/api/pairing/pick", ["instance": "beta (pairing)"]).status == 200)
+            #expect(state(try pairing(betaAPI)) == "searching")
+            #expect(try post(betaAPI, "/api/pairing/pick", ["instance": "alpha (pairing)"]).status == 200)
+            var codes: [String] = []
+            for (api, _) in sides {
+                var session: [String: Any] = [:]
+                let comparing = try eventually(30) {
+                    session = try pairing(api)["session"] as? [String: Any] ?? [:]
+                    return session["state"] as? String == "comparing"
+                }
+                try #require(comparing, "no code: \(session)")
+                codes.append(session["code"] as? String ?? "")
+            }
+            #expect(codes[0] == codes[1] && codes[0].filter(\.isNumber).count == 6, "\(codes)")
+            for (api, _) in sides { #expect(try post(api, "/api/pairing/confirm").status == 200) }
+            for (api, _) in sides {
+                #expect(try eventually(30) { state(try pairing(api)) == "paired" }, "\(shown(api))")
+            }
+            #expect(try lanTests.peers(sandbox, alpha.home).map { $0["device"] as? String } == [beta.id])
+            #expect(try lanTests.peers(sandbox, beta.home).map { $0["device"] as? String } == [alpha.id])
+
+            // Paired, the agents find each other by mDNS and sync: an edit on beta (through its agent) reaches alpha.
+            try sandbox.ok(["list", "add", "Groceries", "--home", beta.home])
+            var lists: [[String: Any]] = []
+            let synced = try eventually(60) {
+                let shown = try sandbox.ok(["show", "--json", "--home", alpha.home]).json()
+                lists = shown["lists"] as? [[String: Any]] ?? []
+                return lists.contains { $0["title"] as? String == "Groceries" }
+            }
+            #expect(synced, "\(lists)\n\(alphaAgent.transcript)\n\(betaAgent.transcript)")
         }
     }
 }
