@@ -246,9 +246,10 @@ struct LANAPIPairingTests {
 
     /// The page does the same in a real headless Chromium, run with its driver inside alpha's host (where the
     /// agent's page is on loopback): "Search nearby" by keyboard, beta listed with its name (markup) as text and a
-    /// button of its own, picked by keyboard, the code on the page the one beta printed, confirmed on both.
-    @Test(.enabled(if: Chromium.path != nil, Comment(rawValue: Chromium.absent)))
-    func thePageListsADeviceFoundNearbyAndPairsWithTheOnePickedByKeyboard() throws {
+    /// button of its own, picked by keyboard, the code on the page the one beta printed; confirmed on both, or
+    /// refused on the page.
+    @Test(.enabled(if: Chromium.path != nil, Comment(rawValue: Chromium.absent)), arguments: ["confirm", "refuse"])
+    func thePageListsADeviceFoundNearbyAndPairsWithTheOnePickedByKeyboard(answer: String) throws {
         let lan = try NetnsLAN(hosts: 2)
         defer { lan.tearDown() }
         try withSandbox("lan-page-pair") { sandbox in
@@ -267,7 +268,7 @@ struct LANAPIPairingTests {
             defer { browser.stop() }
             let options: [String: Any] = [
                 "devtools_port": browser.devtoolsPort, "login_url": loginURL, "scenario": "nearby",
-                "peer_name": markup,
+                "peer_name": markup, "answer": answer,
             ]
             let driver = try PythonDriver(
                 sandbox: sandbox, python: try DriverPython.locate(), script: "devices_driver.py",
@@ -286,13 +287,20 @@ struct LANAPIPairingTests {
                 pageCode.map(digits) == digits(betaCode) && digits(betaCode).count == 6,
                 "the page showed \(pageCode ?? "?"), beta \(betaCode)")
             pair.send("y")
-            #expect(pair.waitForExit(timeout: .seconds(30)) == 0, "\(pair.transcript)")
             let status = driver.wait(seconds: 45)
             #expect(status == 0, "the page driver failed (exit \(status)): \(driver.output)\n\(agent.transcript)")
             let seen = driver.stdout.split(separator: "\n").last ?? ""
-            print("page pairing by mDNS (Chromium headless in a namespace): \(seen)")
-            #expect(try lanTests.peers(sandbox, alpha.home).map { $0["device"] as? String } == [beta.id])
-            #expect(try lanTests.peers(sandbox, beta.home).map { $0["device"] as? String } == [alpha.id])
+            print("page pairing by mDNS (Chromium headless in a namespace), \(answer): \(seen)")
+            // Confirmed on the page: both trust each other. Refused: beta gives up, and nobody trusts anybody.
+            let betaStatus = pair.waitForExit(timeout: .seconds(30))
+            if answer == "confirm" {
+                #expect(betaStatus == 0, "\(pair.transcript)")
+                #expect(try lanTests.peers(sandbox, alpha.home).map { $0["device"] as? String } == [beta.id])
+                #expect(try lanTests.peers(sandbox, beta.home).map { $0["device"] as? String } == [alpha.id])
+            } else {
+                #expect(betaStatus == 1, "\(pair.transcript)")
+                #expect(try lanTests.peers(sandbox, alpha.home).isEmpty && lanTests.peers(sandbox, beta.home).isEmpty)
+            }
         }
     }
 

@@ -20,6 +20,7 @@ Argument: one JSON object:
   peer_name       the name of the device the test puts in pairing mode (`plait pair`) once this prints
                   {"phase": "searching"}; it must be listed as text, picked with the keyboard, and confirmed once
                   this prints {"phase": "nearby-code", "code": …} and the test answered yes on that device
+  answer          "confirm" (the default) or "refuse": what the page answers to the code
 
 Prints JSON lines on stdout (phases the test waits for; the last line what was seen), and exits 0; or says what
 failed on stderr and exits 1. Every wait is a poll for a condition with a deadline.
@@ -259,6 +260,20 @@ def nearby(page: Page, options: dict, results: dict):
     )
     phase("nearby-code", code=code)
     results["code"] = code
+    if options.get("answer", "confirm") == "refuse":
+        refused = page.evaluate(
+            "(() => { const b = [...document.querySelectorAll('#pairing button')].find(b => b.textContent === "
+            "'Refuse'); if (!b || b.disabled) return false; b.click(); return true; })()"
+        )
+        check(refused, "no enabled Refuse button beside the code")
+        page.wait_for("document.querySelector('#pairing [data-pairing-state=refused]') !== null",
+                      "the page to say the pairing was refused", 30)
+        check(page.evaluate("document.querySelector('#pairing .pair-code') === null"), "the refused code still shows")
+        check(api_get(page, "/api/peers")["peers"] == [], "a refused pairing trusted a device")
+        check(page.evaluate("[...document.querySelectorAll('#pairing button')].some(b => b.textContent === "
+                            "'Search nearby')"), "after a refusal the page offers no new search")
+        assert_nothing_injected(page, "after refusing a device found nearby")
+        return
     confirmed = page.evaluate(
         "(() => { const b = [...document.querySelectorAll('#pairing button')].find(b => b.textContent === "
         "'Confirm'); if (!b || b.disabled) return false; b.click(); return true; })()"
