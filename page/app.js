@@ -664,7 +664,10 @@
         el("p", { class: "pairing-state", dataset: { pairingState: String(session.state || "") } },
           "Pairing with ", el("span", { class: "name", text: name }), ": ", words),
       );
-      if (session.error && !running) children.push(el("p", { class: "meta", text: String(session.error) }));
+      // An error while searching is why a pick was not used (that device left); the search goes on.
+      if (session.error && (!running || session.state === "searching")) {
+        children.push(el("p", { class: "meta", text: String(session.error) }));
+      }
     }
     if (running) {
       if (session.code) {
@@ -682,19 +685,36 @@
             disabled: !answerable || !session.code,
             dataset: { focus: "pair:confirm" },
           }),
-          button("Refuse", () => pairingAction("/api/pairing/refuse"), {
-            class: "danger",
-            disabled: !answerable,
-            dataset: { focus: "pair:refuse" },
-          }),
+          session.state === "searching"
+            ? button("Stop searching", () => pairingAction("/api/pairing/refuse"), { dataset: { focus: "pair:stop" } })
+            : button("Refuse", () => pairingAction("/api/pairing/refuse"), {
+              class: "danger",
+              disabled: !answerable,
+              dataset: { focus: "pair:refuse" },
+            }),
         ),
       );
+      // Searching: the devices found so far, each with its own button; nothing pairs until one is picked.
       const devices = pairing.devices || [];
-      if (session.state === "searching" && devices.length > 0) {
+      if (session.state === "searching") {
         children.push(
-          el("ul", { class: "devices" }, ...devices.map((device) =>
-            el("li", { class: "device-card" }, el("span", { class: "name", text: String(device.name || "") }), " ",
-              el("span", { class: "meta", text: String(device.address || "") })))),
+          el("p", { class: "meta", text: devices.length > 0
+            ? "Pick the device to pair with (what each calls itself; the code below will tell you it is the one):"
+            : "No device in pairing mode yet: run `plait pair` on the other device." }),
+        );
+        children.push(
+          el("ul", { class: "devices found-devices" }, ...devices.map((device) => {
+            const name = String(device.name || "");
+            const instance = String(device.instance || "");
+            return el("li", { class: "device-card", dataset: { instance } },
+              el("span", { class: "name", text: name }), " ",
+              el("span", { class: "meta", text: String(device.address || "") }), " ",
+              button("Pair", () => pairingAction("/api/pairing/pick", { instance }), {
+                class: "primary",
+                "aria-label": "Pair with " + name,
+                dataset: { focus: "pick:" + instance },
+              }));
+          })),
         );
       }
     } else if (pairing) {

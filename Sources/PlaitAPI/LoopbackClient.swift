@@ -1,4 +1,6 @@
 import Foundation
+import PlaitSync
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,12 +11,21 @@ import Glibc
 public struct LoopbackClient: Sendable {
     public let host: String
     public let port: Int
+    /// When set, requests go to the agent's Unix socket at this path instead (no token needed there, and it is
+    /// reached from outside the agent's network namespace); `host` and `port` then only make the Host header.
+    public var unixSocketPath: String?
     /// How long one request may take, connect to last byte.
     public var timeout: Duration = .seconds(10)
 
     public init(host: String = "127.0.0.1", port: Int) {
         self.host = host
         self.port = port
+    }
+
+    /// A client of the agent's Unix socket at `path`.
+    public init(unixSocketPath path: String) {
+        self.init(host: "127.0.0.1", port: 7480)
+        unixSocketPath = path
     }
 
     /// Reads `<home>/api.addr` ("127.0.0.1:PORT" or "[::1]:PORT"); nil if there is none (no agent serving).
@@ -92,6 +103,7 @@ public struct LoopbackClient: Sendable {
     }
 
     private func connect() throws -> Int32 {
+        if let unixSocketPath { return try connect(unixSocket: unixSocketPath) }
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICHOST
@@ -110,6 +122,23 @@ public struct LoopbackClient: Sendable {
             let problem = String(cString: strerror(errno))
             close(socket)
             throw Failure.connect("\(authority): \(problem)")
+        }
+        return socket
+    }
+
+    private func connect(unixSocket path: String) throws -> Int32 {
+        guard var address = UnixSocketAddress(path) else {
+            throw Failure.connect("'\(path)' is too long for a socket path")
+        }
+        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard socket >= 0 else { throw Failure.connect(String(cString: strerror(errno))) }
+        var limit = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        guard address.withSockaddr({ Glibc.connect(socket, $0, $1) }) == 0 else {
+            let problem = String(cString: strerror(errno))
+            close(socket)
+            throw Failure.connect("\(path): \(problem)")
         }
         return socket
     }

@@ -63,10 +63,13 @@ public struct PairingOutput: Codable, Sendable, Equatable {
 /// A device in pairing mode, as found by mDNS (its name is its own claim, unverified).
 public struct PairingDeviceOutput: Codable, Sendable, Equatable {
     public var address: String
+    /// The DNS-SD instance name it publishes (`desktop (pairing)`): unique on the LAN, what a pick names.
+    public var instance: String
     public var name: String
 
-    public init(address: String, name: String) {
+    public init(address: String, instance: String, name: String) {
         self.address = address
+        self.instance = instance
         self.name = name
     }
 }

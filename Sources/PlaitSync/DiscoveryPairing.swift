@@ -16,7 +16,8 @@ public struct DiscoveryPairingUser: Sendable {
     /// A device in pairing mode was found.
     public var found: @Sendable (PairingCandidate) -> Void
     /// Several devices were found: which one (an answer for `PairingRendezvous.choice`; nil for none)?
-    /// `problem` says what was wrong with the previous answer.
+    /// `problem` says what was wrong with the previous answer. Chosen `byUser`: asked once the first device is
+    /// found, answered with the instance name of the one the user picks, whenever that is.
     public var choose: @Sendable (_ candidates: [PairingCandidate], _ problem: String?) -> String?
     /// This device connects to that one.
     public var connecting: @Sendable (PairingCandidate) -> Void
@@ -28,6 +29,8 @@ public struct DiscoveryPairingUser: Sendable {
     public var refused: @Sendable (String) -> Void
     /// The code is known: do both screens show it? (see `Pairing.run`)
     public var confirm: @Sendable (PairingPrompt) -> Bool
+    /// Chosen `byUser`: the devices in pairing mode found so far, whenever they change.
+    public var offered: @Sendable ([PairingCandidate]) -> Void
 
     public init(
         started: @escaping @Sendable (String, UInt16) -> Void, found: @escaping @Sendable (PairingCandidate) -> Void,
@@ -35,7 +38,8 @@ public struct DiscoveryPairingUser: Sendable {
         connecting: @escaping @Sendable (PairingCandidate) -> Void,
         waiting: @escaping @Sendable (PairingCandidate) -> Void,
         connected: @escaping @Sendable (DeviceID, PairingCandidate) -> Void,
-        refused: @escaping @Sendable (String) -> Void, confirm: @escaping @Sendable (PairingPrompt) -> Bool
+        refused: @escaping @Sendable (String) -> Void, confirm: @escaping @Sendable (PairingPrompt) -> Bool,
+        offered: @escaping @Sendable ([PairingCandidate]) -> Void = { _ in }
     ) {
         self.started = started
         self.found = found
@@ -45,6 +49,7 @@ public struct DiscoveryPairingUser: Sendable {
         self.connected = connected
         self.refused = refused
         self.confirm = confirm
+        self.offered = offered
     }
 }
 
@@ -58,10 +63,12 @@ extension Home {
     /// users said yes, with no address: the pairing port is not where it syncs, and discovery finds its
     /// agent later. The service is withdrawn and the listener closed as soon as the attempt starts.
     ///
+    /// `choosing` is how the device is chosen: as `plait pair` does, or only by the user's pick (the page).
+    ///
     /// Throws `discoveryUnavailable` at once when avahi-daemon cannot be reached.
     public func pairByDiscovery(
         timeout: Duration, name: String? = nil, settleTime: Duration = PairingRendezvous.defaultSettleTime,
-        user: DiscoveryPairingUser
+        choosing: PairingRendezvous.Choosing = .automatic, user: DiscoveryPairingUser
     ) throws(PairingError) -> PairedDevice {
         let deadline = ContinuousClock.now + timeout
         let inbox: Inbox<RendezvousItem>
@@ -101,7 +108,7 @@ extension Home {
         discovery.startBrowsing()
         user.started(instance, listener.address.port)
 
-        var machine = PairingRendezvous(ownTag: ownTag, settleTime: settleTime)
+        var machine = PairingRendezvous(ownTag: ownTag, settleTime: settleTime, choosing: choosing)
         var held: [Int: Pairing] = [:]
         var nextConnection = 0
         var attempt: RendezvousAttempt?
@@ -112,6 +119,8 @@ extension Home {
                 switch action {
                 case .show(let candidate):
                     user.found(candidate)
+                case .offer(let candidates):
+                    user.offered(candidates)
                 case .ask(let candidates, let problem):
                     let choose = user.choose
                     let thread = Thread { inbox.post(.answer(choose(candidates, problem))) }
@@ -134,6 +143,7 @@ extension Home {
             }
         }
 
+        try perform(machine.begin())
         while attempt == nil {
             for item in inbox.take() {
                 switch item {

@@ -55,8 +55,21 @@ public struct PairingCandidate: Sendable, Hashable {
 ///   refused. A device that dialled first even though its tag sorts higher is accepted as well: what counts
 ///   is that one connection carries the attempt.
 ///
+/// - Or, chosen `byUser` (the page): every device found is offered as it comes and goes, and nothing goes ahead
+///   until the user picks one by its instance name, even when it is the only one.
+///
 /// One attempt per run: after `connect` or `accept` the machine is done.
 public struct PairingRendezvous: Sendable {
+    /// How the device to pair with is chosen.
+    public enum Choosing: Sendable, Equatable {
+        /// `plait pair`: the only device found goes ahead once found devices settled; among several the user
+        /// answers with a number.
+        case automatic
+        /// The page: the devices found are offered (`offer`) as they come and go, and the user answers `ask` with
+        /// the instance name of the one picked. A device that connects first is held until then.
+        case byUser
+    }
+
     /// Which end of the pairing connection this device takes with a given peer.
     public enum Role: Sendable, Equatable {
         /// Connects to the peer's pairing listener (TLS client).
@@ -82,6 +95,8 @@ public struct PairingRendezvous: Sendable {
         case refuse(connection: Int, reason: String)
         /// Give up with this error.
         case abort(PairingError)
+        /// The devices in pairing mode found so far changed (`byUser` only): these, by name.
+        case offer([PairingCandidate])
     }
 
     private enum Phase: Sendable, Equatable {
@@ -103,6 +118,7 @@ public struct PairingRendezvous: Sendable {
     /// This device's published tag.
     public let ownTag: String
     public let settleTime: Duration
+    public let choosing: Choosing
     /// The devices in pairing mode found so far, by name (then instance).
     public private(set) var candidates: [PairingCandidate] = []
     private var phase = Phase.looking
@@ -112,9 +128,10 @@ public struct PairingRendezvous: Sendable {
     /// Connections that arrived before it was known whether they are wanted, with their device's ID.
     private var held: [(connection: Int, deviceID: String, date: Date)] = []
 
-    public init(ownTag: String, settleTime: Duration = defaultSettleTime) {
+    public init(ownTag: String, settleTime: Duration = defaultSettleTime, choosing: Choosing = .automatic) {
         self.ownTag = ownTag
         self.settleTime = settleTime
+        self.choosing = choosing
     }
 
     /// When `tick` has something to do, if ever.
@@ -162,6 +179,14 @@ public struct PairingRendezvous: Sendable {
 
     // MARK: Inputs
 
+    /// The search began. With `byUser` the question opens at once, before any device is found: the user may
+    /// also stop the search (answer nil) while nothing was found.
+    public mutating func begin() -> [Action] {
+        guard choosing == .byUser, phase == .looking else { return [] }
+        phase = .choosing(candidates)
+        return [.ask(candidates, problem: nil)]
+    }
+
     /// Discovery found or updated a service.
     public mutating func found(_ service: DiscoveredService, now: ContinuousClock.Instant) -> [Action] {
         guard let candidate = PairingCandidate(service), candidate.tag != ownTag else {
@@ -174,6 +199,7 @@ public struct PairingRendezvous: Sendable {
             candidates.append(candidate)
             candidates.sort { ($0.name, $0.instance) < ($1.name, $1.instance) }
         }
+        if choosing == .byUser { return offerChanged() }
         guard phase == .looking else { return [] }
         if settleDeadline == nil { settleDeadline = now + settleTime }
         return showFound(all: false) + settleHeld()
@@ -182,9 +208,10 @@ public struct PairingRendezvous: Sendable {
     /// Discovery lost a service. While waiting for the chosen device nothing changes: it withdraws its
     /// service as it starts dialling.
     public mutating func removed(instance: String) -> [Action] {
+        let before = candidates.count
         candidates.removeAll { $0.instance == instance }
         if phase == .looking && candidates.isEmpty { settleDeadline = nil }
-        return []
+        return choosing == .byUser && candidates.count != before ? offerChanged() : []
     }
 
     /// A pairing connection arrived and completed its handshake; `deviceID` is from its certificate.
@@ -216,12 +243,19 @@ public struct PairingRendezvous: Sendable {
         return found + [.ask(candidates, problem: nil)]
     }
 
-    /// The user answered the question of `ask` (nil: end of input).
+    /// The user answered the question of `ask` (nil: end of input, or no pick): a number among the devices
+    /// offered, or with `byUser` the instance name of one of them.
     public mutating func answered(_ answer: String?) -> [Action] {
         guard case .choosing(let offered) = phase else { return [] }
         guard let answer else {
             phase = .done
             return refuseHeld(except: nil, reason: "no device was chosen") + [.abort(.noDeviceChosen)]
+        }
+        if choosing == .byUser {
+            guard let picked = offered.first(where: { $0.instance == answer }) else {
+                return [.ask(offered, problem: "'\(answer)' is no longer in pairing mode")]
+            }
+            return select(picked)
         }
         guard let index = Self.choice(answer, among: offered.count) else {
             return [.ask(offered, problem: "'\(answer)' is not one of the numbers 1 to \(offered.count)")]
@@ -230,6 +264,13 @@ public struct PairingRendezvous: Sendable {
     }
 
     // MARK: Deciding
+
+    /// `byUser`: the devices found changed; the question stays open with the list kept current.
+    private mutating func offerChanged() -> [Action] {
+        guard case .choosing = phase else { return [] }
+        phase = .choosing(candidates)
+        return [.offer(candidates)]
+    }
 
     /// While looking: the only device found has already connected here, so the attempt can start at once.
     private mutating func settleHeld() -> [Action] {

@@ -65,6 +65,7 @@ enum DriverPython {
 
 /// A headless Chromium started by a test, with its own profile in the sandbox, DevTools on a free loopback port,
 /// and every host name but 127.0.0.1 unresolvable (nothing leaves the machine). Stopped by its PID, always.
+/// `launcher` runs it through a command that execs it in place (`ip netns exec NS`: in a test's namespace).
 final class HeadlessChromium {
     let process = Process()
     let profile: String
@@ -72,13 +73,13 @@ final class HeadlessChromium {
     let exited = DispatchSemaphore(value: 0)
     private(set) var devtoolsPort = 0
 
-    init(sandbox: Sandbox, executable: String) throws {
+    init(sandbox: Sandbox, executable: String, launcher: [String] = []) throws {
         profile = sandbox.root + "/chromium-profile"
         logPath = sandbox.root + "/chromium.log"
         try FileManager.default.createDirectory(atPath: profile, withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = [
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? executable)
+        process.arguments = launcher.dropFirst() + (launcher.isEmpty ? [] : [executable]) + [
             "--headless=new", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
             "--user-data-dir=" + profile,
             // As root (CI containers) Chromium's sandbox cannot start; the browser only ever loads our own page.
@@ -270,20 +271,24 @@ struct CPUTime {
 }
 
 /// A driver in tests/browser/ (page_driver.py unless `script` says otherwise) run by the test's Python, its output in
-/// files; stopped by its PID.
+/// files; stopped by its PID. `launcher` as for HeadlessChromium.
 final class PythonDriver {
     let process = Process()
     let exited = DispatchSemaphore(value: 0)
     let outPath: String
     let errPath: String
 
-    init(sandbox: Sandbox, python: String, script: String = "page_driver.py", options: String) throws {
+    init(
+        sandbox: Sandbox, python: String, script: String = "page_driver.py", options: String, launcher: [String] = []
+    ) throws {
         outPath = sandbox.root + "/driver.out"
         errPath = sandbox.root + "/driver.err"
         for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        process.executableURL = URL(fileURLWithPath: python)
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? python)
         // -B: no __pycache__ written into the checkout.
-        process.arguments = ["-B", Repository.root + "/tests/browser/" + script, options]
+        process.arguments =
+            launcher.dropFirst() + (launcher.isEmpty ? [] : [python])
+            + ["-B", Repository.root + "/tests/browser/" + script, options]
         process.environment = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "NO_PROXY": "*"]
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))

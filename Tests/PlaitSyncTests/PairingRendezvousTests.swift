@@ -164,6 +164,65 @@ import Testing
         }
     }
 
+    // MARK: Picked by the user (the page)
+
+    @Test func pickedByTheUserEvenTheOnlyDeviceWaitsForThePick() throws {
+        let (lower, higher) = devicesByTag()
+        var machine = PairingRendezvous(ownTag: tag(lower), choosing: .byUser)
+        let desktop = try #require(PairingCandidate(service("desktop", device: higher)))
+        #expect(machine.begin() == [.ask([], problem: nil)], "the question is open from the start")
+        #expect(machine.found(service("desktop", device: higher), now: after(0)) == [.offer([desktop])])
+        #expect(machine.nextDeadline == nil, "no settling: nothing goes ahead on its own")
+        #expect(machine.tick(now: after(60)) == [])
+        #expect(machine.answered(desktop.instance) == [.connect(desktop)])
+        #expect(machine.isDone)
+    }
+
+    @Test func pickedByTheUserTheListFollowsDevicesComingAndGoing() throws {
+        var machine = PairingRendezvous(ownTag: tag("ME"), choosing: .byUser)
+        _ = machine.begin()
+        let alpha = try #require(PairingCandidate(service("alpha", device: "A")))
+        let zeta = try #require(PairingCandidate(service("zeta", device: "Z")))
+        _ = machine.found(service("zeta", device: "Z"), now: after(0))
+        #expect(machine.found(service("alpha", device: "A"), now: after(5)) == [.offer([alpha, zeta])])
+        #expect(machine.removed(instance: zeta.instance) == [.offer([alpha])])
+        #expect(machine.removed(instance: "unknown (pairing)") == [])
+        #expect(machine.answered(zeta.instance) == [
+            .ask([alpha], problem: "'zeta (pairing)' is no longer in pairing mode")
+        ])
+        #expect(machine.answered("1") == [.ask([alpha], problem: "'1' is no longer in pairing mode")], "not a number")
+        #expect(!machine.isDone)
+    }
+
+    @Test func pickedByTheUserADeviceThatDialledIsHeldUntilPicked() throws {
+        let (lower, higher) = devicesByTag()
+        var machine = PairingRendezvous(ownTag: tag(higher), choosing: .byUser)
+        _ = machine.begin()
+        let laptop = try #require(PairingCandidate(service("laptop", device: lower)))
+        _ = machine.found(service("laptop", device: lower), now: after(0))
+        #expect(machine.connected(1, deviceID: lower, date: Self.date) == [], "held: the user has not picked")
+        #expect(machine.connected(2, deviceID: "OTHER", date: Self.date) == [])
+        #expect(machine.answered(laptop.instance) == [
+            .refuse(connection: 2, reason: "this device pairs with laptop"), .accept(connection: 1, laptop),
+        ])
+        // No pick at all (the attempt ended): whoever waits is refused.
+        var unpicked = PairingRendezvous(ownTag: tag(higher), choosing: .byUser)
+        _ = unpicked.begin()
+        _ = unpicked.found(service("laptop", device: lower), now: after(0))
+        _ = unpicked.connected(3, deviceID: lower, date: Self.date)
+        #expect(unpicked.answered(nil) == [
+            .refuse(connection: 3, reason: "no device was chosen"), .abort(.noDeviceChosen),
+        ])
+        // Stopped before anything was found.
+        var stopped = PairingRendezvous(ownTag: tag(higher), choosing: .byUser)
+        _ = stopped.begin()
+        #expect(stopped.answered(nil) == [.abort(.noDeviceChosen)])
+        #expect(stopped.isDone)
+        // `plait pair` asks nothing before devices are found.
+        var automatic = PairingRendezvous(ownTag: tag(higher))
+        #expect(automatic.begin() == [])
+    }
+
     @Test func theEndOfInputChoosesNobody() {
         var machine = PairingRendezvous(ownTag: tag("ME"))
         _ = machine.found(service("a", device: "A"), now: after(0))

@@ -16,6 +16,11 @@ Argument: one JSON object:
   confirm_address HOST:PORT of a second one to pair with and confirm on the page
   peer_name       the name the second one gives itself (markup): shown as text, never parsed
   Then "Search nearby", which must fail saying why: the test's agent reaches no avahi-daemon.
+ for "nearby" (the agent and this driver run in a network namespace with an avahi-daemon):
+  peer_name       the name of the device the test puts in pairing mode (`plait pair`) once this prints
+                  {"phase": "searching"}; it must be listed as text, picked with the keyboard, and confirmed once
+                  this prints {"phase": "nearby-code", "code": …} and the test answered yes on that device
+  answer          "confirm" (the default) or "refuse": what the page answers to the code
 
 Prints JSON lines on stdout (phases the test waits for; the last line what was seen), and exits 0; or says what
 failed on stderr and exits 1. Every wait is a poll for a condition with a deadline.
@@ -219,6 +224,71 @@ def pair(page: Page, options: dict, results: dict):
     check(len(peers) == 1, f"a failed search changed the paired devices: {peers}")
 
 
+def nearby(page: Page, options: dict, results: dict):
+    # "Search nearby", by keyboard: focus the button, press Enter.
+    focused = page.evaluate(
+        "(() => { const b = [...document.querySelectorAll('#pairing button')].find(b => b.textContent === "
+        "'Search nearby'); if (!b) return false; b.focus(); return document.activeElement === b; })()"
+    )
+    check(focused, "no Search nearby button to focus")
+    page.press_enter()
+    page.wait_for("document.querySelector('#pairing [data-pairing-state=searching]') !== null",
+                  "the page to say it is searching")
+    phase("searching")
+    # The device the test put in pairing mode is listed, its name as text, with a button of its own.
+    name = options["peer_name"]
+    card = ("[...document.querySelectorAll('#pairing .found-devices .device-card')].find(c => "
+            f"c.querySelector('.name').textContent === {js(name)})")
+    page.wait_for(f"{card} !== undefined", f"{name!r} to be listed among the devices found, as text", 30)
+    assert_nothing_injected(page, "with a device found nearby whose name has markup")
+    check(page.evaluate("document.querySelector('#pairing .pair-code') === null"), "a code shows before any pick")
+    check(page.evaluate("document.querySelector('#pairing [data-pairing-state=searching]') !== null"),
+          "the page went ahead without a pick")
+    label = page.evaluate(f"{card}.querySelector('button').getAttribute('aria-label')")
+    check(label == "Pair with " + name, f"the pick button is labelled {label!r}")
+    # Picked by keyboard: focus its button, press Enter.
+    focused = page.evaluate(
+        f"(() => {{ const b = {card}.querySelector('button'); b.focus(); return document.activeElement === b; }})()"
+    )
+    check(focused, "the pick button cannot take the focus")
+    page.press_enter()
+    code = wait_for_code(page)
+    check(six_digits(code), f"the pairing code on the page is {code!r}, not 6 digits")
+    page.wait_for(
+        "[...document.querySelectorAll('#pairing .name')].some(n => n.textContent === " f"{js(name)})",
+        f"the picked device's name {name!r} shown as text beside the code",
+    )
+    phase("nearby-code", code=code)
+    results["code"] = code
+    if options.get("answer", "confirm") == "refuse":
+        refused = page.evaluate(
+            "(() => { const b = [...document.querySelectorAll('#pairing button')].find(b => b.textContent === "
+            "'Refuse'); if (!b || b.disabled) return false; b.click(); return true; })()"
+        )
+        check(refused, "no enabled Refuse button beside the code")
+        page.wait_for("document.querySelector('#pairing [data-pairing-state=refused]') !== null",
+                      "the page to say the pairing was refused", 30)
+        check(page.evaluate("document.querySelector('#pairing .pair-code') === null"), "the refused code still shows")
+        check(api_get(page, "/api/peers")["peers"] == [], "a refused pairing trusted a device")
+        check(page.evaluate("[...document.querySelectorAll('#pairing button')].some(b => b.textContent === "
+                            "'Search nearby')"), "after a refusal the page offers no new search")
+        assert_nothing_injected(page, "after refusing a device found nearby")
+        return
+    confirmed = page.evaluate(
+        "(() => { const b = [...document.querySelectorAll('#pairing button')].find(b => b.textContent === "
+        "'Confirm'); if (!b || b.disabled) return false; b.click(); return true; })()"
+    )
+    check(confirmed, "no enabled Confirm button beside the code")
+    page.wait_for("document.querySelector('#pairing [data-pairing-state=paired]') !== null",
+                  "the page to say the devices are paired", 30)
+    page.wait_for(
+        "[...document.querySelectorAll('#devices .device-card .name')].some(n => n.textContent === "
+        f"{js(name)})",
+        f"the newly paired device {name!r} to show among the devices, as text",
+    )
+    assert_nothing_injected(page, "after pairing with a device found nearby")
+
+
 def main():
     options = json.loads(sys.argv[1])
     page = Page(options["devtools_port"])
@@ -230,6 +300,8 @@ def main():
             trust(page, options, results)
         elif options["scenario"] == "pair":
             pair(page, options, results)
+        elif options["scenario"] == "nearby":
+            nearby(page, options, results)
         else:
             raise CDPError(f"unknown scenario {options['scenario']!r}")
         results["driver_ms"] = round((time.monotonic() - started) * 1000, 1)
