@@ -57,13 +57,13 @@ extension Store {
     /// The fork records held with both hashes (what travels in a baseline and informs naming), of `root` or all.
     static func forkRecords(_ db: Database, root: TimelineID? = nil) throws -> [ForkBranch.Record] {
         guard try recordsForks(db) else { return [] }
-        let filter = root == nil ? "" : " AND root = \(timelineColumn(root!.rawValue))"
         return try Row.fetchAll(
             db,
             sql: """
                 SELECT tl, root, parent, base, first_hash, rival_hash FROM fork_branches
-                WHERE first_hash IS NOT NULL AND rival_hash IS NOT NULL\(filter) ORDER BY tl
-                """
+                WHERE first_hash IS NOT NULL AND rival_hash IS NOT NULL AND (? IS NULL OR root = ?) ORDER BY tl
+                """,
+            arguments: [root.map { timelineColumn($0.rawValue) }, root.map { timelineColumn($0.rawValue) }]
         ).map { row in
             ForkBranch.Record(
                 branch: TimelineID(timelineFromColumn(row[0] as Int64)),
@@ -163,7 +163,8 @@ extension Store {
         }
         // What the baseline folded and the records held name the rest (PROTOCOL.md §22.8).
         let known = try forkRecords(db, root: root)
-        let anchors = try baseline(db)?.anchors(of: root) ?? []
+        let folded = try baseline(db)
+        let anchors = folded?.anchors(of: root) ?? []
         let naming = ForkBranch.name(root: root, nodes, anchors: anchors, known: known)
         let names = naming.names
         // Records naming did not derive again (their first change is folded or not held) stay: permanent.
@@ -217,7 +218,8 @@ extension Store {
             guard let name = names[entry.hash] else { continue }
             if name.seq > heads[name.timeline]?.seq ?? 0 { heads[name.timeline] = (name.seq, entry.change, entry.hash) }
         }
-        for old in oldBranches.subtracting(newBranches) where try baselineHolds(db, old) == false {
+        // A branch no longer named keeps its head row only while the baseline folds some of it.
+        for old in oldBranches.subtracting(newBranches) where (folded?.summary[old] ?? 0) == 0 {
             try db.execute(sql: "DELETE FROM timelines WHERE tl = ?", arguments: [timelineColumn(old.rawValue)])
         }
         for (timeline, head) in heads {
@@ -242,11 +244,5 @@ extension Store {
         try db.execute(
             sql: "UPDATE fork_branches SET first_hash = ?, rival_hash = ? WHERE tl = ?",
             arguments: [Data(record.firstHash), Data(record.rivalHash), timelineColumn(record.branch.rawValue)])
-    }
-
-    /// Whether the baseline folds changes of `timeline` (its head row then stays even when no change is held).
-    private static func baselineHolds(_ db: Database, _ timeline: TimelineID) throws -> Bool {
-        guard let text = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1") else { return false }
-        return try Summary(parsing: text)[timeline] > 0
     }
 }

@@ -27,6 +27,25 @@ struct LANAPIPairingTests {
         return (process, LoopbackClient(unixSocketPath: socket))
     }
 
+    /// What most tests start from: a LAN of two hosts, devices alpha and `betaName` in a sandbox, and alpha's agent
+    /// on h0 with its API. The agent must exit cleanly when stopped after `body`; the LAN is torn down.
+    func withAlphaAgent(
+        _ label: String, beta betaName: String = "beta",
+        _ body: (
+            NetnsLAN, Sandbox, (home: String, id: String), (home: String, id: String), HostProcess, LoopbackClient
+        ) throws -> Void
+    ) throws {
+        let lan = try NetnsLAN(hosts: 2)
+        defer { lan.tearDown() }
+        try withSandbox(label) { sandbox in
+            let alpha = try lanTests.device(sandbox, "alpha")
+            let beta = try lanTests.device(sandbox, betaName)
+            let (agent, api) = try agent(lan, sandbox, home: alpha.home)
+            defer { #expect(agent.stop() == 0, "alpha's agent exits cleanly: \(agent.transcript)") }
+            try body(lan, sandbox, alpha, beta, agent, api)
+        }
+    }
+
     func pairing(_ api: LoopbackClient) throws -> [String: Any] {
         let reply = try api.send("GET", "/api/pairing")
         #expect(reply.status == 200, "\(reply.text)")
@@ -102,13 +121,7 @@ struct LANAPIPairingTests {
     }
 
     @Test func theAPIListsADeviceInPairingModeAndPairsWithItOnlyOnceItIsPickedAndConfirmed() throws {
-        let lan = try NetnsLAN(hosts: 2)
-        defer { lan.tearDown() }
-        try withSandbox("lan-api-pair") { sandbox in
-            let alpha = try lanTests.device(sandbox, "alpha")
-            let beta = try lanTests.device(sandbox, "beta")
-            let (agent, api) = try agent(lan, sandbox, home: alpha.home)
-            defer { #expect(agent.stop() == 0, "alpha's agent exits cleanly: \(agent.transcript)") }
+        try withAlphaAgent("lan-api-pair") { lan, sandbox, alpha, beta, agent, api in
             let (pair, _) = try searchPickAndCompare(lan, sandbox, api: api, beta: beta)
             defer { pair.stop() }
             #expect(try lanTests.peers(sandbox, alpha.home).isEmpty, "nothing is trusted before the answers")
@@ -145,13 +158,7 @@ struct LANAPIPairingTests {
     }
 
     @Test func aRefusalThroughTheAPIStoresNothingOnEitherSide() throws {
-        let lan = try NetnsLAN(hosts: 2)
-        defer { lan.tearDown() }
-        try withSandbox("lan-api-pair") { sandbox in
-            let alpha = try lanTests.device(sandbox, "alpha")
-            let beta = try lanTests.device(sandbox, "beta")
-            let (agent, api) = try agent(lan, sandbox, home: alpha.home)
-            defer { #expect(agent.stop() == 0, "alpha's agent exits cleanly: \(agent.transcript)") }
+        try withAlphaAgent("lan-api-pair") { lan, sandbox, alpha, beta, agent, api in
             let (pair, _) = try searchPickAndCompare(lan, sandbox, api: api, beta: beta)
             defer { pair.stop() }
             pair.send("y")
@@ -187,13 +194,7 @@ struct LANAPIPairingTests {
     /// A search started for a named device (`device`) goes ahead with that device as soon as it shows up, and
     /// never with another: before, the only device found was paired with whatever name was asked for.
     @Test func aSearchForANamedDevicePairsWithThatOneAndNeverWithAnother() throws {
-        let lan = try NetnsLAN(hosts: 2)
-        defer { lan.tearDown() }
-        try withSandbox("lan-api-pair") { sandbox in
-            let alpha = try lanTests.device(sandbox, "alpha")
-            let beta = try lanTests.device(sandbox, "beta")
-            let (agent, api) = try agent(lan, sandbox, home: alpha.home)
-            defer { #expect(agent.stop() == 0, "alpha's agent exits cleanly: \(agent.transcript)") }
+        try withAlphaAgent("lan-api-pair") { lan, sandbox, alpha, beta, agent, api in
 
             // What each host's avahi-daemon sees, to await the end of the first search there (below).
             let browsers = try lan.hosts.map { try lan.spawn(["avahi-browse", "-pk", "_plait._tcp"], in: $0) }
@@ -250,15 +251,9 @@ struct LANAPIPairingTests {
     /// refused on the page.
     @Test(.enabled(if: Chromium.path != nil, Comment(rawValue: Chromium.absent)), arguments: ["confirm", "refuse"])
     func thePageListsADeviceFoundNearbyAndPairsWithTheOnePickedByKeyboard(answer: String) throws {
-        let lan = try NetnsLAN(hosts: 2)
-        defer { lan.tearDown() }
-        try withSandbox("lan-page-pair") { sandbox in
-            // Short enough that "<name> (pairing)" fits one DNS label uncut.
-            let markup = #"<img src=x onerror="window.__plaitPwned=1">b"#
-            let alpha = try lanTests.device(sandbox, "alpha")
-            let beta = try lanTests.device(sandbox, markup)
-            let (agent, _) = try agent(lan, sandbox, home: alpha.home)
-            defer { #expect(agent.stop() == 0, "alpha's agent exits cleanly: \(agent.transcript)") }
+        // Short enough that "<name> (pairing)" fits one DNS label uncut.
+        let markup = #"<img src=x onerror="window.__plaitPwned=1">b"#
+        try withAlphaAgent("lan-page-pair", beta: markup) { lan, sandbox, alpha, beta, agent, _ in
             let gui = try sandbox.ok(["gui", "--home", alpha.home])
             let loginURL = try #require(gui.lines.first { $0.contains("?code=") }, "\(gui)")
 

@@ -142,6 +142,23 @@ def wait_for_code(page: Page) -> str:
     return page.evaluate("document.querySelector('#pairing .pair-code').textContent")
 
 
+def confirm_and_see_paired(page: Page, name: str):
+    """Clicks Confirm beside the code, then waits for the page to say the devices are paired and to list `name`
+    among the devices, as text."""
+    confirmed = page.evaluate(
+        "(() => { const b = [...document.querySelectorAll('#pairing button')].find(b => b.textContent === "
+        "'Confirm'); if (!b || b.disabled) return false; b.click(); return true; })()"
+    )
+    check(confirmed, "no enabled Confirm button beside the code")
+    page.wait_for("document.querySelector('#pairing [data-pairing-state=paired]') !== null",
+                  "the page to say the devices are paired", 30)
+    page.wait_for(
+        "[...document.querySelectorAll('#devices .device-card .name')].some(n => n.textContent === "
+        f"{js(name)})",
+        f"the newly paired device {name!r} to show among the devices, as text",
+    )
+
+
 def pair(page: Page, options: dict, results: dict):
     # 1. A pairing refused on the page: nothing is trusted, and the page offers to pair again.
     start_pairing(page, options["refuse_address"])
@@ -188,18 +205,7 @@ def pair(page: Page, options: dict, results: dict):
     )
     assert_nothing_injected(page, "with the other device's name beside the code")
     phase("confirm-code", code=code)
-    confirmed = page.evaluate(
-        "(() => { const b = [...document.querySelectorAll('#pairing button')].find(b => b.textContent === "
-        "'Confirm'); if (!b || b.disabled) return false; b.click(); return true; })()"
-    )
-    check(confirmed, "no enabled Confirm button beside the code")
-    page.wait_for("document.querySelector('#pairing [data-pairing-state=paired]') !== null",
-                  "the page to say the devices are paired", 30)
-    page.wait_for(
-        "[...document.querySelectorAll('#devices .device-card .name')].some(n => n.textContent === "
-        f"{js(name)})",
-        f"the newly paired device {name!r} to show among the devices, as text",
-    )
+    confirm_and_see_paired(page, name)
     check(page.evaluate("performance.getEntriesByType('navigation').length") == 1, "the page reloaded")
     check(page.evaluate("document.getElementById('problem').hidden"), "the page shows a problem after pairing")
     assert_nothing_injected(page, "after pairing with a device whose name has markup")
@@ -274,18 +280,7 @@ def nearby(page: Page, options: dict, results: dict):
                             "'Search nearby')"), "after a refusal the page offers no new search")
         assert_nothing_injected(page, "after refusing a device found nearby")
         return
-    confirmed = page.evaluate(
-        "(() => { const b = [...document.querySelectorAll('#pairing button')].find(b => b.textContent === "
-        "'Confirm'); if (!b || b.disabled) return false; b.click(); return true; })()"
-    )
-    check(confirmed, "no enabled Confirm button beside the code")
-    page.wait_for("document.querySelector('#pairing [data-pairing-state=paired]') !== null",
-                  "the page to say the devices are paired", 30)
-    page.wait_for(
-        "[...document.querySelectorAll('#devices .device-card .name')].some(n => n.textContent === "
-        f"{js(name)})",
-        f"the newly paired device {name!r} to show among the devices, as text",
-    )
+    confirm_and_see_paired(page, name)
     assert_nothing_injected(page, "after pairing with a device found nearby")
 
 
