@@ -561,6 +561,13 @@ struct SessionMachine {
         case let (.adopted, .adopted(adoption)):
             baselinesPulled += 1
             actions = adoption.changed ? [.pulled(0)] : []
+            if let kept = adoption.keptAside, let timeline = adoption.ownTimelineContinued {
+                actions.append(
+                    .finding(
+                        "the peer's baseline folds this device's timeline \(timeline) beyond its own changes "
+                            + "\(kept.lowerBound)…\(kept.upperBound), and cannot show they are among the changes it "
+                            + "folds (a copied or restored home): they are kept aside, not deleted (`plait doctor`)"))
+            }
         case let (.staged, .baselineFailed(error)), let (.adopted, .baselineFailed(error)):
             steps = []
             let failure: SessionError = if case .rejected = error { .baselineRefused(error) } else { .store(error) }

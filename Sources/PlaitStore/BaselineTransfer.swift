@@ -34,6 +34,8 @@ public struct BaselineAdoption: Sendable {
     /// The baseline held this device's own timeline beyond its head: the timeline is marked as one that may
     /// continue elsewhere (see `Replica.IntegrateResult.ownTimelineContinued`).
     public var ownTimelineContinued: TimelineID?
+    /// This device's own changes the baseline folds but could not be checked against, kept aside (not dropped).
+    public var keptAside: ClosedRange<UInt64>? = nil
 }
 
 extension Store {
@@ -150,6 +152,52 @@ extension Replica {
         }
     }
 
+    /// Keeps aside, before a baseline is adopted, this device's own changes that it folds but that cannot be
+    /// checked against it (DESIGN §10: nothing lost). A baseline names each timeline's last folded change by its hash
+    /// only, so held changes of a timeline that stop short of that entry could be the ones it folds (a home restored
+    /// from a backup) or another copy's changes at the same numbers (a copied home whose other copy compacted): only
+    /// a held change at the entry (its hash compared) or a fork record saying where both copies part can tell. Other
+    /// devices' changes are dropped as before (their author holds them); this device's own, on any timeline signed
+    /// with its key, may exist nowhere else, so they move to `kept_aside` with their bytes and signatures.
+    /// Returns the range kept aside of the current own timeline, if any.
+    static func keepAsideUncheckedOwnChanges(
+        _ db: Database, own: TimelineID, joined: Baseline, now: Int64 = Replica.now()
+    ) throws -> ClosedRange<UInt64>? {
+        let ownCertificate = try Store.certificate(db, of: own)
+        var keptOfOwn: ClosedRange<UInt64>?
+        for timeline in joined.summary.timelines {
+            let folded = joined.summary[timeline]
+            let ours = try timeline == own || (ownCertificate != nil && Store.certificate(db, of: timeline) == ownCertificate)
+            guard ours else { continue }
+            let column = timelineColumn(timeline.rawValue)
+            guard let range = try Row.fetchOne(
+                db, sql: "SELECT min(seq), max(seq) FROM changes WHERE tl = ? AND seq <= ?",
+                arguments: [column, Int64(clamping: folded)]),
+                let low = range[0] as Int64?, let high = range[1] as Int64?
+            else { continue }
+            // The change at the entry is held: its hash was compared with the entry's (a mismatch refused the baseline).
+            if UInt64(clamping: high) == folded { continue }
+            // A fork record says a branch left this timeline right after the held head: the rival that continues
+            // the held head is on the timeline the baseline folds, so what is held here is shared by both copies.
+            if try Store.forkRecords(db, root: timeline).contains(where: {
+                $0.parent == timeline && $0.base == UInt64(clamping: high)
+            }) { continue }
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO kept_aside (\(ChangeRows.storedColumns), reason, at)
+                    SELECT \(ChangeRows.storedColumns), ?, ? FROM changes WHERE tl = ? AND seq <= ?
+                    """,
+                arguments: [
+                    "a peer's baseline folds this timeline up to change \(folded), beyond these changes, and cannot "
+                        + "show that they are among the changes it folds (this home was copied, or restored from a "
+                        + "backup)",
+                    now, column, Int64(clamping: folded),
+                ])
+            if timeline == own { keptOfOwn = UInt64(clamping: low)...UInt64(clamping: high) }
+        }
+        return keptOfOwn
+    }
+
     /// Adopts a peer's baseline (DESIGN §2): the local baseline becomes the join of both, stored changes it
     /// now holds are dropped, timelines it holds further than this store are advanced to it, and the state is
     /// replayed as join + the changes it does not cover. One transaction; a baseline that contradicts a held
@@ -196,6 +244,7 @@ extension Replica {
             }
             let ownHead = try Int64.fetchOne(
                 db, sql: "SELECT head_seq FROM timelines WHERE tl = ?", arguments: [timelineColumn(own.rawValue)]) ?? 0
+            let keptAside = try Self.keepAsideUncheckedOwnChanges(db, own: own, joined: joined)
             var foldedAway = 0
             for timeline in joined.summary.timelines {
                 let seq = joined.summary[timeline]
@@ -256,7 +305,7 @@ extension Replica {
             let replayed = try replayAll(db).changes
             return BaselineAdoption(
                 changed: true, summary: joined.summary, foldedAway: foldedAway, replayed: replayed,
-                ownTimelineContinued: continued)
+                ownTimelineContinued: continued, keptAside: keptAside)
         }
     }
 }

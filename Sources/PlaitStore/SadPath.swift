@@ -245,6 +245,21 @@ extension Store {
             }
     }
 
+    /// This device's own changes kept aside when a baseline folded their timeline beyond them (they could not be
+    /// checked against it), per timeline.
+    public func keptAside() throws -> [QuarantinedRange] { try read { db in try Self.keptAside(db) } }
+
+    static func keptAside(_ db: Database) throws -> [QuarantinedRange] {
+        guard try db.tableExists("kept_aside") else { return [] }
+        return try Row.fetchAll(
+            db, sql: "SELECT tl, min(seq), max(seq), min(reason) FROM kept_aside GROUP BY tl ORDER BY tl"
+        ).map { row in
+            QuarantinedRange(
+                timeline: TimelineID(timelineFromColumn(row[0] as Int64)),
+                seqs: UInt64(clamping: row[1] as Int64)...UInt64(clamping: row[2] as Int64), reason: row[3])
+        }
+    }
+
     /// Why the own timeline may continue elsewhere (authoring on it is stopped), nil when it may not.
     public func ownTimelineSuspicion() throws -> String? {
         try read { db in try Meta.get(db, .ownTimelineSuspect) }
@@ -325,6 +340,8 @@ public struct HistoryReport: Sendable {
     public var summary: Summary
     /// Whether the baseline decodes (nil: no baseline), and why not.
     public var baselineProblem: String?
+    /// This device's own changes kept aside when an adopted baseline folded their timeline beyond them.
+    public var keptAside: [QuarantinedRange] = []
 }
 
 extension Store {
@@ -340,7 +357,8 @@ extension Store {
             return HistoryReport(
                 damaged: try damagedChanges(db), quarantined: try quarantined(db),
                 ownTimelineSuspicion: try Meta.get(db, .ownTimelineSuspect), ownTimeline: try ownTimeline(db),
-                forks: try forks(db), peers: try peers(db), summary: try summary(db), baselineProblem: baselineProblem)
+                forks: try forks(db), peers: try peers(db), summary: try summary(db), baselineProblem: baselineProblem,
+                keptAside: try keptAside(db))
         }
     }
 }

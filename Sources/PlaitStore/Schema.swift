@@ -272,6 +272,31 @@ enum Schema {
                     """)
             try Store.fillForkRecordHashes(db)
         }
+        migrator.registerMigration("v11-kept-aside") { db in
+            try db.execute(
+                sql: """
+                    -- This device's own changes that an adopted baseline folds its timeline beyond and that it cannot
+                    -- check against that baseline (no held change at its entry or just after it): the baseline may
+                    -- hold them (a home restored from a backup) or another copy's changes at the same numbers (a
+                    -- copied home). Kept here with their bytes and signatures, never deleted by plait (DESIGN §10).
+                    CREATE TABLE kept_aside (
+                        tl INTEGER NOT NULL,
+                        seq INTEGER NOT NULL,
+                        lamport INTEGER NOT NULL,
+                        kind TEXT NOT NULL,
+                        version INTEGER NOT NULL,
+                        wall INTEGER NOT NULL,
+                        prev BLOB NOT NULL,
+                        payload BLOB NOT NULL,
+                        witness_tl INTEGER,
+                        witness_seq INTEGER,
+                        signature BLOB,
+                        reason TEXT NOT NULL,
+                        at INTEGER NOT NULL,
+                        PRIMARY KEY (tl, seq)
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 }

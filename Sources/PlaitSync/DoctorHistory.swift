@@ -49,6 +49,18 @@ extension Doctor {
                         advice: "run `plait repair` or `plait sync` (good copies are pulled from those devices)."))
             }
         }
+        for kept in report.keptAside {
+            let count = kept.seqs.upperBound - kept.seqs.lowerBound + 1
+            let range = "\(kept.timeline):\(kept.seqs.lowerBound)" + (count > 1 ? "-\(kept.seqs.upperBound)" : "")
+            checks.append(
+                DoctorCheck(
+                    name: "kept aside", status: .warning,
+                    detail: "\(count) of this device's own changes (\(range)) are kept aside, not applied: \(kept.reason). "
+                        + "Nothing was deleted: their bytes and signatures are in the store's kept_aside table",
+                    advice: "keep this home. If it was restored from a backup, the baseline holds them already; if it "
+                        + "is a copy of another home, they are this copy's own edits, and plait cannot yet bring them "
+                        + "back (README, What is missing)."))
+        }
         if let problem = report.baselineProblem {
             checks.append(
                 DoctorCheck(

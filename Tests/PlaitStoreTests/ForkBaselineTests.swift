@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import PlaitCore
 import PlaitTestSupport
 import Testing
@@ -142,6 +143,42 @@ struct ForkBaselineTests {
             #expect(try s.loser.store.summary() == s.x.store.summary())
             #expect(s.loser.digest == s.x.digest)
             #expect(Self.items(s.x).isSuperset(of: ["a1", "a2", "a3", "b1", "b2", "b3", "b4", "x"]))
+        }
+    }
+
+    /// W compacted before it ever met L: its baseline folds T beyond everything L holds and carries no fork record
+    /// (W never saw the fork). Adopting it dropped L's own a1…a3, which no other device holds, as folded: the
+    /// baseline names T's last folded change by its hash only, so nothing showed they were not among the changes it
+    /// folds. They are kept aside with their bytes and signatures instead, and the store's history report says so.
+    @Test func theLosingCopyAdoptingABaselineThatNeverSawTheForkKeepsItsOwnChanges() throws {
+        try withTemporaryDirectory { directory in
+            let s = try Self.scenario(in: directory, a3BelowB3: nil)
+            defer { s.directory.remove() }
+            _ = try s.winner.compact()
+            let baseline = try #require(try s.winner.store.baseline())
+            let lHead = try s.loser.store.summary()[s.timeline]
+            #expect(baseline.summary[s.timeline] > lHead && baseline.forks.isEmpty,
+                    "W's baseline folds T beyond L's head, with no fork record")
+            let columns = "tl, seq, lamport, kind, version, wall, prev, payload, signature"
+            let held = try s.loser.store.read { db in
+                try Row.fetchAll(db, sql: "SELECT \(columns) FROM changes WHERE tl = ? ORDER BY seq",
+                                 arguments: [timelineColumn(s.timeline.rawValue)])
+            }
+            #expect(held.count == Int(lHead), "L holds its whole timeline, a1…a3 at \(s.forkPoint)…\(s.forkPoint + 2)")
+
+            let adoption = try s.loser.adopt(try Baseline(decoding: baseline.encoded()[...]))
+            #expect(adoption.changed)
+            #expect(adoption.keptAside == 1...lHead)
+            let kept = try s.loser.store.read { db in
+                try Row.fetchAll(db, sql: "SELECT \(columns) FROM kept_aside WHERE tl = ? ORDER BY seq",
+                                 arguments: [timelineColumn(s.timeline.rawValue)])
+            }
+            #expect(kept == held, "every change L held of its own timeline is kept, byte for byte, signatures too")
+            let report = try Store.historyReport(readOnlyAt: s.loser.store.path)
+            #expect(report.keptAside.map(\.timeline) == [s.timeline])
+            #expect(report.keptAside.first?.seqs == 1...lHead)
+            // W's changes are what L now holds of T.
+            #expect(Self.items(s.loser).isSuperset(of: ["b1", "b2", "b3", "b4"]))
         }
     }
 

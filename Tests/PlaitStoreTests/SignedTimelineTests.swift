@@ -388,6 +388,7 @@ struct SignedTimelineMigrationTests {
             path,
             """
             ALTER TABLE peers DROP COLUMN last_heads;
+            DROP TABLE kept_aside; DELETE FROM grdb_migrations WHERE identifier = 'v11-kept-aside';
             DELETE FROM grdb_migrations WHERE identifier = 'v10-fork-records';
             DELETE FROM grdb_migrations WHERE identifier = 'v9-acknowledged-heads';
             DROP INDEX changes_by_origin; ALTER TABLE changes DROP COLUMN origin_seq;
