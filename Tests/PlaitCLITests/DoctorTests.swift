@@ -77,4 +77,34 @@ import Testing
             #expect(fingerprint(ofFile: store) == before)
         }
     }
+    /// Own changes kept aside when a baseline folded their timeline beyond them (`ForkBaselineTests` makes them the
+    /// real way): doctor names them as a warning, says nothing was deleted, and what it means; it writes nothing.
+    @Test func ownChangesKeptAsideAreReported() throws {
+        try withSandbox { sandbox in
+            let d = try sync.devices(sandbox, ["laptop"])
+            try sandbox.ok(["list", "add", "Groceries", "--home", d[0].home])
+            try sandbox.ok(["add", "Groceries", "milk", "--home", d[0].home])
+            let store = d[0].home + "/plait.db"
+            let quiet = try checks(try sandbox.ok(["doctor", "--home", d[0].home, "--listen", "127.0.0.1:0", "--json"]))
+            #expect(quiet["kept aside"] == nil)
+            // As adoption leaves them: moved out of the changes table with their bytes.
+            try runSQLite(
+                store,
+                """
+                INSERT INTO kept_aside (tl, seq, lamport, kind, version, wall, prev, payload, witness_tl, witness_seq,
+                    signature, reason, at)
+                SELECT tl, seq, lamport, kind, version, wall, prev, payload, witness_tl, witness_seq, signature,
+                    'a peer''s baseline folds this timeline up to change 9', 0 FROM changes;
+                """)
+            let before = fingerprint(ofFile: store)
+            let run = try sandbox.run(["doctor", "--home", d[0].home, "--listen", "127.0.0.1:0", "--json"])
+            let found = try checks(run)
+            let kept = try #require(found["kept aside"], "\(run)")
+            #expect(kept.status == "warning")
+            #expect(kept.detail.contains("of this device's own changes") && kept.detail.contains("Nothing was deleted"))
+            #expect(kept.detail.contains("folds this timeline up to change 9"))
+            #expect(kept.advice?.contains("keep this home") == true)
+            #expect(fingerprint(ofFile: store) == before, "doctor writes nothing")
+        }
+    }
 }
