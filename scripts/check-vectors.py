@@ -1239,6 +1239,115 @@ def check_fork_naming(vectors, signed):
 
 
 
+# ---- §22.8: fork records and naming with a baseline's anchors ------------------------------------------
+
+def fork_record_bytes(r):
+    """plait.proto ForkRecord: branch, root, parent as fixed64 1-3, base as varint 4, first and rival hash 5, 6."""
+    return (f_fixed64(1, r["branch"]) + f_fixed64(2, r["root"]) + f_fixed64(3, r["parent"]) + f_varint(4, r["base"])
+            + f_bytes(5, r["first_hash"]) + f_bytes(6, r["rival_hash"]))
+
+
+def fork_record_consistent(r):
+    """§22.8: a reader refuses a record whose branch is not ForkBranch.id(parent, first_hash), whose hashes are not
+    32 bytes, whose rival_hash is not below first_hash, or whose base is 0."""
+    return (len(r["first_hash"]) == 32 and len(r["rival_hash"]) == 32 and r["rival_hash"] < r["first_hash"]
+            and r["base"] != 0 and fork_branch_name(r["parent"], r["first_hash"]) == r["branch"])
+
+
+def name_fork_with(timeline, held, anchors, records):
+    """§22 naming with §22.8's two additions. anchors: (name, author's number of its last folded change, its hash,
+    base of the name); records: the consistent records of `timeline`. Returns {hash: (name, seq under it)}."""
+    names = {}
+    children = {}
+    for c in held:
+        children.setdefault(c["prev"], []).append(c)
+    record_of = {r["first_hash"]: r for r in records if r["root"] == timeline}
+    stack = []
+
+    def place(group, name, base):
+        group = sorted(group, key=lambda c: c["hash"])
+        # The keeper: the smallest hash among the held changes no record names and the rivals of the records here.
+        candidates = [c["hash"] for c in group if c["hash"] not in record_of]
+        candidates += [record_of[c["hash"]]["rival_hash"] for c in group if c["hash"] in record_of]
+        keeper = min(candidates)
+        for c in reversed(group):
+            if c["hash"] == keeper:
+                stack.append((c, name, base))
+            elif c["hash"] in record_of:
+                r = record_of[c["hash"]]
+                stack.append((c, r["branch"], r["base"]))
+            else:
+                stack.append((c, fork_branch_name(name, c["hash"]), c["seq"] - 1))
+
+    hashes = {c["hash"] for c in held}
+    anchor_hashes = {a[2] for a in anchors}
+    for name, author_seq, hash_, base in sorted(anchors, key=lambda a: a[2], reverse=True):
+        group = [c for c in children.get(hash_, []) if c["seq"] == author_seq + 1]
+        if group:
+            place(group, name, base)
+    rest = [c for c in held if c["prev"] not in hashes and c["prev"] not in anchor_hashes]
+    if rest:
+        m = min(c["seq"] for c in rest)
+        place([c for c in rest if c["seq"] == m], timeline, 0)
+    while stack:
+        c, name, base = stack.pop()
+        if c["hash"] in names:
+            continue
+        names[c["hash"]] = (name, c["seq"] - base)
+        place_next = [k for k in children.get(c["hash"], []) if k["seq"] == c["seq"] + 1]
+        if place_next:
+            place(place_next, name, base)
+    return names
+
+
+def check_fork_records(vectors, signed):
+    fr = vectors["fork_records"]
+    entries = dict(signed)
+    for c in vectors["fork_naming"]["changes"]:
+        entries[c["name"]] = c
+    by_hash = {}
+    for name, c in entries.items():
+        by_hash[h(unhex(c["canonical"]))] = name
+
+    def record(e):
+        return dict(branch=tl(e["branch"]), root=tl(e["root"]), parent=tl(e["parent"]), base=e["base"],
+                    first_hash=unhex(e["first_hash"]), rival_hash=unhex(e["rival_hash"]))
+
+    records = []
+    for e in fr["records"]:
+        r = record(e)
+        records.append(r)
+        check(fork_record_consistent(r), f"fork record {e['branch']}: not consistent")
+        check(fork_record_bytes(r).hex() == e["encoded"], f"fork record {e['branch']}: ForkRecord bytes differ")
+        check(by_hash.get(r["first_hash"]) == e["first"], f"fork record {e['branch']}: first change is not {e['first']}")
+    for e in fr["refused"]:
+        r = record(e)
+        check(not fork_record_consistent(r), f"refused fork record ({e['why']}) reads as consistent")
+        check(fork_record_bytes(r).hex() == e["encoded"], f"refused fork record ({e['why']}): bytes differ")
+    timeline = tl(fr["timeline"])
+    full = {n["change"]: (n["timeline"], n["seq"]) for n in vectors["fork_naming"]["scenarios"][0]["names"]}
+    for scenario in fr["scenarios"]:
+        what = f"fork records, {scenario['name']}"
+        held = []
+        for name in scenario["held"]:
+            data = unhex(entries[name]["canonical"])
+            decoded = read_change(data)
+            held.append(dict(seq=decoded["seq"], hash=h(data), prev=unhex(decoded["previous_hash"])))
+        known = [r for r in records if f"{r['branch']:016x}" in scenario["records"]]
+        bases = {r["branch"]: r["base"] for r in known}
+        anchors = []
+        for a in scenario["baseline"]:
+            name = tl(a["timeline"])
+            base = bases.get(name, 0)
+            anchors.append((name, base + a["seq"], unhex(a["head_hash"]), base))
+        names = name_fork_with(timeline, held, anchors, known)
+        mine = sorted((by_hash[k], f"{v[0]:016x}", v[1]) for k, v in names.items())
+        theirs = sorted((n["change"], n["timeline"], n["seq"]) for n in scenario["names"])
+        check(mine == theirs, f"{what}: names\n  mine   {mine}\n  vector {theirs}")
+        for change, t, seq in theirs:
+            check(full.get(change) == (t, seq), f"{what}: {change} is not named as by the device holding everything")
+
+
 # ---- §9, §22.6: list.delete version 2 and what a delete covers ---------------------------------------
 
 def delete_v2_payload(list_id, observed):
@@ -1395,6 +1504,7 @@ def main():
     check_intake_verdicts(vectors, signed)
     check_fork_naming(vectors, signed)
     check_delete_coverage(vectors, signed)
+    check_fork_records(vectors, signed)
     for failure in FAILURES:
         print("MISMATCH:", failure)
     print(f"{CHECKS[0] - len(FAILURES)} of {CHECKS[0]} checks agree with PROTOCOL.md")
