@@ -34,6 +34,8 @@ public protocol Domain: Sendable {
 
     /// The canonical encoding whose SHA-256 is the state digest.
     func canonicalEncoding(of state: State) -> [UInt8]
+    /// SHA-256 of the canonical encoding (a domain may hash it in pieces instead of encoding it whole).
+    func digest(of state: State) -> [UInt8]
     /// A self-contained, versioned encoding of the state for baselines and checkpoints. `weight` ranks
     /// this snapshot's object versions against another's in `join` (a larger history weighs more).
     func snapshot(of state: State, weight: UInt64) -> [UInt8]

@@ -44,6 +44,20 @@ public struct ProtoWriter: Sendable {
     }
 
     public mutating func objectID(_ field: UInt32, _ id: ObjectID) { data(field, id.bytes) }
+
+    /// A length-delimited field holding what `inner` wrote (a message built in a writer that is reused).
+    public mutating func data(_ field: UInt32, _ inner: ProtoWriter) { data(field, inner.bytes) }
+
+    /// Empties the writer, keeping its storage for the next message.
+    public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
+    /// Hands what was written to `sink` and empties the writer once it holds more than `threshold` bytes (0:
+    /// whatever it holds): an encoding written in pieces, never whole.
+    public mutating func flush(to sink: (UnsafeRawBufferPointer) throws -> Void, over threshold: Int) rethrows {
+        guard bytes.count > threshold || (threshold == 0 && !bytes.isEmpty) else { return }
+        try bytes.withUnsafeBytes { try sink($0) }
+        bytes.removeAll(keepingCapacity: true)
+    }
 }
 
 /// Reads the Protocol Buffers wire format; skips fields it does not know, so newer writers stay readable.

@@ -1,5 +1,12 @@
 import Synchronization
 
+/// An incremental SHA-256: the digest of bytes fed in pieces, in order (a whole state's encoding, never held at
+/// once). `finalize` is called once, last.
+public protocol SHA256Stream: AnyObject {
+    func update(_ bytes: UnsafeRawBufferPointer)
+    func finalize() -> [UInt8]
+}
+
 /// SHA-256 (FIPS 180-4). Core keeps no dependency, so it carries a pure-Swift implementation (the reference,
 /// about 10× slower than OpenSSL's); a faster one is injected with `install` (PlaitStore installs OpenSSL's
 /// before it opens a store) and every hash of Core then goes through it.
@@ -7,17 +14,40 @@ public struct SHA256: Sendable {
     /// A one-shot SHA-256 over contiguous bytes.
     public typealias Function = @Sendable (UnsafeRawBufferPointer) -> [UInt8]
 
+    /// A new incremental SHA-256, for bytes that come in pieces.
+    public typealias StreamFunction = @Sendable () -> any SHA256Stream
+
     /// Written once, under `installState`: 0 nothing installed, 1 being installed, 2 installed.
     nonisolated(unsafe) private static var installed: Function?
+    nonisolated(unsafe) private static var installedStream: StreamFunction?
     private static let installState = Atomic<Int>(0)
 
     /// Makes `function` the SHA-256 of `hash` (and so of every change hash, chain check and state digest).
     /// The first installation wins and later ones are ignored: a process has one fast SHA-256. It must compute
-    /// SHA-256 exactly: tests compare it with `reference` on random inputs.
-    public static func install(_ function: @escaping Function) {
+    /// SHA-256 exactly: tests compare it with `reference` on random inputs. `stream`, its incremental form,
+    /// serves `stream()` (the state digest); without it the reference hashes what comes in pieces.
+    public static func install(_ function: @escaping Function, stream: StreamFunction? = nil) {
         guard installState.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged else { return }
         installed = function
+        installedStream = stream
         installState.store(2, ordering: .releasing)
+    }
+
+    /// A new incremental SHA-256: the installed one, or the reference.
+    public static func stream() -> any SHA256Stream {
+        if installState.load(ordering: .acquiring) == 2, let installedStream { return installedStream() }
+        return ReferenceStream()
+    }
+
+    /// The pure-Swift SHA-256 fed in pieces.
+    public final class ReferenceStream: SHA256Stream {
+        private var hasher = SHA256()
+
+        public init() {}
+
+        public func update(_ bytes: UnsafeRawBufferPointer) { hasher.update(Array(bytes)) }
+
+        public func finalize() -> [UInt8] { hasher.finalize() }
     }
 
     /// The installed implementation, or the reference when none is (yet).

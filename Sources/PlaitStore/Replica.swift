@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import PlaitCore
 
 /// The replay engine bound to a store: one per process. Every write is one transaction that moves the
@@ -876,12 +877,36 @@ public final class Replica: @unchecked Sendable {
     /// Stores the current state as a checkpoint at the current position.
     private func storeCheckpoint(_ db: Database) throws {
         let key = engine.position
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, ?)",
-            arguments: [
-                Int64(key.lamport), timelineColumn(key.timeline.rawValue), Int64(key.seq),
-                Data(domain.snapshot(of: engine.state, weight: 0)),
-            ])
+        // The snapshot goes into one buffer of exactly its size, which SQLite reads in place: encoded into a
+        // growing array, copied into `Data` and bound as a copy, a 100,000-item snapshot was held four times over
+        // when a catch-up ended. Written in pieces first (freed once copied), so it is encoded once.
+        var pieces: [[UInt8]] = []
+        var size = 0
+        ListsSnapshotWriter(engine.state, weight: 0).write { piece in
+            pieces.append(Array(piece))
+            size += piece.count
+        }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
+        defer { buffer.deallocate() }
+        var offset = 0
+        for piece in pieces {
+            piece.withUnsafeBytes {
+                UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<(offset + $0.count)]).copyMemory(from: $0)
+            }
+            offset += piece.count
+        }
+        pieces = []
+        let statement = try db.makeStatement(
+            sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, ?)")
+        let handle = statement.sqliteStatement
+        // Bound without a copy (SQLITE_STATIC): the binding is cleared before the buffer is freed.
+        defer { sqlite3_clear_bindings(handle) }
+        sqlite3_bind_int64(handle, 1, Int64(key.lamport))
+        sqlite3_bind_int64(handle, 2, timelineColumn(key.timeline.rawValue))
+        sqlite3_bind_int64(handle, 3, Int64(key.seq))
+        sqlite3_bind_blob64(handle, 4, buffer.baseAddress, sqlite3_uint64(size), nil)
+        try MaterializedRows.done(handle)
+        sqlite3_reset(handle)
     }
 
     // MARK: Full replay

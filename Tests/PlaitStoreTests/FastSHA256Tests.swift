@@ -18,6 +18,28 @@ import Testing
         }
     }
 
+    @Test(arguments: [0x5AA_0002 as UInt64])
+    func streamFedInPiecesAgreesWithTheReference(seed: UInt64) {
+        print("FastSHA256Tests stream seed \(seed)")
+        var random = SplitMix64(seed: seed)
+        let lengths = Array(0...130) + (0..<30).map { _ in Int.random(in: 131...200_000, using: &random) }
+        for length in lengths {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let stream = FastSHA256.stream()
+            var offset = 0
+            while offset < bytes.count {
+                let size = min(Int.random(in: 1...70_000, using: &random), bytes.count - offset)
+                bytes[offset..<(offset + size)].withUnsafeBytes { stream.update($0) }
+                offset += size
+            }
+            let reference = bytes.withUnsafeBytes { SHA256.reference($0) }
+            #expect(stream.finalize() == reference, "length \(length), seed \(seed)")
+        }
+        // Installed (opening a store installs it), Core's stream is OpenSSL's.
+        FastSHA256.install()
+        #expect(SHA256.stream() is FastSHA256.Stream)
+    }
+
     @Test func knownAnswer() {
         // FIPS 180-4's "abc".
         let digest = Array("abc".utf8).withUnsafeBytes { FastSHA256.function($0) }

@@ -12,30 +12,56 @@ extension ListsDomain {
     /// The digest covers what users see plus tombstones and placing changes; stamps (bookkeeping for the
     /// baseline join, raised even by no-ops) are left out, so a no-op leaves the digest as it was.
     public func canonicalEncoding(of state: ListsState) -> [UInt8] {
-        var writer = ProtoWriter()
-        writer.uint(1, Self.snapshotFormat)
-        for listID in state.orderedListIDs {
-            guard let list = state.lists[listID] else { continue }
-            writer.message(2) { out in
-                out.objectID(1, listID)
-                out.string(2, list.title)
-                if let color = list.color { out.string(3, color) }
-                out.bool(4, list.deleted)
-                for completed in [false, true] {
-                    for itemID in state.itemIDs(in: listID, completed: completed) {
-                        guard let record = state.items[itemID] else { continue }
-                        out.message(completed ? 7 : 6) { item in encodeItem(itemID, record, &item) }
-                    }
-                }
-            }
-        }
-        for (itemID, item) in state.items.filter({ $0.value.deleted }).sorted(by: { $0.key < $1.key }) {
-            writer.message(3) { out in encodeItem(itemID, item, &out) }
-        }
-        return writer.bytes
+        var bytes: [UInt8] = []
+        writeCanonicalEncoding(of: state) { bytes.append(contentsOf: $0) }
+        return bytes
     }
 
-    private func encodeItem(_ id: ObjectID, _ item: ItemRecord, _ out: inout ProtoWriter) {
+    /// SHA-256 of the canonical encoding, fed in pieces: the encoding of a 100,000-item state is never held
+    /// whole (it was, with its copies, a peak of the process taking the digest).
+    public func digest(of state: ListsState) -> [UInt8] {
+        let hasher = SHA256.stream()
+        writeCanonicalEncoding(of: state) { hasher.update($0) }
+        return hasher.finalize()
+    }
+
+    /// The canonical encoding in pieces, in order: each list's message (its items inside it, so one list's
+    /// encoding is held at a time), then the deleted items by ID.
+    func writeCanonicalEncoding(of state: ListsState, to sink: (UnsafeRawBufferPointer) -> Void) {
+        var out = ProtoWriter()
+        out.uint(1, Self.snapshotFormat)
+        var body = ProtoWriter()
+        var item = ProtoWriter()
+        for listID in state.orderedListIDs {
+            guard let list = state.lists[listID] else { continue }
+            body.removeAll()
+            body.objectID(1, listID)
+            body.string(2, list.title)
+            if let color = list.color { body.string(3, color) }
+            body.bool(4, list.deleted)
+            for completed in [false, true] {
+                state.forEachItem(in: listID, completed: completed) { itemID, record in
+                    item.removeAll()
+                    encodeItem(itemID, record, &item)
+                    body.data(completed ? 7 : 6, item)
+                }
+            }
+            out.data(2, body)
+            out.flush(to: sink, over: 1 << 16)
+        }
+        var deleted: [ObjectID] = []
+        for (itemID, record) in state.items where record.deleted { deleted.append(itemID) }
+        for itemID in deleted.sorted() {
+            guard let record = state.items[itemID] else { continue }
+            item.removeAll()
+            encodeItem(itemID, record, &item)
+            out.data(3, item)
+            out.flush(to: sink, over: 1 << 16)
+        }
+        out.flush(to: sink, over: 0)
+    }
+
+    private func encodeItem(_ id: ObjectID, _ item: borrowing ItemRecord, _ out: inout ProtoWriter) {
         out.objectID(1, id)
         out.objectID(2, item.list)
         out.string(3, item.text)
@@ -46,23 +72,9 @@ extension ListsDomain {
     }
 
     public func snapshot(of state: ListsState, weight: UInt64) -> [UInt8] {
-        var snapshot = ListsSnapshot()
-        for (rank, listID) in state.orderedListIDs.enumerated() {
-            guard let list = state.lists[listID] else { continue }
-            snapshot.lists[listID] = ListVersion(
-                title: list.title, color: list.color, deleted: list.deleted, stamp: list.stamp, rank: UInt64(rank),
-                weight: weight)
-            for completed in [false, true] {
-                for (itemRank, itemID) in state.itemIDs(in: listID, completed: completed).enumerated() {
-                    guard let item = state.items[itemID] else { continue }
-                    snapshot.items[itemID] = ItemVersion(item, rank: UInt64(itemRank), weight: weight)
-                }
-            }
-        }
-        for (itemID, item) in state.items where item.deleted {
-            snapshot.items[itemID] = ItemVersion(item, rank: 0, weight: weight)
-        }
-        return snapshot.encoded()
+        var bytes: [UInt8] = []
+        ListsSnapshotWriter(state, weight: weight).write { bytes.append(contentsOf: $0) }
+        return bytes
     }
 
     public func restore(snapshot bytes: ArraySlice<UInt8>) throws(CoreError) -> ListsState {
@@ -110,6 +122,90 @@ extension ListsDomain {
             result.items[id] = version
         }
         return result.encoded()
+    }
+}
+
+/// A state's snapshot written in pieces, byte for byte what `ListsSnapshot.encoded()` gives for the versions
+/// `snapshot(of:weight:)` takes, without building that set of versions or the whole encoding: a stored
+/// checkpoint of 100,000 items held them several times over (the versions, them sorted, the growing encoding,
+/// its copy). What it holds is the IDs in snapshot order with their ranks; `write` may run more than once (to
+/// size a buffer, then to fill it) and writes the same bytes each time.
+public struct ListsSnapshotWriter {
+    let state: ListsState
+    let weight: UInt64
+    /// Lists by ID, with their rank (index in the list order).
+    private var lists: [(id: ObjectID, rank: UInt64)] = []
+    /// Items by ID, with their rank (index in their section; 0 for a deleted item) and their slot in the state's
+    /// table (read by index when written, not looked up again).
+    private var items: [(id: ObjectID, rank: UInt64, slot: UInt32)] = []
+
+    public init(_ state: ListsState, weight: UInt64) {
+        self.state = state
+        self.weight = weight
+        // The versions as `snapshot` assigned them, an object met again replacing its earlier version (a
+        // deleted item met linked and again as deleted): sorted by ID, then by when it was met, keeping the last.
+        var listOrder: [(id: ObjectID, met: Int, rank: UInt64, slot: UInt32)] = []
+        var itemOrder: [(id: ObjectID, met: Int, rank: UInt64, slot: UInt32)] = []
+        itemOrder.reserveCapacity(state.items.count)
+        let slots = state.items.slots
+        for (rank, listID) in state.orderedListIDs.enumerated() where state.lists[listID] != nil {
+            listOrder.append((listID, listOrder.count, UInt64(rank), 0))
+            for completed in [false, true] {
+                var itemRank: UInt64 = 0
+                state.forEachItem(in: listID, completed: completed) { itemID, _ in
+                    itemOrder.append((itemID, itemOrder.count, itemRank, slots[itemID]!))
+                    itemRank += 1
+                }
+            }
+        }
+        for (itemID, slot) in slots where state.items.records[Int(slot)].deleted {
+            itemOrder.append((itemID, itemOrder.count, 0, slot))
+        }
+        lists = Self.lastByID(listOrder).map { ($0.id, $0.rank) }
+        items = Self.lastByID(itemOrder)
+    }
+
+    private static func lastByID(_ met: [(id: ObjectID, met: Int, rank: UInt64, slot: UInt32)])
+        -> [(id: ObjectID, rank: UInt64, slot: UInt32)]
+    {
+        let sorted = met.sorted { ($0.id, $0.met) < ($1.id, $1.met) }
+        var out: [(id: ObjectID, rank: UInt64, slot: UInt32)] = []
+        out.reserveCapacity(sorted.count)
+        for (index, entry) in sorted.enumerated() where index + 1 == sorted.count || sorted[index + 1].id != entry.id {
+            out.append((entry.id, entry.rank, entry.slot))
+        }
+        return out
+    }
+
+    /// Hands the encoding to `sink` in pieces of about 64 KiB, in order.
+    public func write(to sink: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+        var out = ProtoWriter()
+        var inner = ProtoWriter()
+        out.uint(1, ListsDomain.snapshotFormat)
+        for (id, rank) in lists {
+            guard let list = state.lists[id] else { continue }
+            inner.removeAll()
+            ListVersion(
+                title: list.title, color: list.color, deleted: list.deleted, stamp: list.stamp, rank: rank,
+                weight: weight
+            ).encode(id, &inner)
+            out.data(2, inner)
+        }
+        let records = state.items.records
+        for (id, rank, slot) in items {
+            inner.removeAll()
+            ItemVersion(records[Int(slot)], rank: rank, weight: weight).encode(id, &inner)
+            out.data(3, inner)
+            try out.flush(to: sink, over: 1 << 16)
+        }
+        try out.flush(to: sink, over: 0)
+    }
+
+    /// The encoding's size in bytes (one pass of `write`).
+    public var size: Int {
+        var size = 0
+        write { size += $0.count }
+        return size
     }
 }
 
@@ -179,7 +275,7 @@ struct ItemVersion: ObjectVersion {
         self.weight = weight
     }
 
-    init(_ record: ItemRecord, rank: UInt64, weight: UInt64) {
+    init(_ record: borrowing ItemRecord, rank: UInt64, weight: UInt64) {
         self.init(
             list: record.list, text: record.text, completed: record.completed, deleted: record.deleted,
             placedBy: record.placedBy, stamp: record.stamp, rank: rank, weight: weight)
