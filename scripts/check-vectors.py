@@ -1205,25 +1205,39 @@ def name_fork(timeline, held):
     return names, branches
 
 
+def fork_entries(vectors, signed):
+    """The `signed_timeline` changes and the `fork_naming` branch changes, by name."""
+    entries = dict(signed)
+    for c in vectors["fork_naming"]["changes"]:
+        entries[c["name"]] = c
+    return entries
+
+
+def held_change(entry):
+    """What §22's naming reads of a held change, from its canonical bytes: its number, hash and prev."""
+    data = unhex(entry["canonical"])
+    decoded = read_change(data)
+    if decoded is None:
+        return None
+    return dict(seq=decoded["seq"], hash=h(data), prev=unhex(decoded["previous_hash"]), timeline=tl(decoded["timeline"]))
+
+
 def check_fork_naming(vectors, signed):
     fn = vectors["fork_naming"]
     for b in fn["branch_ids"]:
         branch = fork_branch_name(tl(b["parent"]), unhex(b["first_hash"]))
         check(f"{branch:016x}" == b["id"] and timeline_text(branch) == b["text"],
               f"fork naming: branch of {b['parent']} at {b['first_hash'][:16]}… is {branch:016x}")
-    entries = dict(signed)
     for c in fn["changes"]:
         check_change_entry(c, f"fork naming {c['name']}")
-        entries[c["name"]] = c
+    entries = fork_entries(vectors, signed)
     timeline = tl(fn["timeline"])
     for scenario in fn["scenarios"]:
         what = f"fork naming, {scenario['name']}"
         held, by_hash = [], {}
         for name in scenario["held"]:
-            data = unhex(entries[name]["canonical"])
-            decoded = read_change(data)
-            check(decoded is not None and tl(decoded["timeline"]) == timeline, f"{what}: {name} is not a change of T")
-            c = dict(seq=decoded["seq"], hash=h(data), prev=unhex(decoded["previous_hash"]))
+            c = held_change(entries[name])
+            check(c is not None and c["timeline"] == timeline, f"{what}: {name} is not a change of T")
             held.append(c)
             by_hash[c["hash"]] = name
         names, branches = name_fork(timeline, held)
@@ -1302,9 +1316,7 @@ def name_fork_with(timeline, held, anchors, records):
 
 def check_fork_records(vectors, signed):
     fr = vectors["fork_records"]
-    entries = dict(signed)
-    for c in vectors["fork_naming"]["changes"]:
-        entries[c["name"]] = c
+    entries = fork_entries(vectors, signed)
     by_hash = {}
     for name, c in entries.items():
         by_hash[h(unhex(c["canonical"]))] = name
@@ -1328,11 +1340,7 @@ def check_fork_records(vectors, signed):
     full = {n["change"]: (n["timeline"], n["seq"]) for n in vectors["fork_naming"]["scenarios"][0]["names"]}
     for scenario in fr["scenarios"]:
         what = f"fork records, {scenario['name']}"
-        held = []
-        for name in scenario["held"]:
-            data = unhex(entries[name]["canonical"])
-            decoded = read_change(data)
-            held.append(dict(seq=decoded["seq"], hash=h(data), prev=unhex(decoded["previous_hash"])))
+        held = [held_change(entries[name]) for name in scenario["held"]]
         known = [r for r in records if f"{r['branch']:016x}" in scenario["records"]]
         bases = {r["branch"]: r["base"] for r in known}
         anchors = []
@@ -1409,16 +1417,10 @@ def delete_coverage(observed, version, names, branches):
 
 def check_delete_coverage(vectors, signed):
     dc = vectors["delete_coverage"]
-    entries = dict(signed)
-    for c in vectors["fork_naming"]["changes"]:
-        entries[c["name"]] = c
+    entries = fork_entries(vectors, signed)
     fn = vectors["fork_naming"]
     timeline = tl(fn["timeline"])
-    held = []
-    for name in dc["held"]:
-        data = unhex(entries[name]["canonical"])
-        decoded = read_change(data)
-        held.append(dict(seq=decoded["seq"], hash=h(data), prev=unhex(decoded["previous_hash"])))
+    held = [held_change(entries[name]) for name in dc["held"]]
     names, branch_list = name_fork(timeline, held)
     branches = {b: (parent, f) for b, parent, _, f in branch_list}
     for case in dc["cases"]:

@@ -34,7 +34,8 @@ public struct BaselineAdoption: Sendable {
     /// The baseline held this device's own timeline beyond its head: the timeline is marked as one that may
     /// continue elsewhere (see `Replica.IntegrateResult.ownTimelineContinued`).
     public var ownTimelineContinued: TimelineID?
-    /// This device's own changes the baseline folds but could not be checked against, kept aside (not dropped).
+    /// The changes of the own timeline the baseline folds but could not be checked against, kept aside (not
+    /// dropped); those of the device's earlier timelines signed with its key are kept aside too (`plait doctor`).
     public var keptAside: ClosedRange<UInt64>? = nil
 }
 
