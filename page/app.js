@@ -629,7 +629,6 @@
     restoreFocus(saved);
   }
 
-  let pairingPoll = null;
   // The session state last drawn, so that a pairing that ends in "paired" reads the devices again once.
   let pairingShownState = null;
   // What is typed in the pairing address field (the section is drawn again while an attempt moves on).
@@ -726,13 +725,9 @@
     const current = session ? session.state : null;
     if (current === "paired" && pairingShownState !== "paired") scheduleRefresh(["peers", "pending"]);
     pairingShownState = current;
-    // While a pairing runs its state moves on its own (the code arrives, the other side answers): follow it.
-    // Once it ended nothing moves until the user starts another, so the page stops asking.
-    if (running && pairingPoll === null) pairingPoll = setInterval(() => scheduleRefresh(["pairing"]), 1000);
-    if (!running && pairingPoll !== null) {
-      clearInterval(pairingPoll);
-      pairingPoll = null;
-    }
+    // While a pairing runs its state moves on its own (devices found and gone, the code, the other side's
+    // answer): the agent announces each move as an event (pairing.found, pairing.lost, pairing.state,
+    // pairing.code), which reads the pairing again. Nothing is polled.
   }
 
   /// Starting a pairing: with the address a device in `plait pair --listen` prints, or by mDNS nearby.
@@ -806,6 +801,9 @@
     "divergence": ["peers"],
     "pending.device": ["pending"],
     "pairing.code": ["pairing"],
+    "pairing.state": ["pairing"],
+    "pairing.found": ["pairing"],
+    "pairing.lost": ["pairing"],
   };
   const allParts = ["status", "show", "peers", "pending", "pairing"];
 
@@ -914,7 +912,7 @@
           // No event endpoint on this agent: re-read every few seconds rather than never.
           setConnection("Refreshing every 3 s", "down");
           await new Promise((resolve) => setTimeout(resolve, 3000));
-          scheduleRefresh(["show", "peers", "pending"]);
+          scheduleRefresh(["show", "peers", "pending", "pairing"]);
           continue;
         }
         failures += 1;

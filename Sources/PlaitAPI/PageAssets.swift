@@ -241,7 +241,7 @@ details.completed summary { cursor: pointer; color: var(--muted); padding: 0.25r
 """#
 
     /// Its script (GET /app.js), the only one the page runs (the CSP forbids inline ones).
-    /// page/app.js, sha256 272e1e3d4d5b25db.
+    /// page/app.js, sha256 e6bcc7d1f5cd5a5e.
     static let script = #"""
 // plait's page: lists, items and devices of the agent that serves it, live from its event stream.
 //
@@ -874,7 +874,6 @@ details.completed summary { cursor: pointer; color: var(--muted); padding: 0.25r
     restoreFocus(saved);
   }
 
-  let pairingPoll = null;
   // The session state last drawn, so that a pairing that ends in "paired" reads the devices again once.
   let pairingShownState = null;
   // What is typed in the pairing address field (the section is drawn again while an attempt moves on).
@@ -971,13 +970,9 @@ details.completed summary { cursor: pointer; color: var(--muted); padding: 0.25r
     const current = session ? session.state : null;
     if (current === "paired" && pairingShownState !== "paired") scheduleRefresh(["peers", "pending"]);
     pairingShownState = current;
-    // While a pairing runs its state moves on its own (the code arrives, the other side answers): follow it.
-    // Once it ended nothing moves until the user starts another, so the page stops asking.
-    if (running && pairingPoll === null) pairingPoll = setInterval(() => scheduleRefresh(["pairing"]), 1000);
-    if (!running && pairingPoll !== null) {
-      clearInterval(pairingPoll);
-      pairingPoll = null;
-    }
+    // While a pairing runs its state moves on its own (devices found and gone, the code, the other side's
+    // answer): the agent announces each move as an event (pairing.found, pairing.lost, pairing.state,
+    // pairing.code), which reads the pairing again. Nothing is polled.
   }
 
   /// Starting a pairing: with the address a device in `plait pair --listen` prints, or by mDNS nearby.
@@ -1051,6 +1046,9 @@ details.completed summary { cursor: pointer; color: var(--muted); padding: 0.25r
     "divergence": ["peers"],
     "pending.device": ["pending"],
     "pairing.code": ["pairing"],
+    "pairing.state": ["pairing"],
+    "pairing.found": ["pairing"],
+    "pairing.lost": ["pairing"],
   };
   const allParts = ["status", "show", "peers", "pending", "pairing"];
 
@@ -1159,7 +1157,7 @@ details.completed summary { cursor: pointer; color: var(--muted); padding: 0.25r
           // No event endpoint on this agent: re-read every few seconds rather than never.
           setConnection("Refreshing every 3 s", "down");
           await new Promise((resolve) => setTimeout(resolve, 3000));
-          scheduleRefresh(["show", "peers", "pending"]);
+          scheduleRefresh(["show", "peers", "pending", "pairing"]);
           continue;
         }
         failures += 1;

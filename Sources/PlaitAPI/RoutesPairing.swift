@@ -24,7 +24,8 @@ final class APIPairing: @unchecked Sendable {
     /// Which attempt `session` is. An answered attempt's thread still finishes while the user may start the
     /// next one: its late callbacks must not write over the new attempt's state.
     private var attempt = 0
-    /// Where the code is announced (`pairing.code`), so a page that is open shows it without polling.
+    /// Where the attempt's moves are announced (`pairing.state`, `pairing.found`, `pairing.lost`, `pairing.code`),
+    /// so a page that is open follows them without polling.
     private var events: EventHub?
     /// How long one attempt may take, waiting for the user included.
     static let timeout: Duration = .seconds(120)
@@ -37,6 +38,46 @@ final class APIPairing: @unchecked Sendable {
 
     var snapshot: PairingOutput { lock.withLock { PairingOutput(devices: found, session: session) } }
 
+    init(events: EventHub? = nil) { self.events = events }
+
+    /// Runs `body` with the lock held, then announces what it changed: each device found (or found at a new
+    /// address) or gone, and the attempt's new state. Published before the lock is released, so the events
+    /// follow the order of the changes.
+    private func changing<T>(_ body: () throws -> T) rethrows -> T {
+        try lock.withLock {
+            let before = (found, session)
+            let result = try body()
+            announce(since: before.0, before.1)
+            return result
+        }
+    }
+
+    /// Under the lock: the events for what changed since `oldFound` and `oldSession`.
+    private func announce(since oldFound: [PairingDeviceOutput], _ oldSession: PairingSessionOutput?) {
+        guard let events else { return }
+        let old = Dictionary(oldFound.map { ($0.instance, $0) }, uniquingKeysWith: { first, _ in first })
+        for device in found where old[device.instance] != device {
+            events.publish(
+                .pairingFound,
+                [
+                    "instance": .string(device.instance), "name": .string(device.name),
+                    "address": .string(device.address),
+                ])
+        }
+        let now = Set(found.map(\.instance))
+        for device in oldFound where !now.contains(device.instance) {
+            events.publish(.pairingLost, ["instance": .string(device.instance), "name": .string(device.name)])
+        }
+        if let session, session.state != oldSession?.state || session.error != oldSession?.error {
+            events.publish(
+                .pairingState,
+                [
+                    "state": .string(session.state), "device": EventValue(session.device),
+                    "name": EventValue(session.name), "error": EventValue(session.error),
+                ])
+        }
+    }
+
     /// Starts an attempt: with `address`, connect to a device in `plait pair --listen` there; without, search by
     /// mDNS and pair with the device the user picks (with `device`, the first found that publishes that name).
     func start(home: Home, address: PeerAddress?, device: String?, events: EventHub? = nil) throws {
@@ -44,7 +85,7 @@ final class APIPairing: @unchecked Sendable {
         if threads.wait(timeout: .now() + Self.endingTimeout) == .timedOut {
             throw APIError.conflict("the last pairing is still ending; try again in a moment.")
         }
-        let attempt: Int = try lock.withLock {
+        let attempt: Int = try changing {
             try refuseWhileRunning()
             session = PairingSessionOutput(
                 code: nil, device: nil, error: nil, name: nil, state: address == nil ? "searching" : "connecting")
@@ -54,7 +95,7 @@ final class APIPairing: @unchecked Sendable {
             wanted = address == nil ? device : nil
             waiting = DispatchSemaphore(value: 0)
             pickSignal = DispatchSemaphore(value: 0)
-            self.events = events
+            if let events { self.events = events }
             self.attempt += 1
             return self.attempt
         }
@@ -92,7 +133,7 @@ final class APIPairing: @unchecked Sendable {
 
     /// The user's pick among the devices found: pair with the one published as `instance`.
     func pick(instance: String) throws {
-        let signal: DispatchSemaphore? = try lock.withLock {
+        let signal: DispatchSemaphore? = try changing {
             guard let session, session.state == "searching" else {
                 throw APIError.conflict(
                     "no search for devices in pairing mode waits for a pick (the pairing is "
@@ -113,7 +154,7 @@ final class APIPairing: @unchecked Sendable {
 
     /// The user's answer to the code on screen; a no while searching ends the search, nobody picked.
     func respond(_ yes: Bool) throws {
-        let semaphore: DispatchSemaphore? = try lock.withLock {
+        let semaphore: DispatchSemaphore? = try changing {
             if !yes, session?.state == "searching" {
                 answer = false
                 session?.state = "refused"
@@ -133,7 +174,7 @@ final class APIPairing: @unchecked Sendable {
     /// Runs on the pairing's asking thread: shows the code, waits for the user (or the attempt's end). An attempt
     /// that is no longer the current one gets no.
     private func ask(_ prompt: PairingPrompt, _ attempt: Int) -> Bool {
-        let (semaphore, events): (DispatchSemaphore?, EventHub?) = lock.withLock {
+        let (semaphore, events): (DispatchSemaphore?, EventHub?) = changing {
             guard attempt == self.attempt else { return (nil, nil) }
             session?.code = prompt.code.description
             session?.device = prompt.peer.description
@@ -153,7 +194,7 @@ final class APIPairing: @unchecked Sendable {
     }
 
     private func finish(_ result: Result<PairedDevice, PairingError>, _ attempt: Int) {
-        let semaphore: DispatchSemaphore? = lock.withLock {
+        let semaphore: DispatchSemaphore? = changing {
             guard attempt == self.attempt else { return nil }
             switch result {
             case let .success(paired):
@@ -172,7 +213,7 @@ final class APIPairing: @unchecked Sendable {
     }
 
     private func update(_ attempt: Int, _ change: (inout PairingSessionOutput) -> Void) {
-        lock.withLock {
+        changing {
             if attempt == self.attempt, var current = session {
                 change(&current)
                 session = current
@@ -184,7 +225,7 @@ final class APIPairing: @unchecked Sendable {
     /// answers with its instance; nil when the attempt ended or is no longer the current one. `problem`: the pick
     /// before could not be used (that device left), so the search goes on.
     private func choose(_ problem: String?, _ attempt: Int) -> String? {
-        let signal: DispatchSemaphore? = lock.withLock {
+        let signal: DispatchSemaphore? = changing {
             guard attempt == self.attempt else { return nil }
             if let problem {
                 session?.state = "searching"
@@ -210,8 +251,8 @@ final class APIPairing: @unchecked Sendable {
     }
 
     /// The mDNS attempt's devices, kept current; the one named at start is picked when it shows up.
-    private func offered(_ candidates: [PairingCandidate], _ attempt: Int) {
-        let signal: DispatchSemaphore? = lock.withLock {
+    func offered(_ candidates: [PairingCandidate], _ attempt: Int) {
+        let signal: DispatchSemaphore? = changing {
             guard attempt == self.attempt else { return nil }
             found = candidates.map {
                 PairingDeviceOutput(address: $0.endpoint.description, instance: $0.instance, name: $0.name)

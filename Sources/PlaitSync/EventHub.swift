@@ -58,6 +58,13 @@ public enum EventKind: String, Sendable, CaseIterable {
     case pendingDevice = "pending.device"
     /// A pairing in progress shows its 6-digit code.
     case pairingCode = "pairing.code"
+    /// A pairing started from the API moved on: searching, connecting, comparing, confirmed, paired, refused,
+    /// failed (with what the session then says: device, name, error).
+    case pairingState = "pairing.state"
+    /// A search for devices in pairing mode (mDNS) found one, or found it again at another address.
+    case pairingFound = "pairing.found"
+    /// A device the search had found left pairing mode (or the search ended).
+    case pairingLost = "pairing.lost"
     /// Two copies of one home met (DESIGN §11 "Copied homes").
     case homeCopied = "home.copied"
     /// Made by the hub, never published: events the client asked for are no longer held (the ring overflowed,

@@ -46,6 +46,64 @@ import Testing
         }
     }
 
+    /// Events from `since` on, long-polled (each poll returns as soon as one is published) until `done` says the
+    /// events so far suffice, or `seconds` passed; all of them, in order.
+    func events(
+        _ api: APIAgent, after since: Int, seconds: Double, until done: ([[String: Any]]) -> Bool
+    ) throws -> [[String: Any]] {
+        var seen: [[String: Any]] = []
+        var position = since
+        let deadline = Date().addingTimeInterval(seconds)
+        while !done(seen), Date() < deadline {
+            let (status, body) = try api.get("/api/events?since=\(position)&timeout=5")
+            #expect(status == 200, "\(body)")
+            let object = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+            let batch = object?["events"] as? [[String: Any]] ?? []
+            seen += batch
+            position = batch.last?["seq"] as? Int ?? position
+        }
+        return seen
+    }
+
+    /// A pairing started from the API announces each move of its state (the page follows these, never polls):
+    /// connecting, comparing (with the code), confirmed once the user says yes here, paired once the other side did.
+    @Test func aPairingFromTheAPIPublishesEachMoveOfItsState() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.initHomes(["alpha", "beta"])
+            let (homes, betaID) = (devices.map(\.home), devices[1].id)
+            let api = try APIAgent(sandbox: sandbox, home: homes[0])
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let start = try events(api).last?["seq"] as? Int ?? 0
+            let beta = try RunningPair(
+                sandbox: sandbox, ["pair", "--listen", "127.0.0.1:0", "--home", homes[1], "--timeout", "30"],
+                answer: "y\n")
+            defer { beta.stop() }
+            let port = try beta.listeningPort()
+            let post = { (path: String) in
+                try api.client.send(
+                    "POST", path, headers: [("Origin", api.origin), api.bearer],
+                    json: path.hasSuffix("start") ? ["address": "127.0.0.1:\(port)"] : [:])
+            }
+            #expect(try post("/api/pairing/start").status == 200)
+            let states = { (events: [[String: Any]]) in
+                events.filter { $0["kind"] as? String == "pairing.state" }
+                    .compactMap { ($0["data"] as? [String: Any])?["state"] as? String }
+            }
+            var seen = try events(api, after: start, seconds: 20) { states($0).contains("comparing") }
+            #expect(states(seen) == ["connecting", "comparing"], "\(seen)")
+            let comparing = seen.last { $0["kind"] as? String == "pairing.state" }?["data"] as? [String: Any]
+            #expect(comparing?["device"] as? String == betaID, "\(seen)")
+            #expect(comparing?["name"] as? String == "beta")
+
+            #expect(try post("/api/pairing/confirm").status == 200)
+            let last = seen.last?["seq"] as? Int ?? start
+            seen = try events(api, after: last, seconds: 20) { states($0).contains("paired") }
+            #expect(states(seen) == ["confirmed", "paired"], "\(seen)")
+            beta.finish()
+            #expect(beta.process.terminationStatus == 0, "\(beta)")
+        }
+    }
+
     /// B holds 151 changes A lacks and sends them in batches of 50: each of A's progress events says how many
     /// are still missing, falling to 0, and what was pulled plus what was missing is B's whole offer.
     @Test func syncProgressSaysHowManyChangesAreStillMissing() throws {

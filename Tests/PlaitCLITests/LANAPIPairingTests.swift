@@ -52,6 +52,26 @@ struct LANAPIPairingTests {
         return try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any] ?? [:]
     }
 
+    /// Events from `since` on, long-polled (each poll returns as soon as one is published) until `done` says the
+    /// events so far suffice, or `seconds` passed (at least one poll); all of them, in order.
+    func events(
+        _ api: LoopbackClient, after since: Int, seconds: Double, until done: ([[String: Any]]) -> Bool
+    ) throws -> [[String: Any]] {
+        var seen: [[String: Any]] = []
+        var position = since
+        let deadline = Date().addingTimeInterval(seconds)
+        repeat {
+            let wait = seconds > 0 ? 5 : 0
+            let reply = try api.send("GET", "/api/events?since=\(position)&timeout=\(wait)")
+            #expect(reply.status == 200, "\(reply.text)")
+            let object = try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any]
+            let batch = object?["events"] as? [[String: Any]] ?? []
+            seen += batch
+            position = batch.last?["seq"] as? Int ?? position
+        } while !done(seen) && Date() < deadline
+        return seen
+    }
+
     func post(_ api: LoopbackClient, _ path: String, _ fields: [String: Any] = [:]) throws -> LoopbackClient.Reply {
         try api.send("POST", path, headers: [("Origin", "http://\(api.authority)")], json: fields)
     }
@@ -67,6 +87,7 @@ struct LANAPIPairingTests {
         _ lan: NetnsLAN, _ sandbox: Sandbox, api: LoopbackClient, beta: (home: String, id: String)
     ) throws -> (pair: HostProcess, session: [String: Any]) {
         let start = Date()
+        let since = try events(api, after: 0, seconds: 0) { _ in true }.last?["seq"] as? Int ?? 0
         let started = try post(api, "/api/pairing/start")
         #expect(started.status == 200, "\(started.text)")
         #expect(try state(pairing(api)) == "searching")
@@ -75,16 +96,21 @@ struct LANAPIPairingTests {
         let betaFound = try pair.nextLine(timeout: .seconds(30)) { $0.hasPrefix("found in pairing mode: ") }
         #expect(betaFound.hasPrefix("found in pairing mode: alpha ("), "\(pair.transcript)")
 
-        // Alpha lists beta, with its IPv4 address once Avahi resolved it.
-        var snapshot: [String: Any] = [:]
-        let listed = try eventually(30) {
-            snapshot = try pairing(api)
-            let devices = snapshot["devices"] as? [[String: Any]] ?? []
-            return devices.contains { ($0["address"] as? String)?.hasPrefix(lan.hosts[1].ipv4 + ":") == true }
+        // Alpha announces beta as an event (what the page follows), with its IPv4 address once Avahi resolved it.
+        let atIPv4 = { (event: [String: Any]) in
+            event["kind"] as? String == "pairing.found"
+                && ((event["data"] as? [String: Any])?["address"] as? String)?.hasPrefix(lan.hosts[1].ipv4 + ":")
+                    == true
         }
+        let announced = try events(api, after: since, seconds: 30) { $0.contains(where: atIPv4) }
         let foundAt = Date()
+        let event = try #require(announced.first(where: atIPv4), "no pairing.found event for beta: \(announced)")
+        #expect((event["data"] as? [String: Any])?["instance"] as? String == "beta (pairing)", "\(event)")
+        let searching = announced.first { $0["kind"] as? String == "pairing.state" }?["data"] as? [String: Any]
+        #expect(searching?["state"] as? String == "searching", "\(announced)")
+        // The snapshot then lists it as well.
+        let snapshot = try pairing(api)
         let devices = snapshot["devices"] as? [[String: Any]] ?? []
-        try #require(listed, "alpha's search never listed beta: \(snapshot)")
         #expect(devices.count == 1 && devices.first?["name"] as? String == "beta", "\(devices)")
         let instance = try #require(devices.first?["instance"] as? String)
         #expect(instance == "beta (pairing)")
