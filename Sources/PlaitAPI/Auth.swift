@@ -6,29 +6,105 @@ import PlaitSync
 
 /// Who may use the TCP API (DESIGN §12): the long-lived token of `<home>/api-token` (scripts), single-use login
 /// codes (`plait gui`, valid `codeLifetime`), and the sessions they are exchanged for (a cookie named per device,
-/// since browsers send cookies to every port of a host). Sessions live in the agent's memory: a restart ends them.
+/// since browsers send cookies to every port of a host). Sessions outlive an agent restart: each is kept in
+/// `<home>/api-sessions` as the SHA-256 of its secret with its expiry, never the secret itself (the file gives no
+/// one a session), written whole and renamed into place, mode 0600.
 public final class APIAuth: Sendable {
     public static let defaultCodeLifetime: Duration = .seconds(60)
+    /// How long a session is accepted after its login (the page signs in again after that).
+    public static let defaultSessionLifetime: TimeInterval = 7 * 24 * 3600
     public static let tokenFileName = "api-token"
+    public static let sessionsFileName = "api-sessions"
 
     /// `plait-session-<first 7 characters of the Device ID>`: two agents on one machine (two homes, two ports)
     /// get two cookies, and neither accepts the other's (its value is not among its sessions either).
     public let cookieName: String
     private let token: String
     public let codeLifetime: Duration
-    private let state = LockedValue(Grants())
+    public let sessionLifetime: TimeInterval
+    /// `<home>/api-sessions`.
+    let sessionsPath: String
+    private let state: LockedValue<Grants>
 
     private struct Grants {
         /// Unused login codes and when each stops being accepted.
         var codes: [String: ContinuousClock.Instant] = [:]
-        var sessions: Set<String> = []
+        /// The SHA-256 (hex) of each session's secret, and when it stops being accepted (wall clock: it outlives
+        /// the process).
+        var sessions: [String: Date] = [:]
     }
 
-    public init(home: Home, codeLifetime: Duration = defaultCodeLifetime) throws {
+    /// What `<home>/api-sessions` holds.
+    struct StoredSessions: Codable, Equatable {
+        struct Session: Codable, Equatable {
+            /// SHA-256 of the cookie's value, lowercase hexadecimal.
+            var sha256: String
+            /// Seconds since 1970 (UTC) when it stops being accepted.
+            var expires: Int64
+        }
+        var sessions: [Session]
+    }
+
+    public init(
+        home: Home, codeLifetime: Duration = defaultCodeLifetime, sessionLifetime: TimeInterval = defaultSessionLifetime
+    ) throws {
         self.token = try Self.ensureToken(homePath: home.path)
         self.cookieName = "plait-session-" + String(try home.identity.deviceID.description.prefix(7))
         self.codeLifetime = codeLifetime
+        self.sessionLifetime = sessionLifetime
+        self.sessionsPath = home.path + "/" + Self.sessionsFileName
+        var grants = Grants()
+        grants.sessions = try Self.loadSessions(path: sessionsPath, now: Date())
+        self.state = LockedValue(grants)
     }
+
+    /// The unexpired sessions in the file at `path` (none when there is no file). A file that is not what this
+    /// code writes is refused, saying what to do: deleting it only signs every page out.
+    static func loadSessions(path: String, now: Date) throws -> [String: Date] {
+        guard let data = FileManager.default.contents(atPath: path) else { return [:] }
+        guard let stored = try? JSONDecoder().decode(StoredSessions.self, from: data) else {
+            throw PlaitError.file(
+                path: path, problem: "does not hold the API's sessions; delete it (pages then sign in again)")
+        }
+        var sessions: [String: Date] = [:]
+        for session in stored.sessions {
+            let expires = Date(timeIntervalSince1970: TimeInterval(session.expires))
+            if expires > now { sessions[session.sha256] = expires }
+        }
+        return sessions
+    }
+
+    /// Writes the unexpired `sessions` to `path`: a new file (mode 0600) made in full and synced, then renamed
+    /// over the old one, so a crash leaves either the old list or the new one.
+    static func saveSessions(_ sessions: [String: Date], path: String) throws {
+        let stored = StoredSessions(
+            sessions: sessions.sorted { $0.key < $1.key }.map {
+                StoredSessions.Session(sha256: $0.key, expires: Int64($0.value.timeIntervalSince1970.rounded(.up)))
+            })
+        let bytes = Array(try JSONEncoder().encode(stored)) + [0x0a]
+        let temporary = path + ".tmp-" + randomText(bytes: 8)
+        let failure = { (what: String) in
+            PlaitError.file(path: path, problem: "cannot be \(what) (\(String(cString: strerror(errno))))")
+        }
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw failure("written") }
+        let written = write(descriptor, bytes, bytes.count) == bytes.count && fsync(descriptor) == 0
+        close(descriptor)
+        guard written, rename(temporary, path) == 0 else {
+            let error = failure("written")
+            unlink(temporary)
+            throw error
+        }
+        // The rename itself is durable once the directory is synced.
+        let directory = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directory >= 0 {
+            fsync(directory)
+            close(directory)
+        }
+    }
+
+    /// The stored form of a session's secret.
+    static func digest(_ session: String) -> String { SHA256.hash(Array(session.utf8)).hexString }
 
     /// The API token of the home at `homePath`, made (mode 0600) if there is none yet: at `plait init`, or at the
     /// first agent start of a home made before the API existed.
@@ -84,26 +160,42 @@ public final class APIAuth: Sendable {
     }
 
     /// Exchanges a login code for a new session (the cookie's value); nil if the code is unknown, used or expired.
-    /// The code is gone either way.
-    func redeem(_ code: String, now: ContinuousClock.Instant = .now) -> String? {
-        state.withLock { grants in
+    /// The code is gone either way. Throws when the session cannot be stored (then there is none).
+    func redeem(_ code: String, now: ContinuousClock.Instant = .now) throws -> String? {
+        try state.withLock { grants in
             guard let expiry = grants.codes.removeValue(forKey: code), expiry > now else { return nil }
-            let session = Self.randomText(bytes: 32)
-            grants.sessions.insert(session)
-            return session
+            return try newSession(in: &grants)
         }
     }
 
     /// A new session for a login proven another way (the password, over HTTPS).
-    func openSession() -> String {
+    func openSession() throws -> String { try state.withLock { try newSession(in: &$0) } }
+
+    /// Under the lock: a new session, stored with the others that have not expired.
+    private func newSession(in grants: inout Grants) throws -> String {
         let session = Self.randomText(bytes: 32)
-        state.withLock { _ = $0.sessions.insert(session) }
+        let now = Date()
+        var sessions = grants.sessions.filter { $0.value > now }
+        sessions[Self.digest(session)] = now.addingTimeInterval(sessionLifetime)
+        try Self.saveSessions(sessions, path: sessionsPath)
+        grants.sessions = sessions
         return session
     }
 
-    func endSession(_ value: String) { _ = state.withLock { $0.sessions.remove(value) } }
+    /// Ends a session (signing out); stored at once, so a restart does not bring it back.
+    func endSession(_ value: String) throws {
+        try state.withLock { grants in
+            guard grants.sessions.removeValue(forKey: Self.digest(value)) != nil else { return }
+            let now = Date()
+            grants.sessions = grants.sessions.filter { $0.value > now }
+            try Self.saveSessions(grants.sessions, path: sessionsPath)
+        }
+    }
 
-    func acceptsSession(_ value: String) -> Bool { state.withLock { $0.sessions.contains(value) } }
+    func acceptsSession(_ value: String, now: Date = Date()) -> Bool {
+        let digest = Self.digest(value)
+        return state.withLock { $0.sessions[digest].map { $0 > now } ?? false }
+    }
 
     /// Compares in time independent of where the strings differ.
     func acceptsToken(_ value: String) -> Bool {
@@ -290,7 +382,7 @@ extension APIRoutes {
             let session: String
             if let password = login.password {
                 session = try await logIn(password: password, from: context.remoteHost ?? "", api: api)
-            } else if let code = login.code, let redeemed = api.auth.redeem(code) {
+            } else if let code = login.code, let redeemed = try api.auth.redeem(code) {
                 session = redeemed
             } else if login.code == nil {
                 throw APIError.badRequest("the body needs a \"code\" (from `plait gui`) or a \"password\".")
@@ -305,7 +397,7 @@ extension APIRoutes {
         }
         router.delete("/api/session") { request, _ -> Response in
             if let session = APIGuard(context: api, transport: transport).sessionCookie(of: request) {
-                api.auth.endSession(session)
+                try api.auth.endSession(session)
             }
             var response = Response(status: .noContent)
             response.headers[.setCookie] = "\(api.auth.cookieName)=; \(attributes); Max-Age=0"
@@ -351,6 +443,6 @@ extension APIRoutes {
             throw APIError.unauthorized("wrong password; try again (repeated failures make you wait longer).")
         }
         api.limiter.succeeded(source: source)
-        return api.auth.openSession()
+        return try api.auth.openSession()
     }
 }
