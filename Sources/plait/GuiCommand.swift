@@ -20,8 +20,10 @@ extension Plait {
                 password from standard input (asking twice, without echo, on a terminal; never from the command \
                 line, where other users could see it) and stores only a scrypt hash of it in \
                 <home>/api-password; a running agent takes the new one at the next login. There `plait gui` \
-                prints the https:// address and the certificate's SHA-256 fingerprint: check that the browser \
-                shows the same before typing the password. Wrong passwords are answered ever more slowly.
+                prints an https:// URL with a login code (single-use, 60 s, as on loopback; without the agent's \
+                socket, the address alone, for the password) and the certificate's SHA-256 fingerprint: check \
+                that the browser shows the same before accepting the certificate. Wrong passwords are answered \
+                ever more slowly.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -61,6 +63,15 @@ extension Plait {
             // file replaced since the agent started, or unreadable, does not matter there.
             if let minted = try global.throughAgent({ try $0.loginCode() }) {
                 print(minted.url)
+                // Over HTTPS (beyond loopback) the browser first warns of a certificate it does not know: the
+                // fingerprint tells this agent's from an impostor's, which would otherwise receive the code.
+                if minted.url.hasPrefix("https://"),
+                    let fingerprint = try GUICertificate.existingFingerprint(homePath: home.path)
+                {
+                    print("certificate SHA-256 fingerprint: \(fingerprint)")
+                    print("accept the certificate only if the browser shows this fingerprint; the code works once, "
+                        + "within \(Self.codeSeconds) s (or log in with the password set by `plait gui --set-password`)")
+                }
                 return
             }
             // No socket (its path too long with no XDG_RUNTIME_DIR, or set off): TCP with the API token.
@@ -96,6 +107,9 @@ extension Plait {
             }
             print(answer.url)
         }
+
+        /// How long a login code is valid, in whole seconds, as the agent mints it.
+        static let codeSeconds = APIAuth.defaultCodeLifetime.components.seconds
 
         /// The new password: on a terminal typed twice without echo, otherwise the first line of standard input.
         static func readPassword() throws -> String {

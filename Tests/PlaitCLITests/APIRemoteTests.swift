@@ -23,11 +23,13 @@ struct APIRemoteTests {
         return (home, try sandbox.ok(["id", "--home", home]).lines.last ?? "")
     }
 
-    func agent(_ lan: NetnsLAN, home: String, api: String) throws -> HostProcess {
-        try lan.spawn(
+    func agent(_ lan: NetnsLAN, home: String, api: String, runtime: String? = nil) throws -> HostProcess {
+        var environment = ["PLAIT_CONFIG": "", "XDG_CONFIG_HOME": home + "/no-config"]
+        if let runtime { environment["XDG_RUNTIME_DIR"] = runtime }
+        return try lan.spawn(
             [try PlaitExecutable.path.get(), "agent", "--home", home, "--listen", "10.77.0.1:7400", "--no-discovery",
              "--api-listen", api],
-            in: lan.hosts[0], environment: ["PLAIT_CONFIG": "", "XDG_CONFIG_HOME": home + "/no-config"])
+            in: lan.hosts[0], environment: environment)
     }
 
     /// Without a password the agent refuses the address in one sentence that says what to do, serves no API, and
@@ -72,16 +74,32 @@ struct APIRemoteTests {
             try sandbox.ok(["gui", "--set-password", "--home", a.home], stdin: Self.password + "\n")
             var info = stat()
             #expect(stat(a.home + "/" + APIPassword.fileName, &info) == 0 && info.st_mode & 0o777 == 0o600)
-            let process = try agent(lan, home: a.home, api: "10.77.0.1:7480")
+            // The home's path is too long for a socket in it: the agent's socket goes to a runtime directory short
+            // enough, which `plait gui` finds when it has the same XDG_RUNTIME_DIR.
+            let runtime = "/tmp/plait-rt-" + UUID().uuidString.prefix(8)
+            try FileManager.default.createDirectory(
+                atPath: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            defer { try? FileManager.default.removeItem(atPath: runtime) }
+            let process = try agent(lan, home: a.home, api: "10.77.0.1:7480", runtime: runtime)
             defer { _ = process.stop() }
             let listening = eventually(20) { FileManager.default.fileExists(atPath: a.home + "/api.addr") }
             #expect(listening, "\(process.transcript)")
             var keyInfo = stat()
             #expect(stat(a.home + "/gui/key.pem", &keyInfo) == 0 && keyInfo.st_mode & 0o777 == 0o600)
-            let gui = try sandbox.ok(["gui", "--home", a.home]).lines
+            // Without the agent's socket (no XDG_RUNTIME_DIR here) it cannot mint a code: the address and the
+            // fingerprint, and the password.
+            let gui = try sandbox.ok(["gui", "--home", a.home], environment: ["XDG_RUNTIME_DIR": nil]).lines
             #expect(gui.first == "https://10.77.0.1:7480/", "\(gui)")
             let printed = try #require(gui.first { $0.hasPrefix("certificate SHA-256 fingerprint: ") })
                 .dropFirst("certificate SHA-256 fingerprint: ".count)
+            // Through the socket: a single-use login code in an https:// URL, with the fingerprint to check first.
+            let viaSocket = try sandbox.ok(["gui", "--home", a.home], environment: ["XDG_RUNTIME_DIR": runtime]).lines
+            let codeURL = try #require(viaSocket.first, "\(viaSocket)")
+            #expect(codeURL.hasPrefix("https://10.77.0.1:7480/?code="), "\(viaSocket)")
+            let code = String(codeURL.split(separator: "=").last ?? "")
+            #expect(
+                viaSocket.contains("certificate SHA-256 fingerprint: \(printed)"),
+                "the fingerprint beside the code URL: \(viaSocket)")
             // The GUI certificate is not the device's identity.
             let deviceCertificate = try String(contentsOfFile: a.home + "/cert.pem", encoding: .utf8)
             #expect(try String(contentsOfFile: a.home + "/gui/cert.pem", encoding: .utf8) != deviceCertificate)
@@ -89,7 +107,7 @@ struct APIRemoteTests {
             let script = sandbox.root + "/client.py"
             try Self.client.write(toFile: script, atomically: true, encoding: .utf8)
             let output = try lan.run(
-                ["/usr/bin/python3", script, "10.77.0.1", "7480", Self.password], in: lan.hosts[0],
+                ["/usr/bin/python3", script, "10.77.0.1", "7480", Self.password, code], in: lan.hosts[0],
                 timeout: .seconds(60))
             let result = try #require(
                 try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
@@ -100,6 +118,9 @@ struct APIRemoteTests {
             let cookie = result["cookie"] as? String ?? ""
             #expect(cookie.contains("; Secure") && cookie.contains("HttpOnly"), "\(cookie)")
             #expect(result["status_with_session"] as? Int == 200, "\(result)")
+            #expect(result["code_login"] as? Int == 204, "the code from `plait gui` over HTTPS: \(result)")
+            #expect(result["code_status"] as? Int == 200, "\(result)")
+            #expect(result["code_again"] as? Int == 401, "a used code: \(result)")
             #expect(result["status_without"] as? Int == 401, "\(result)")
             #expect(result["foreign_host"] as? Int == 403, "\(result)")
             #expect(result["guesses"] as? [Int] == [401, 401, 401], "\(result)")
@@ -124,7 +145,7 @@ struct APIRemoteTests {
     static let client = #"""
         import hashlib, http.client, json, socket, ssl, sys
 
-        host, port, password = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+        host, port, password, code = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
         origin = "https://%s:%d" % (host, port)
         context = ssl.create_default_context()
         context.check_hostname = False
@@ -170,6 +191,11 @@ struct APIRemoteTests {
         out["cookie"] = response.getheader("Set-Cookie") or ""
         pair = out["cookie"].split(";")[0]
         out["status_with_session"] = request("GET", "/api/status", headers={"Cookie": pair})[0].status
+        response, _ = request("POST", "/api/session", {"code": code})
+        out["code_login"] = response.status
+        by_code = (response.getheader("Set-Cookie") or "").split(";")[0]
+        out["code_status"] = request("GET", "/api/status", headers={"Cookie": by_code})[0].status
+        out["code_again"] = request("POST", "/api/session", {"code": code})[0].status
         out["status_without"] = request("GET", "/api/status")[0].status
         out["foreign_host"] = request(
             "GET", "/api/status", headers={"Cookie": pair, "Host": "evil.example:%d" % port})[0].status
