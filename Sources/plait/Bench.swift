@@ -132,7 +132,8 @@ extension Plait {
             if pageOnly {
                 let cores = ProcessInfo.processInfo.activeProcessorCount
                 if !json {
-                    print(String(format: "machine: %d cores, load average %.2f at the start", cores, Self.loadAverage()))
+                    let load = Self.loadAverage()
+                    print(String(format: "machine: %d cores, load average %.2f at the start", cores, load))
                 }
                 var page = try PageBench.measure(
                     directory: directory, driver: pageDriver ?? "tests/browser/page_bench.py",

@@ -69,8 +69,10 @@ extension Plait {
                     let fingerprint = try GUICertificate.existingFingerprint(homePath: home.path)
                 {
                     print("certificate SHA-256 fingerprint: \(fingerprint)")
-                    print("accept the certificate only if the browser shows this fingerprint; the code works once, "
-                        + "within \(Self.codeSeconds) s (or log in with the password set by `plait gui --set-password`)")
+                    print(
+                        "accept the certificate only if the browser shows this fingerprint; the code works once, "
+                            + "within \(Self.codeSeconds) s (or log in with the password set by "
+                            + "`plait gui --set-password`)")
                 }
                 return
             }

@@ -88,7 +88,7 @@ def main():
         start = (time.monotonic(), cpu_ticks(options["agent_pid"]))
         time.sleep(options["idle_seconds"])  # the measured interval, not a wait for something
         end = (time.monotonic(), cpu_ticks(options["agent_pid"]))
-        live = page.evaluate("document.querySelector('#connection') && document.querySelector('#connection').textContent")
+        live = page.evaluate("(document.querySelector('#connection') || {}).textContent")
         page.close()
         wall = end[0] - start[0]
         result["idle_seconds"].append(wall)
