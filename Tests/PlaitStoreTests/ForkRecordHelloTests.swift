@@ -23,6 +23,8 @@ struct ForkRecordHelloTests {
         var winner: Replica
         var y: Replica
         var d: Replica
+        var signer: P256Signer
+        var baseline: Baseline
     }
 
     static func device(_ name: String, in directory: TemporaryDirectory) throws -> Replica {
@@ -58,7 +60,9 @@ struct ForkRecordHelloTests {
 
         let d = try device("d", in: directory)
         _ = try d.adopt(try Baseline(decoding: baseline.encoded()[...]))
-        return Scenario(timeline: timeline, forkPoint: forkPoint, loser: loser, winner: winner, y: y, d: d)
+        return Scenario(
+            timeline: timeline, forkPoint: forkPoint, loser: loser, winner: winner, y: y, d: d, signer: signer,
+            baseline: baseline)
     }
 
     /// L's changes of the forked timeline (its a1…a3, the shared history before them included).
@@ -119,6 +123,45 @@ struct ForkRecordHelloTests {
             #expect(result.added == 0)
             #expect(try s.d.store.summary() == before)
             #expect(!Self.items(s.d).contains("a1"))
+        }
+    }
+
+    /// A hostile author (it holds T's key) writes a branch's first change after the fork point with a Lamport time
+    /// far above anything folded and no witness, and a record naming it. A device holding the fork point refuses the
+    /// jump (no witness); D cannot see the predecessor's Lamport time, but the claim "one below mine" must lie within
+    /// its baseline: the change is not placed. The same change one step above the baseline is placed.
+    @Test func aRecordPlacedFirstChangeCannotJumpTheClockPastTheBaseline() throws {
+        try withTemporaryDirectory { directory in
+            let s = try Self.scenario(in: directory)
+            let shared = try #require(try s.winner.store.hash(of: ChangeRef(timeline: s.timeline, seq: s.forkPoint - 1)))
+            let rival = try #require(try s.winner.store.hash(of: ChangeRef(timeline: s.timeline, seq: s.forkPoint)))
+            func branchStart(lamport: UInt64) throws -> (EncodedChange, ForkBranch.Record) {
+                for wallTime in Int64(0)..<64 {
+                    let payload = ListsChange.itemCreate(id: .random(), list: Self.list, text: "jump", at: .bottom)
+                    let change = Change(
+                        timeline: s.timeline, seq: s.forkPoint, lamport: lamport, previousHash: shared,
+                        kind: payload.kind, version: 1, wallTime: wallTime, payload: payload.payload)
+                    guard rival.lexicographicallyPrecedes(change.hash) else { continue }
+                    let record = ForkBranch.Record(
+                        branch: ForkBranch.id(parent: s.timeline, firstHash: change.hash), root: s.timeline,
+                        parent: s.timeline, base: s.forkPoint - 1, firstHash: change.hash, rivalHash: rival)
+                    return (EncodedChange(change, signature: try s.signer.sign(changeHash: change.hash)), record)
+                }
+                throw StoreError.inconsistent("no draw hashed above the rival")
+            }
+            let (jump, jumpRecord) = try branchStart(lamport: s.baseline.maxLamport + 50)
+            let before = try s.d.store.summary()
+            _ = try s.d.learnForkRecords([jumpRecord])
+            #expect(try s.d.integrate(encoded: [jump]).added == 0, "a jump past the baseline without a witness")
+            #expect(try s.d.store.summary()[jumpRecord.branch] == 0)
+            #expect(try s.d.store.summary()[s.timeline] == before[s.timeline])
+            // Y holds the fork point: it refuses the same change outright (a jump without a witness).
+            #expect(try s.y.integrate(encoded: [jump]).refused.map(\.timeline) == [s.timeline])
+
+            let (step, stepRecord) = try branchStart(lamport: s.baseline.maxLamport + 1)
+            _ = try s.d.learnForkRecords([stepRecord])
+            #expect(try s.d.integrate(encoded: [step]).added == 1, "within the baseline's range it is placed")
+            #expect(try s.d.store.summary()[stepRecord.branch] == 1)
         }
     }
 
