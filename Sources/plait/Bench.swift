@@ -74,6 +74,13 @@ extension Plait {
         var idleSeconds = 60
         /// Only the idle benchmark (IdleBench.swift), `--runs` times.
         @Flag(help: .hidden) var idleOnly = false
+        /// Only the page benchmark (PageBench.swift): first loads in headless Chromium, then the agent's CPU with the
+        /// page open for --idle-seconds, --runs times.
+        @Flag(help: "Only the page: its first load in headless Chromium and the agent's idle CPU with it open.")
+        var pageOnly = false
+        @Option(help: ArgumentHelp("The page benchmark's CDP driver (default: tests/browser/page_bench.py).",
+            valueName: "file"))
+        var pageDriver: String?
         /// Only the commands through a running agent (AgentClientBench.swift) on a home of --network-changes items.
         @Flag(help: .hidden) var agentCommandsOnly = false
         /// The measuring helper (see ChildMeasurement): runs the command after `--`, writes its rusage here.
@@ -120,6 +127,19 @@ extension Plait {
                 let idle = try IdleBench.measure(directory: directory, seconds: max(1, idleSeconds), runs: runs,
                     log: { if !json { print($0) } })
                 if json { try printFigures(idle) }
+                return
+            }
+            if pageOnly {
+                let cores = ProcessInfo.processInfo.activeProcessorCount
+                if !json {
+                    print(String(format: "machine: %d cores, load average %.2f at the start", cores, Self.loadAverage()))
+                }
+                var page = try PageBench.measure(
+                    directory: directory, driver: pageDriver ?? "tests/browser/page_bench.py",
+                    seconds: max(1, idleSeconds), runs: runs, log: { if !json { print($0) } })
+                page["load_average_end"] = Self.loadAverage()
+                if !json { print(String(format: "load average %.2f at the end", Self.loadAverage())) }
+                if json { try printFigures(page) }
                 return
             }
             if agentCommandsOnly {

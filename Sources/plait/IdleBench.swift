@@ -93,7 +93,7 @@ enum IdleBench {
 
     /// Runs `executable arguments` to completion; its standard output, or a failure naming its standard error.
     static func runToEnd(
-        _ executable: String, _ arguments: [String], _ environment: [String: String]
+        _ executable: String, _ arguments: [String], _ environment: [String: String], input: String? = nil
     ) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -103,7 +103,14 @@ enum IdleBench {
         let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
+        let feed = input.map { _ in Pipe() }
+        if let feed { process.standardInput = feed } else { process.standardInput = FileHandle.nullDevice }
         try process.run()
+        if let feed, let input {
+            // Small inputs (a pipe holds 64 KiB): written whole before reading the answer.
+            feed.fileHandleForWriting.write(Data(input.utf8))
+            try? feed.fileHandleForWriting.close()
+        }
         // Small outputs: read standard error once standard output closed (neither fills its pipe).
         let printed = output.fileHandleForReading.readDataToEndOfFile()
         let complaint = errors.fileHandleForReading.readDataToEndOfFile()
@@ -121,14 +128,17 @@ final class AgentProcess {
     let process = Process()
     let logPath: String
 
-    init(_ executable: String, home: String, log: String, peer: UInt16?, _ environment: [String: String]) throws {
+    init(
+        _ executable: String, home: String, log: String, peer: UInt16?, _ environment: [String: String],
+        extra: [String] = []
+    ) throws {
         logPath = log
         guard FileManager.default.createFile(atPath: log, contents: nil) else {
             throw IdleBench.Failure("cannot create \(log)")
         }
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["agent", "--home", home, "--listen", "127.0.0.1:0", "--no-discovery"]
-            + (peer.map { ["--peer", "127.0.0.1:\($0)"] } ?? [])
+            + (peer.map { ["--peer", "127.0.0.1:\($0)"] } ?? []) + extra
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))

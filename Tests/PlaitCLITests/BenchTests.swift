@@ -38,6 +38,42 @@ import Testing
         }
     }
 
+    /// The page benchmark without Chromium says why it measured nothing, and exits 0 (a bench run elsewhere goes
+    /// on).
+    @Test func pageBenchSkipsSayingWhyWithoutChromium() throws {
+        try withSandbox { sandbox in
+            let run = try sandbox.run(
+                [
+                    "bench", "--page-only", "--runs", "1", "--idle-seconds", "1",
+                    "--page-driver", Repository.root + "/tests/browser/page_bench.py",
+                ], environment: ["PLAIT_CHROMIUM": sandbox.root + "/no-such-chromium"], timeout: 60)
+            #expect(run.succeeded, "\(run)")
+            #expect(run.stdout.contains("page benchmark skipped: Chromium is not installed"), "\(run)")
+            #expect(!run.stdout.contains("first load"), "\(run)")
+        }
+    }
+
+    /// With Chromium, the page benchmark loads the page in it and reports a load time per load and the agent's
+    /// CPU per run (figures, not judged here: speed is a benchmark on a release build, never a test).
+    @Test(.enabled(if: Chromium.path != nil, Comment(rawValue: Chromium.absent)))
+    func pageBenchReportsFirstLoadsAndIdleCPU() throws {
+        try withSandbox { sandbox in
+            let run = try sandbox.run(
+                [
+                    "bench", "--page-only", "--runs", "1", "--idle-seconds", "1", "--json",
+                    "--page-driver", Repository.root + "/tests/browser/page_bench.py",
+                ], environment: ["PLAIT_BROWSER_PYTHON": try DriverPython.locate()], timeout: 180)
+            #expect(run.succeeded, "\(run)")
+            let json = try run.json()
+            let loads = try #require(json["page_load_ready_ms"] as? [String: Any], "\(json)")
+            #expect((loads["runs"] as? [Double])?.count == 10, "\(loads)")
+            #expect((loads["min"] as? Double ?? 0) > 0, "\(loads)")
+            let idle = try #require(json["page_idle_cpu_percent"] as? [String: Any], "\(json)")
+            #expect((idle["runs"] as? [Double])?.count == 1, "\(idle)")
+            #expect(json["page_items"] as? Int == 100)
+        }
+    }
+
     /// Every section runs on a small workload and reports its figures as ranges with one value per run.
     @Test func tinyBenchReportsEveryFigure() throws {
         try withSandbox { sandbox in
