@@ -513,6 +513,11 @@ def message_payload(name, f, by_name):
         out += summary_field(8, f["baseline_summary"]) + p3_bytes(9, unhex(f["baseline_digest"]))
         out += p3_bytes(10, unhex(f["state_digest"])) + p3_varint(11, f["unknown_count"])
         out += p3_varint(12, f["max_frame_size"])
+        records = [unhex(r) for r in f.get("fork_records", [])]  # §22.9: ForkRecord bytes, sorted by branch
+        branches = [int.from_bytes(r[1:9], "little") for r in records]  # field 1, fixed64, written first
+        check(all(r[0] == 0x09 for r in records) and all(x < y for x, y in zip(branches, branches[1:])),
+              f"frame {name}: fork records not sorted by branch, one per branch")
+        out += b"".join(f_bytes(13, r) for r in records)
         nonce = unhex(f.get("instance_nonce", ""))  # §13.2: 16 bytes, or absent
         check(len(nonce) in (0, 16), f"frame {name}: an instance nonce of {len(nonce)} bytes")
         return out + p3_bytes(14, nonce)
@@ -1332,6 +1337,11 @@ def check_fork_records(vectors, signed):
         check(fork_record_consistent(r), f"fork record {e['branch']}: not consistent")
         check(fork_record_bytes(r).hex() == e["encoded"], f"fork record {e['branch']}: ForkRecord bytes differ")
         check(by_hash.get(r["first_hash"]) == e["first"], f"fork record {e['branch']}: first change is not {e['first']}")
+    # §22.9: a Hello carries the records its sender holds, the same bytes.
+    for frame in vectors["frames"]:
+        for encoded in frame["fields"].get("fork_records", []):
+            check(encoded in {e["encoded"] for e in fr["records"]},
+                  f"frame {frame['name']}: a fork record that is not one of the fork_records group")
     for e in fr["refused"]:
         r = record(e)
         check(not fork_record_consistent(r), f"refused fork record ({e['why']}) reads as consistent")

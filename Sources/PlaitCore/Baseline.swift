@@ -57,16 +57,7 @@ public struct Baseline: Equatable, Sendable {
         return byBranch.values.sorted { $0.branch < $1.branch }
     }
 
-    static func recordBytes(_ record: ForkBranch.Record) -> [UInt8] {
-        var writer = ProtoWriter()
-        writer.fixed64(1, record.branch.rawValue)
-        writer.fixed64(2, record.root.rawValue)
-        writer.fixed64(3, record.parent.rawValue)
-        writer.uint(4, record.base)
-        writer.data(5, record.firstHash)
-        writer.data(6, record.rivalHash)
-        return writer.bytes
-    }
+    static func recordBytes(_ record: ForkBranch.Record) -> [UInt8] { record.encoded }
 
     /// The join: the union of both data models (per object, the greater version) and the per-timeline
     /// maximum of the summaries; when one covers the other the result holds the larger's data.
@@ -164,33 +155,7 @@ public struct Baseline: Equatable, Sendable {
                 if let supersededAt { superseded[timeline] = supersededAt }
             case 3: maxLamport = try value.uint()
             case 4: snapshot = Array(try value.data())
-            case 5:
-                var inner = ProtoReader(try value.data())
-                var branch: UInt64?
-                var root: UInt64?
-                var parent: UInt64?
-                var base: UInt64 = 0
-                var firstHash: [UInt8] = []
-                var rivalHash: [UInt8] = []
-                while let (number, item) = try inner.next() {
-                    switch number {
-                    case 1: branch = try item.uint()
-                    case 2: root = try item.uint()
-                    case 3: parent = try item.uint()
-                    case 4: base = try item.uint()
-                    case 5: firstHash = Array(try item.data())
-                    case 6: rivalHash = Array(try item.data())
-                    default: continue
-                    }
-                }
-                guard let branch, let root, let parent else { throw .corruptSnapshot("a fork record without its names") }
-                let record = ForkBranch.Record(
-                    branch: TimelineID(branch), root: TimelineID(root), parent: TimelineID(parent), base: base,
-                    firstHash: firstHash, rivalHash: rivalHash)
-                guard record.isConsistent else {
-                    throw .corruptSnapshot("a fork record whose name, base or hashes do not agree")
-                }
-                forks.append(record)
+            case 5: forks.append(try ForkBranch.Record(decoding: try value.data()))
             default: continue
             }
         }

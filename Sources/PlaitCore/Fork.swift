@@ -83,6 +83,47 @@ public enum ForkBranch {
         /// The branch as naming reports it.
         public var asBranch: Branch { Branch(id: branch, parent: parent, base: base) }
 
+        /// The canonical encoding of `ForkRecord` (plait.proto): fields in number order, every field written. A
+        /// baseline's field 5 and Hello's field 13 carry exactly these bytes.
+        public var encoded: [UInt8] {
+            var writer = ProtoWriter()
+            writer.fixed64(1, branch.rawValue)
+            writer.fixed64(2, root.rawValue)
+            writer.fixed64(3, parent.rawValue)
+            writer.uint(4, base)
+            writer.data(5, firstHash)
+            writer.data(6, rivalHash)
+            return writer.bytes
+        }
+
+        /// Decodes a `ForkRecord` and refuses one that is not consistent (PROTOCOL.md §22.8): a record whose name,
+        /// base or hashes do not agree is corrupt wherever it comes from.
+        public init(decoding bytes: ArraySlice<UInt8>) throws(CoreError) {
+            var reader = ProtoReader(bytes)
+            var branch: UInt64?
+            var root: UInt64?
+            var parent: UInt64?
+            var base: UInt64 = 0
+            var firstHash: [UInt8] = []
+            var rivalHash: [UInt8] = []
+            while let (number, item) = try reader.next() {
+                switch number {
+                case 1: branch = try item.uint()
+                case 2: root = try item.uint()
+                case 3: parent = try item.uint()
+                case 4: base = try item.uint()
+                case 5: firstHash = Array(try item.data())
+                case 6: rivalHash = Array(try item.data())
+                default: continue
+                }
+            }
+            guard let branch, let root, let parent else { throw .corruptSnapshot("a fork record without its names") }
+            self.init(
+                branch: TimelineID(branch), root: TimelineID(root), parent: TimelineID(parent), base: base,
+                firstHash: firstHash, rivalHash: rivalHash)
+            guard isConsistent else { throw .corruptSnapshot("a fork record whose name, base or hashes do not agree") }
+        }
+
         /// A record is consistent when its name is the one its parent and first hash give, its hashes are
         /// SHA-256 sized, the rival is below the first hash (it lost to it) and base is at least 1.
         public var isConsistent: Bool {

@@ -192,11 +192,16 @@ public struct Intake<D: Domain>: Sendable {
         public var id: TimelineID
         public var base: UInt64
         public var head: HeldHead
+        /// A branch known from a fork record only (no change of it held, PROTOCOL.md §22.8): the hash of its first
+        /// change. `head` is then at number 0, and its Lamport time is the largest the receiver's baseline folds,
+        /// which bounds the folded change the first one continues.
+        public var recordedFirstHash: [UInt8]?
 
-        public init(id: TimelineID, base: UInt64, head: HeldHead) {
+        public init(id: TimelineID, base: UInt64, head: HeldHead, recordedFirstHash: [UInt8]? = nil) {
             self.id = id
             self.base = base
             self.head = head
+            self.recordedFirstHash = recordedFirstHash
         }
     }
 
@@ -471,7 +476,11 @@ public struct Intake<D: Domain>: Sendable {
                 }
             }
         }
-        guard let parent else { return nil }
+        guard let parent else {
+            return placedByRecord(
+                change, hash: hash, main: main, runs: &runs, branchRuns: &branchRuns, order: &order,
+                held: heldBranches[root]!)
+        }
         let id = ForkBranch.id(parent: root, firstHash: hash)
         guard runs[id] == nil else { return .duplicate }
         var run = Run(
@@ -483,6 +492,38 @@ public struct Intake<D: Domain>: Sendable {
         branchRuns[root, default: []].append(id)
         order.append(id)
         return .branch(id)
+    }
+
+    /// The first change of a branch whose fork point the receiver's baseline folds (PROTOCOL.md §22.8): what it
+    /// continues is not held, but a fork record held here names its hash, so it starts that branch. Its predecessor's
+    /// Lamport time is not known; a change naming a witness is checked against it as any other, and one naming none
+    /// claims its predecessor stood one below it, which must be within the baseline (its largest Lamport time).
+    private func placedByRecord(
+        _ change: Change, hash: [UInt8], main: Run, runs: inout [TimelineID: Run],
+        branchRuns: inout [TimelineID: [TimelineID]], order: inout [TimelineID], held: [HeldBranch]
+    ) -> Route? {
+        guard
+            let branch = held.first(where: {
+                $0.recordedFirstHash == hash && $0.head.seq == 0 && change.seq == $0.base + 1 && runs[$0.id] == nil
+            }),
+            change.lamport >= 1
+        else { return nil }
+        let predecessorLamport: UInt64
+        if change.witness != nil {
+            predecessorLamport = 0
+        } else {
+            guard change.lamport - 1 <= branch.head.lamport else { return nil }
+            predecessorLamport = change.lamport - 1
+        }
+        var run = Run(
+            start: HeldHead(
+                seq: 0, lamport: predecessorLamport, hash: change.previousHash, certificate: main.certificate),
+            certificate: main.certificate)
+        run.branch = (change.timeline, branch.base)
+        runs[branch.id] = run
+        branchRuns[change.timeline, default: []].append(branch.id)
+        order.append(branch.id)
+        return .branch(branch.id)
     }
 
     /// `check` for a receiver that holds no fork branches and cannot look up its held changes (a fork is then

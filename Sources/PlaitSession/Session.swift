@@ -371,6 +371,16 @@ public final class Session: @unchecked Sendable {
             try local {
                 try store.recordCopiedHome(deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())
             }
+        case let .learnForkRecords(records):
+            let learnt = try local { try replica.learnForkRecords(records) }
+            if !learnt.renamed.isEmpty {
+                let names = learnt.renamed.map(\.description).joined(separator: ", ")
+                options.onFinding?(
+                    "this peer told of \(learnt.learnt) fork record(s) this device lacked: the changes of \(names) were "
+                        + "named again as every device names them (nothing was dropped)"
+                        + (learnt.ownTimelineForkedAway
+                            ? "; this device's own history lost the name, so its next edit begins a new timeline" : ""))
+            }
         case let .succession(statement):
             // Without a handler (a session nobody set up for it) the statement is refused, never silently taken.
             let refusal = options.onSuccession.map { $0(statement) }

@@ -260,6 +260,9 @@ enum SessionAction {
     case admit(Hello)
     /// Record a copied home (`Store.recordCopiedHome`).
     case recordCopiedHome(CopiedHome)
+    /// Store the fork records of the peer's Hello this side lacks and name held changes again
+    /// (`Replica.learnForkRecords`, PROTOCOL.md §22.9), before the greeting is read.
+    case learnForkRecords([ForkBranch.Record])
     /// A pulled batch added this many changes, or (0) an adopted baseline changed the state
     /// (`SessionOptions.onPulled`).
     case pulled(Int)
@@ -720,7 +723,8 @@ struct SessionMachine {
                 baselineSummary: view.baselineSummary, baselineDigest: view.baselineDigest,
                 stateDigest: status.stateDigest, unknownCount: UInt64(status.uninterpretable),
                 maxFrameSize: options.frameLimit, instanceNonce: identity.instanceNonce,
-                succession: options.succession))
+                succession: options.succession,
+                forkRecords: Array(view.forkRecords.prefix(WireLimits.maxForkRecords))))
     }
 
     /// Notify with this device's summary and a state report read in the same instant.
@@ -797,7 +801,9 @@ struct SessionMachine {
         peerBaseline = hello.baselineSummary
         awaiting = .greeting(hello)
         let told: [SessionAction] = hello.succession.map { [.succession($0)] } ?? []
-        return told + [.admit(hello), .readGreeting(peer: hello.deviceID)]
+        // Fork records first (PROTOCOL.md §22.9): the greeting compares heads under the names they give.
+        let records: [SessionAction] = hello.forkRecords.isEmpty ? [] : [.learnForkRecords(hello.forkRecords)]
+        return told + [.admit(hello)] + records + [.readGreeting(peer: hello.deviceID)]
     }
 
     private mutating func greetingRead(

@@ -19,12 +19,24 @@ extension Store {
     static func branches(_ db: Database, root: TimelineID) throws -> [Intake<ListsDomain>.HeldBranch] {
         guard try recordsForks(db) else { return [] }
         let rows = try Row.fetchAll(
-            db, sql: "SELECT tl, base FROM fork_branches WHERE root = ? ORDER BY tl",
+            db, sql: "SELECT tl, base, first_hash FROM fork_branches WHERE root = ? ORDER BY tl",
             arguments: [timelineColumn(root.rawValue)])
+        var baselineLamport: UInt64??
         return try rows.compactMap { row in
             let id = TimelineID(timelineFromColumn(row[0] as Int64))
-            guard let head = try heldHead(db, id) else { return nil }
-            return .init(id: id, base: UInt64(clamping: row[1] as Int64), head: head)
+            let base = UInt64(clamping: row[1] as Int64)
+            if let head = try heldHead(db, id) { return .init(id: id, base: base, head: head) }
+            // Known from a record only: its first change may continue a change the baseline folds (§22.8).
+            guard let first = row[2] as Data?, first.count == 32 else { return nil }
+            if baselineLamport == nil {
+                baselineLamport = try Int64.fetchOne(db, sql: "SELECT max_lamport FROM baseline WHERE id = 1")
+                    .map { UInt64(clamping: $0) }
+            }
+            guard let bound = baselineLamport ?? nil else { return nil }
+            return .init(
+                id: id, base: base,
+                head: HeldHead(seq: 0, lamport: bound, hash: Change.zeroHash, certificate: try certificate(db, of: root)),
+                recordedFirstHash: [UInt8](first))
         }
     }
 

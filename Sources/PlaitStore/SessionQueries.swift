@@ -28,6 +28,8 @@ public struct LocalView: Sendable, Equatable {
     /// The own timeline forked and the other copy's history kept its name (DESIGN §11): a peer holding it beyond
     /// this device's head is holding that history, not a sign of a stale home.
     public var ownTimelineForkedAway = false
+    /// The fork records held with both hashes, sorted by branch name: what Hello carries (PROTOCOL.md §22.9).
+    public var forkRecords: [ForkBranch.Record] = []
 }
 
 extension Store {
@@ -53,6 +55,7 @@ extension Store {
                         TimelineID(timelineFromColumn($0))
                     }) : [])
             view.ownTimelineForkedAway = try Meta.get(db, .ownTimelineForkedAway) as String? != nil
+            view.forkRecords = try forkRecords(db).sorted { $0.branch < $1.branch }
             return view
     }
 

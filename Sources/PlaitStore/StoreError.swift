@@ -69,7 +69,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
                 + "upgrade plait to use it. Nothing was changed."
         case let .busy(path, seconds):
             return "the store \(path) is busy (another plait process is writing) and stayed locked for "
-                + "\(Int(seconds.rounded())) s; nothing was changed. Try again."
+                + "\(seconds.rounded() == seconds ? "\(Int(seconds))" : "\((seconds * 10).rounded() / 10)") s; nothing "
+                + "was changed. Try again (store.busy_timeout_seconds sets how long a write waits)."
         case let .noSpace(path):
             return "no space left on the device holding \(path); nothing was changed. Free some space and try again."
         case let .permissionDenied(path, access):

@@ -10,6 +10,8 @@ public struct Config: Sendable, Equatable {
     public var synchronousFull = true
     /// `store.checkpoint_interval`: changes between stored checkpoints (late changes roll back to one).
     public var checkpointInterval = 10_000
+    /// `store.busy_timeout_seconds`: how long a write waits for another process's write before it gives up.
+    public var busyTimeoutSeconds = 10.0
 
     /// `agent.listen`: where the agent listens for peers.
     public var listen = "0.0.0.0:7400"
@@ -36,7 +38,8 @@ public struct Config: Sendable, Equatable {
 
     /// Every key a config file may hold, with its type; anything else is refused so a typo is not ignored.
     static let knownKeys: [String: [String: String]] = [
-        "store": ["max_change_bytes": "integer", "synchronous": "string", "checkpoint_interval": "integer"],
+        "store": ["max_change_bytes": "integer", "synchronous": "string", "checkpoint_interval": "integer",
+                  "busy_timeout_seconds": "number"],
         "agent": ["listen": "string", "peers": "array", "log_level": "string"],
         "compaction": ["interval_seconds": "integer", "peer_grace_days": "integer"],
         "sync": ["batch_changes": "integer"],
@@ -90,6 +93,13 @@ public struct Config: Sendable, Equatable {
                     throw PlaitError.config(path: origin, problem: "store.checkpoint_interval must be an integer of at least 100")
                 }
                 checkpointInterval = number
+            }
+            if let value = store["busy_timeout_seconds"] {
+                guard let number = value.double ?? value.int.map(Double.init), number >= 0.1, number <= 3600 else {
+                    throw PlaitError.config(
+                        path: origin, problem: "store.busy_timeout_seconds must be a number from 0.1 to 3600")
+                }
+                busyTimeoutSeconds = number
             }
         }
         try readAgent(table, origin: origin)

@@ -114,7 +114,8 @@ public final class Home: @unchecked Sendable {
             do {
                 // A signed timeline, begun with `timeline.begin` carrying this key's certificate.
                 store = try Store.create(
-                    at: storePath, signer: try P256Signer(directory: path), synchronousFull: config.synchronousFull)
+                    at: storePath, signer: try P256Signer(directory: path), synchronousFull: config.synchronousFull,
+                    busyTimeout: config.busyTimeoutSeconds)
             } catch {
                 throw Self.wrap(error)
             }
@@ -150,7 +151,8 @@ public final class Home: @unchecked Sendable {
         if stat(storePath, &status) != 0, errno == ENOENT { throw PlaitError.noHome(path: path) }
         let store: Store
         do {
-            store = try Store.open(at: storePath, synchronousFull: config.synchronousFull)
+            store = try Store.open(
+                at: storePath, synchronousFull: config.synchronousFull, busyTimeout: config.busyTimeoutSeconds)
         } catch {
             throw Self.wrap(error)
         }

@@ -91,13 +91,15 @@ public struct Hello: Hashable, Sendable {
     public var instanceNonce: [UInt8]
     /// Sent by a device dialling with a retired identity: the Device ID that replaces it (PROTOCOL.md §21).
     public var succession: SuccessionStatement?
+    /// The fork records the sender holds (PROTOCOL.md §22.9), sorted by branch name, one per branch.
+    public var forkRecords: [ForkBranch.Record]
 
     public init(
         protocolVersion: UInt32 = Hello.currentProtocolVersion, domainName: String, domainVersion: UInt32,
         deviceID: String, name: String, summary: Summary, headHashes: [TimelineID: HeadHash],
         baselineSummary: Summary, baselineDigest: [UInt8]?, stateDigest: [UInt8], unknownCount: UInt64,
         maxFrameSize: Int = Frame.defaultMaxSize, instanceNonce: [UInt8] = [],
-        succession: SuccessionStatement? = nil
+        succession: SuccessionStatement? = nil, forkRecords: [ForkBranch.Record] = []
     ) {
         self.protocolVersion = protocolVersion
         self.domainName = domainName
@@ -113,6 +115,7 @@ public struct Hello: Hashable, Sendable {
         self.maxFrameSize = maxFrameSize
         self.instanceNonce = instanceNonce
         self.succession = succession
+        self.forkRecords = forkRecords
     }
 }
 
@@ -208,6 +211,8 @@ public enum WireLimits {
     public static let maxCloseReasonBytes = 1024
     /// A Hello's instance nonce (when sent) and each copied instance of Notify.
     public static let instanceNonceSize = 16
+    /// Fork records in one Hello at most (PROTOCOL.md §22.9): each is about 100 bytes.
+    public static let maxForkRecords = 4096
     /// Sequence numbers stay below 2^63, as in the text form of a summary.
     public static let maxSeq = UInt64(Int64.max)
 }
@@ -249,6 +254,7 @@ extension Message {
                     $0.unknownCount = hello.unknownCount
                     $0.maxFrameSize = UInt32(clamping: hello.maxFrameSize)
                     $0.instanceNonce = Data(hello.instanceNonce)
+                    $0.forkRecords = hello.forkRecords.map { Data($0.encoded) }
                     if let succession = hello.succession {
                         $0.succession = Plait_Wire_V1_SuccessionStatement.with {
                             $0.statement = Data(succession.statement)
@@ -544,6 +550,23 @@ extension Hello {
         guard proto.maxFrameSize >= WireLimits.minimumMaxFrameSize else {
             throw Invalid("max frame size \(proto.maxFrameSize) is under \(WireLimits.minimumMaxFrameSize)")
         }
+        guard proto.forkRecords.count <= WireLimits.maxForkRecords else {
+            throw Invalid("it carries \(proto.forkRecords.count) fork records, more than \(WireLimits.maxForkRecords)")
+        }
+        var forkRecords: [ForkBranch.Record] = []
+        for (index, bytes) in proto.forkRecords.enumerated() {
+            let record: ForkBranch.Record
+            do { record = try ForkBranch.Record(decoding: [UInt8](bytes)[...]) } catch {
+                throw Invalid("fork record \(index + 1) is refused: \(error)")
+            }
+            guard record.encoded.elementsEqual(bytes) else {
+                throw Invalid("fork record \(index + 1) is not in canonical form")
+            }
+            if let last = forkRecords.last, !(last.branch < record.branch) {
+                throw Invalid("fork records are not sorted by branch, one per branch (at record \(index + 1))")
+            }
+            forkRecords.append(record)
+        }
         self.init(
             protocolVersion: proto.protocolVersion, domainName: proto.domainName, domainVersion: proto.domainVersion,
             deviceID: deviceID, name: proto.name, summary: summary, headHashes: heads,
@@ -551,7 +574,8 @@ extension Hello {
             unknownCount: proto.unknownCount, maxFrameSize: Int(proto.maxFrameSize),
             instanceNonce: proto.instanceNonce.isEmpty
                 ? [] : try validInstanceNonce(proto.instanceNonce, field: "instance nonce"),
-            succession: proto.hasSuccession ? try SuccessionStatement(validating: proto.succession) : nil)
+            succession: proto.hasSuccession ? try SuccessionStatement(validating: proto.succession) : nil,
+            forkRecords: forkRecords)
     }
 }
 

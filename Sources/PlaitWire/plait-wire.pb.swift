@@ -223,6 +223,11 @@ package nonisolated struct Plait_Wire_V1_Hello: Sendable {
   /// largest frame length the sender accepts (at least 65536)
   package var maxFrameSize: UInt32 = 0
 
+  /// Protocol 2 (PROTOCOL.md §22.9): the fork records the sender holds, each the canonical encoding of a
+  /// `ForkRecord` (plait.proto) exactly as in a baseline's field 5, sorted by branch name, one per branch, at most
+  /// 4096. The receiver stores those it lacks and names its held changes again before it reads its own greeting.
+  package var forkRecords: [Data] = []
+
   /// 16 random bytes drawn once per process (an agent and the commands run beside it share the agent's); empty
   /// when the sender has none. Two live connections from one Device ID with different nonces reveal a copied home.
   package var instanceNonce: Data = Data()
@@ -577,7 +582,7 @@ nonisolated extension Plait_Wire_V1_HeadHash: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Hello"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{4}\u{2}instance_nonce\0\u{1}succession\0\u{b}fork_records\0\u{c}\u{d}\u{1}")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{3}fork_records\0\u{3}instance_nonce\0\u{1}succession\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -597,6 +602,7 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
       case 10: try { try decoder.decodeSingularBytesField(value: &self.stateDigest) }()
       case 11: try { try decoder.decodeSingularUInt64Field(value: &self.unknownCount) }()
       case 12: try { try decoder.decodeSingularUInt32Field(value: &self.maxFrameSize) }()
+      case 13: try { try decoder.decodeRepeatedBytesField(value: &self.forkRecords) }()
       case 14: try { try decoder.decodeSingularBytesField(value: &self.instanceNonce) }()
       case 15: try { try decoder.decodeSingularMessageField(value: &self._succession) }()
       default: break
@@ -645,6 +651,9 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
     if self.maxFrameSize != 0 {
       try visitor.visitSingularUInt32Field(value: self.maxFrameSize, fieldNumber: 12)
     }
+    if !self.forkRecords.isEmpty {
+      try visitor.visitRepeatedBytesField(value: self.forkRecords, fieldNumber: 13)
+    }
     if !self.instanceNonce.isEmpty {
       try visitor.visitSingularBytesField(value: self.instanceNonce, fieldNumber: 14)
     }
@@ -667,6 +676,7 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.stateDigest != rhs.stateDigest {return false}
     if lhs.unknownCount != rhs.unknownCount {return false}
     if lhs.maxFrameSize != rhs.maxFrameSize {return false}
+    if lhs.forkRecords != rhs.forkRecords {return false}
     if lhs.instanceNonce != rhs.instanceNonce {return false}
     if lhs._succession != rhs._succession {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}

@@ -36,8 +36,13 @@ import Testing
                 return published != nil
             }
             #expect(seen, "\(api.agent.log)")
-            let shown = beta.stdout.split(separator: "\n").first { $0.hasPrefix("code: ") }
-                .map { String($0.dropFirst(6)) }
+            // The other side prints its code when it gets there, which under load can be after this side's state
+            // changed: wait for the line rather than read it once.
+            var shown: String?
+            _ = eventually(20) {
+                shown = beta.stdout.split(separator: "\n").first { $0.hasPrefix("code: ") }.map { String($0.dropFirst(6)) }
+                return shown != nil
+            }
             #expect(published?["code"] as? String != nil && published?["code"] as? String == shown, "\(beta)")
             #expect(published?["device"] as? String == betaID)
             #expect(published?["name"] as? String == "beta")

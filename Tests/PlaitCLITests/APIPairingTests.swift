@@ -36,8 +36,13 @@ import Testing
                 return session["state"] as? String == "comparing"
             }
             #expect(comparing, "\(session)")
-            let shown = beta.stdout.split(separator: "\n").first { $0.hasPrefix("code: ") }
-                .map { String($0.dropFirst(6)) }
+            // The other side prints its code when it gets there, which under load can be after this side's state
+            // changed: wait for the line rather than read it once.
+            var shown: String?
+            _ = eventually(20) {
+                shown = beta.stdout.split(separator: "\n").first { $0.hasPrefix("code: ") }.map { String($0.dropFirst(6)) }
+                return shown != nil
+            }
             #expect(session["code"] as? String != nil && session["code"] as? String == shown, "\(session) \(beta)")
             #expect(session["device"] as? String == betaID)
             let before = try sandbox.ok(["peers", "--json", "--home", homes[0]]).json()["peers"] as? [Any]

@@ -66,6 +66,35 @@ import Testing
         #expect(machine.verifiedEqual && machine.divergence == nil)
     }
 
+    /// Fork records travel in Hello (PROTOCOL.md §22.9): this device's Hello carries the records its view holds, and
+    /// a peer's records are learnt before the greeting is read, so heads are compared under the names they give.
+    @Test func forkRecordsTravelInHelloAndAreLearntBeforeTheGreeting() throws {
+        let record = ForkBranch.Record(
+            branch: ForkBranch.id(parent: Self.theirs, firstHash: [UInt8](repeating: 9, count: 32)), root: Self.theirs,
+            parent: Self.theirs, base: 2, firstHash: [UInt8](repeating: 9, count: 32),
+            rivalHash: [UInt8](repeating: 1, count: 32))
+        var sender = SessionMachine(identity: Self.me, options: SessionOptions())
+        _ = sender.start()
+        var status = Self.status(summary: [Self.mine: 5, Self.theirs: 2])
+        status.view.forkRecords = [record]
+        let hello = try #require(Self.sent(try sender.answered(.status(status))).first.flatMap(Self.helloOf))
+        #expect(hello.forkRecords == [record])
+
+        var receiver = Self.machine()
+        var peerHello = Self.hello(summary: [Self.theirs: 2])
+        peerHello.forkRecords = [record]
+        let actions = try receiver.received(.hello(peerHello))
+        let learnt = actions.firstIndex { if case let .learnForkRecords(records) = $0 { records == [record] } else { false } }
+        let read = actions.firstIndex { if case .readGreeting = $0 { true } else { false } }
+        #expect(learnt != nil && read != nil && learnt! < read!, "records are learnt, then the greeting read: \(actions)")
+
+        // A Hello without records learns nothing.
+        var plain = Self.machine()
+        #expect(!(try plain.received(.hello(Self.hello(summary: [Self.theirs: 2])))).contains {
+            if case .learnForkRecords = $0 { true } else { false }
+        })
+    }
+
     /// A Hello whose Device ID is not the one the certificate proved ends the session before anything is read.
     @Test func certifiedPeerIDMismatchIsRefused() throws {
         var options = SessionOptions()

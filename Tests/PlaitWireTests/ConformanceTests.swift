@@ -50,6 +50,25 @@ struct WireConformanceTests {
         #expect(hello.maxFrameSize == Frame.defaultMaxSize)
     }
 
+    /// Hello's fork records (PROTOCOL.md §22.9): the `fork_records` group's records, in branch order, read back
+    /// from the frame as the consistent records they are.
+    @Test func helloCarriesForkRecords() throws {
+        let vectors = try Self.vectors()
+        let entry = (vectors["frames"] as! [[String: Any]]).first { $0["name"] as! String == "Hello (with fork records)" }!
+        var decoder = FrameDecoder()
+        decoder.append(try bytes(entry["bytes"]))
+        guard case let .hello(hello) = try Message.decode(try #require(try decoder.next())) else {
+            Issue.record("the vector is not a Hello")
+            return
+        }
+        let group = (vectors["fork_records"] as! [String: Any])["records"] as! [[String: Any]]
+        let expected = try group.map { try ForkBranch.Record(decoding: try bytes($0["encoded"])[...]) }
+            .sorted { $0.branch < $1.branch }
+        #expect(hello.forkRecords == expected)
+        #expect(hello.forkRecords.count == 3)
+        #expect(hello.forkRecords.map { $0.encoded.hexString } == (entry["fields"] as! [String: Any])["fork_records"] as! [String])
+    }
+
     /// Notify's state report (PROTOCOL.md §14.4): the vector's digests, read back from the frame.
     @Test func notifyCarriesTheStateReport() throws {
         let vectors = try Self.vectors()

@@ -37,6 +37,22 @@ enum Fixtures {
         baselineSummary: Summary([timelineA: 1]), baselineDigest: digest(1), stateDigest: digest(2),
         unknownCount: 1, maxFrameSize: 1 << 20, instanceNonce: Array(0..<16))
 
+    /// Two consistent fork records, sorted by branch (PROTOCOL.md §22.8).
+    static let forkRecords: [ForkBranch.Record] = {
+        let records = [digest(10), digest(11)].map { first in
+            ForkBranch.Record(
+                branch: ForkBranch.id(parent: timelineA, firstHash: first), root: timelineA, parent: timelineA, base: 1,
+                firstHash: first, rivalHash: [UInt8](repeating: 0, count: 32))
+        }
+        return records.sorted { $0.branch < $1.branch }
+    }()
+
+    static let helloWithForkRecords: Hello = {
+        var hello = Fixtures.hello
+        hello.forkRecords = forkRecords
+        return hello
+    }()
+
     static let minimalHello = Hello(
         protocolVersion: 7, domainName: "x", domainVersion: UInt32.max, deviceID: "A", name: "", summary: .empty,
         headHashes: [:], baselineSummary: .empty, baselineDigest: nil, stateDigest: digest(3), unknownCount: 0,
@@ -46,6 +62,7 @@ enum Fixtures {
     static let messages: [Message] = [
         .hello(hello),
         .hello(minimalHello),
+        .hello(helloWithForkRecords),
         .want(Want(have: summary)),
         .want(Want(have: .empty, baselineOffset: 0)),
         .want(Want(have: Summary([timelineC: 1]), baselineOffset: 123_456_789)),

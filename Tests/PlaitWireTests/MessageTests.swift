@@ -157,6 +157,24 @@ import Testing
             ("max frame size 65535", { $0.maxFrameSize = 65535 }),
             ("instance nonce is 15 bytes", { $0.instanceNonce = Data(count: 15) }),
             ("instance nonce is 17 bytes", { $0.instanceNonce = Data(count: 17) }),
+            // Fork records (PROTOCOL.md §22.9): each a consistent ForkRecord in canonical form, sorted, one per branch.
+            ("fork record 1 is refused", { $0.forkRecords = [Data([0x01, 0x02])] }),
+            ("fork record 2 is refused", {
+                var bad = Fixtures.forkRecords[1]
+                bad.base = 0
+                $0.forkRecords = [Data(Fixtures.forkRecords[0].encoded), Data(bad.encoded)]
+            }),
+            ("fork record 1 is refused", {
+                var bad = Fixtures.forkRecords[0]
+                swap(&bad.firstHash, &bad.rivalHash)
+                $0.forkRecords = [Data(bad.encoded)]
+            }),
+            ("fork record 1 is not in canonical form", {
+                $0.forkRecords = [Data(Fixtures.forkRecords[0].encoded + [0x38, 0x01])]
+            }),
+            ("not sorted by branch", { $0.forkRecords = Fixtures.forkRecords.reversed().map { Data($0.encoded) } }),
+            ("not sorted by branch", { $0.forkRecords = [Data(Fixtures.forkRecords[0].encoded), Data(Fixtures.forkRecords[0].encoded)] }),
+            ("more than 4096", { $0.forkRecords = Array(repeating: Data(Fixtures.forkRecords[0].encoded), count: 4097) }),
         ]
         for (expected, mutate) in cases {
             var hello = valid
