@@ -129,8 +129,15 @@ struct LANTests {
 
             // The stranger found them (it trusts them) but was refused: it holds nothing of theirs.
             #expect(try stranger.store.summary().timelines == [try stranger.store.ownTimeline()])
-            let pending = try sandbox.ok(["peers", "--pending", "--json", "--home", paired[0].home]).json()
-            let ids = (pending["pending"] as? [[String: Any]])?.compactMap { $0["device"] as? String } ?? []
+            // The stranger dials when its browse finds h1, which under load can come after the edits above: wait for
+            // h1 to record the refused handshake rather than read the pending list once.
+            var pending: [String: Any] = [:]
+            var ids: [String] = []
+            _ = try eventually(30) {
+                pending = try sandbox.ok(["peers", "--pending", "--json", "--home", paired[0].home]).json()
+                ids = (pending["pending"] as? [[String: Any]])?.compactMap { $0["device"] as? String } ?? []
+                return ids.contains(stranger.id)
+            }
             #expect(ids.contains(stranger.id), "h1 lists the stranger as pending: \(pending)\n\(agents[0].transcript)")
         }
     }
