@@ -74,33 +74,14 @@ public final class APIAuth: Sendable {
         return sessions
     }
 
-    /// Writes the unexpired `sessions` to `path`: a new file (mode 0600) made in full and synced, then renamed
-    /// over the old one, so a crash leaves either the old list or the new one.
+    /// Writes the unexpired `sessions` to `path` (`PrivateFile.replace`: mode 0600, the old list or the new one
+    /// after a crash).
     static func saveSessions(_ sessions: [String: Date], path: String) throws {
         let stored = StoredSessions(
             sessions: sessions.sorted { $0.key < $1.key }.map {
                 StoredSessions.Session(sha256: $0.key, expires: Int64($0.value.timeIntervalSince1970.rounded(.up)))
             })
-        let bytes = Array(try JSONEncoder().encode(stored)) + [0x0a]
-        let temporary = path + ".tmp-" + randomText(bytes: 8)
-        let failure = { (what: String) in
-            PlaitError.file(path: path, problem: "cannot be \(what) (\(String(cString: strerror(errno))))")
-        }
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw failure("written") }
-        let written = write(descriptor, bytes, bytes.count) == bytes.count && fsync(descriptor) == 0
-        close(descriptor)
-        guard written, rename(temporary, path) == 0 else {
-            let error = failure("written")
-            unlink(temporary)
-            throw error
-        }
-        // The rename itself is durable once the directory is synced.
-        let directory = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directory >= 0 {
-            fsync(directory)
-            close(directory)
-        }
+        try PrivateFile.replace(path, with: Array(try JSONEncoder().encode(stored)) + [0x0a])
     }
 
     /// The stored form of a session's secret.

@@ -37,20 +37,7 @@ public enum APIPassword {
                     + "may try it).")
         }
         let line = try hash(password, salt: randomBytes(saltLength)) + "\n"
-        let path = homePath + "/" + fileName
-        let temporary = path + ".new"
-        unlink(temporary)
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw PlaitError.file(path: temporary, problem: "cannot be created (\(String(cString: strerror(errno))))")
-        }
-        let bytes = Array(line.utf8)
-        let written = write(descriptor, bytes, bytes.count) == bytes.count && fsync(descriptor) == 0
-        close(descriptor)
-        guard written, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw PlaitError.file(path: path, problem: "cannot be written (\(String(cString: strerror(errno))))")
-        }
+        try PrivateFile.replace(homePath + "/" + fileName, with: Array(line.utf8))
     }
 
     /// Removes the password: the agent then refuses to listen on a non-loopback address again.

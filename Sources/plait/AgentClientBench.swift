@@ -8,10 +8,7 @@ enum AgentClientBench {
     /// Measures on `home` (the grown one) and on a fresh empty home under `directory`, `runs` times each.
     static func measure(home: String, directory: String, runs: Int, log: (String) -> Void) throws -> [String: Any] {
         let executable = try IdleBench.agentExecutable()
-        var environment = ProcessInfo.processInfo.environment
-        environment["XDG_CONFIG_HOME"] = directory + "/agent-bench-config"
-        environment["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(directory)/no-system-bus"
-        environment["PLAIT_HOME"] = nil
+        let environment = IdleBench.isolatedEnvironment(directory: directory, config: directory + "/agent-bench-config")
         let empty = directory + "/agent-bench-empty"
         _ = try IdleBench.runToEnd(executable, ["init", "--home", empty, "--name", "empty"], environment)
         _ = try IdleBench.runToEnd(executable, ["list", "add", "--home", empty, "List 1"], environment)

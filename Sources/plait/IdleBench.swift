@@ -40,11 +40,7 @@ enum IdleBench {
     static func run(directory: String, seconds: Int) throws -> (Double, Double) {
         let executable = try agentExecutable()
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        var environment = ProcessInfo.processInfo.environment
-        // No user config, and no avahi-daemon (discovery is off anyway): only the two agents and loopback.
-        environment["XDG_CONFIG_HOME"] = directory + "/config"
-        environment["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(directory)/no-system-bus"
-        environment["PLAIT_HOME"] = nil
+        let environment = isolatedEnvironment(directory: directory, config: directory + "/config")
         let homes = [directory + "/idle-a", directory + "/idle-b"]
         var ids: [String] = []
         for (index, home) in homes.enumerated() {
@@ -81,6 +77,28 @@ enum IdleBench {
     }
 
     /// `PLAIT_BENCH_AGENT`, else this very executable.
+    /// This process's environment for the `plait` processes a benchmark starts under `directory`: no user config
+    /// (`config` is an empty config home), no avahi-daemon (an unreachable system bus), no `PLAIT_HOME`.
+    static func isolatedEnvironment(directory: String, config: String) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = config
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(directory)/no-system-bus"
+        environment["PLAIT_HOME"] = nil
+        return environment
+    }
+
+    /// Stops a process it started by its PID: SIGTERM, then SIGKILL if it has not exited within 10 s.
+    static func stop(_ process: Process) {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = Date().addingTimeInterval(10)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
     static func agentExecutable() throws -> String {
         if let explicit = ProcessInfo.processInfo.environment["PLAIT_BENCH_AGENT"], !explicit.isEmpty {
             return explicit
@@ -183,14 +201,5 @@ final class AgentProcess {
     }
 
     /// SIGTERM, then SIGKILL if it has not exited within 10 s.
-    func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
+    func stop() { IdleBench.stop(process) }
 }

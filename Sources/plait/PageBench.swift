@@ -44,10 +44,7 @@ enum PageBench {
                 "the page driver \(driver) does not exist: run from the repository's root or give --page-driver")
         }
         let executable = try IdleBench.agentExecutable()
-        var environment = ProcessInfo.processInfo.environment
-        environment["XDG_CONFIG_HOME"] = directory + "/config"
-        environment["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(directory)/no-system-bus"
-        environment["PLAIT_HOME"] = nil
+        let environment = IdleBench.isolatedEnvironment(directory: directory, config: directory + "/config")
         let home = directory + "/page-home"
         _ = try IdleBench.runToEnd(executable, ["init", "--home", home, "--name", "page"], environment)
         var lines: [String] = []
@@ -175,14 +172,5 @@ final class BrowserProcess {
     }
 
     /// SIGTERM, then SIGKILL after 10 s.
-    func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
+    func stop() { IdleBench.stop(process) }
 }

@@ -83,18 +83,8 @@ import Testing
             _ = try d.adopt(try Baseline(decoding: baseline.encoded()[...]))
             #expect(!Self.items(d).contains("a1"))
 
-            let (left, right) = try socketPair()
-            let yTransport = try SocketTransport(adopting: left)
-            let dTransport = try SocketTransport(adopting: right)
-            defer {
-                yTransport.close()
-                dTransport.close()
-            }
-            let yHello = try Session(
-                transport: yTransport, replica: y, identity: SessionIdentity(deviceID: "YYYYYYY", name: "y"))
-            let dHello = try Session(
-                transport: dTransport, replica: d, identity: SessionIdentity(deviceID: "DDDDDDD", name: "d"))
-            let results = try runSessions(yHello, dHello)
+            let results = try runSession(
+                (y, SessionIdentity(deviceID: "YYYYYYY", name: "y")), (d, SessionIdentity(deviceID: "DDDDDDD", name: "d")))
             let (_, atD) = try results.results()
 
             #expect(try d.store.forkBranches().map(\.id) == [branch], "D learnt the record from Y's Hello")

@@ -142,6 +142,15 @@ func runSession(
     _ a: Device, _ b: Device, options: SessionOptions = SessionOptions(), optionsB: SessionOptions? = nil,
     wrap: (SocketTransport) -> any FrameTransport = { $0 }
 ) throws -> SessionPair {
+    try runSession((a.replica, a.identity), (b.replica, b.identity), options: options, optionsB: optionsB, wrap: wrap)
+}
+
+/// `runSession` for replicas that are not `Device`s (signed stores, a replica with its own signer).
+func runSession(
+    _ a: (replica: Replica, identity: SessionIdentity), _ b: (replica: Replica, identity: SessionIdentity),
+    options: SessionOptions = SessionOptions(), optionsB: SessionOptions? = nil,
+    wrap: (SocketTransport) -> any FrameTransport = { $0 }
+) throws -> SessionPair {
     let (left, right) = try socketPair()
     let leftSocket = try SocketTransport(adopting: left)
     let rightSocket = try SocketTransport(adopting: right)
