@@ -61,7 +61,9 @@ extension Home {
     /// devices doing the same; `PairingRendezvous` decides whom to pair with and which side dials. Then the
     /// usual attempt (commitment, code on both screens, both answers). Trusts the other device only if both
     /// users said yes, with no address: the pairing port is not where it syncs, and discovery finds its
-    /// agent later. The service is withdrawn and the listener closed as soon as the attempt starts.
+    /// agent later. The listener is closed as soon as the attempt starts; the service is withdrawn then by the
+    /// device that was dialled, and by the device that dials only once the other one runs the attempt (its first
+    /// message): until then the other one may not have found it, and holds the connection until it does.
     ///
     /// `choosing` is how the device is chosen: as `plait pair` does, or only by the user's pick (the page).
     ///
@@ -193,22 +195,28 @@ extension Home {
 
         // One attempt per run: nobody else gets in, and nobody else sees this device in pairing mode.
         listener.close()
-        discovery.close()
         for pairing in held.values { pairing.connection.close() }
         held = [:]
         let left = max(.milliseconds(1), ContinuousClock.now.duration(to: deadline))
         switch attempt! {
         case .connect(let candidate):
+            // Still published until the other device runs the attempt: it holds this connection until it has
+            // found this device in pairing mode itself, which it may not have yet (its daemon resolves this
+            // device's record later than this one resolved its own, or its user has not seen it yet). Withdrawn
+            // as the dial starts, the record it waits for never came, and both waited until the timeout.
             user.connecting(candidate)
             do {
                 return try pair(
                     connectingTo: candidate.endpoint, remembering: nil, name: name, timeout: left,
                     expecting: (candidate.name, { candidate.isPublished(by: $0.description) }),
-                    onConnected: { user.connected($0, candidate) }, confirm: user.confirm)
+                    onConnected: { user.connected($0, candidate) }, onPeerStarted: { discovery.close() },
+                    confirm: user.confirm)
             } catch .tls(.refused(let address, let reason)) {
                 throw .unreachable(name: candidate.name, address: address, reason: reason)
             }
         case .accept(let pairing, let candidate):
+            // The other device dialled: it found this one already.
+            discovery.close()
             user.connected(pairing.peer, candidate)
             let confirmed = try pairing.run(until: deadline, timeout: timeout, confirm: user.confirm)
             return try storePaired(confirmed, name: name, address: nil)

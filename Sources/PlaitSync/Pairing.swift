@@ -43,6 +43,9 @@ public final class Pairing: @unchecked Sendable {
     /// asking thread keeps it alive while it runs, so a late answer never writes into a reused descriptor.
     private var answers: Inbox<Bool>?
     private var started = false
+    /// Called on the driving thread when the first message from the peer arrived: the peer runs its side of
+    /// this attempt (a listener that holds a connection sends nothing until it does). Set before `run`.
+    var onPeerStarted: (() -> Void)?
 
     /// Prepares an attempt on an established connection (the TLS server is the responder). Throws
     /// `notPairing` unless the connection negotiated `plait-pair/1`, and `ownDevice` if the peer presented
@@ -121,6 +124,10 @@ public final class Pairing: @unchecked Sendable {
                     decoder.append(buffer[0..<count])
                     do {
                         while outcome == nil, let frame = try decoder.next() {
+                            if let started = onPeerStarted {
+                                onPeerStarted = nil
+                                started()
+                            }
                             perform(machine.received(try Message.decode(frame)), deadline: deadline)
                         }
                     } catch {

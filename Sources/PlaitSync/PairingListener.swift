@@ -128,7 +128,8 @@ extension Home {
     func pair(
         connectingTo address: PeerAddress, remembering: PeerAddress?, name: String?, timeout: Duration,
         expecting: (name: String, isExpected: @Sendable (DeviceID) -> Bool)? = nil,
-        onConnected: (@Sendable (DeviceID) -> Void)?, confirm: @escaping @Sendable (PairingPrompt) -> Bool
+        onConnected: (@Sendable (DeviceID) -> Void)?, onPeerStarted: (() -> Void)? = nil,
+        confirm: @escaping @Sendable (PairingPrompt) -> Bool
     ) throws(PairingError) -> PairedDevice {
         let deadline = ContinuousClock.now + timeout
         let connection: TLSConnection
@@ -150,6 +151,7 @@ extension Home {
             throw .unexpectedPeer(name: expecting.name, connected: pairing.peer)
         }
         onConnected?(pairing.peer)
+        pairing.onPeerStarted = onPeerStarted
         let confirmed = try pairing.run(until: deadline, timeout: timeout, confirm: confirm)
         return try storePaired(confirmed, name: name, address: remembering)
     }

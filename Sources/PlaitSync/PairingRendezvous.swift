@@ -206,7 +206,7 @@ public struct PairingRendezvous: Sendable {
     }
 
     /// Discovery lost a service. While waiting for the chosen device nothing changes: it withdraws its
-    /// service as it starts dialling.
+    /// service once this device runs the attempt it dialled (a dialler stays published until then).
     public mutating func removed(instance: String) -> [Action] {
         let before = candidates.count
         candidates.removeAll { $0.instance == instance }
