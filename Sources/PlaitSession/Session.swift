@@ -300,7 +300,7 @@ public final class Session: @unchecked Sendable {
     private func performOne(_ action: SessionAction) throws(SessionError) -> SessionAnswer? {
         let store = replica.store
         switch action {
-        case .send, .integrate, .readPage, .finding, .pulled, .admit, .succession:
+        case .send, .integrate, .readPage, .finding, .pulled, .offered, .admit, .succession:
             break
         default:
             // Every other read or write sees the store with the pulled batches committed.
@@ -389,6 +389,8 @@ public final class Session: @unchecked Sendable {
         case .pulled:
             // Reported by the pipeline once the batch is committed (see `intake`), not when it is checked.
             break
+        case let .offered(summary):
+            options.onOffered?(summary)
         case let .fail(error):
             throw error
         }

@@ -82,6 +82,9 @@ public struct SessionOptions: Sendable {
     /// Called on the session's thread after each pulled batch that added changes, with how many it added
     /// (an agent notifies its other peers from here).
     public var onPulled: (@Sendable (Int) -> Void)?
+    /// Called on the session's thread with the summary the peer holds each time a Notify tells it anew (its
+    /// Hello's reaches `admitPeer`): what "missing N" counts against (an agent's progress events).
+    public var onOffered: (@Sendable (Summary) -> Void)?
     /// The peer's Device ID as its certificate proved it in the TLS handshake: its Hello must name the same.
     public var certifiedPeerID: String?
     /// Called on the session's thread with one sentence for each thing found wrong (a fork, refused changes, a
@@ -266,6 +269,8 @@ enum SessionAction {
     /// A pulled batch added this many changes, or (0) an adopted baseline changed the state
     /// (`SessionOptions.onPulled`).
     case pulled(Int)
+    /// The peer told the summary it holds in a Notify (`SessionOptions.onOffered`).
+    case offered(Summary)
     /// End the session with this error, after the actions before it.
     case fail(SessionError)
 }
@@ -449,6 +454,7 @@ struct SessionMachine {
                 let copied = CopiedHome(deviceID: identity.deviceID, instances: copies)
                 told = [.finding(copied.description), .recordCopiedHome(copied)]
             }
+            if options.mode == .agent { told.append(.offered(summary)) }
             if let report { return try told + run([.compare(summary, report), .notified(summary)]) }
             return try told + run([.notified(summary)])
         case let .ping(nonce):

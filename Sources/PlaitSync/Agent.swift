@@ -559,6 +559,8 @@ public final class Agent: @unchecked Sendable {
                     "missing": .init(self.missing(of: offered)),
                 ])
         }
+        // What the peer holds, as it last said: a catch-up its Notify started counts "missing" against it.
+        options.onOffered = { [weak self] summary in self?.lock.withLock { slot.entry?.offered = summary } }
         options.admitPeer = { [weak self] hello in
             guard let self, let entry = slot.entry else { return false }
             return self.admit(entry, hello: hello)

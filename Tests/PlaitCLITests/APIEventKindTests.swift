@@ -146,4 +146,52 @@ import Testing
                 "pulled + missing is B's whole offer: \(progress)")
         }
     }
+
+    /// Two agents already connected and in sync: B gets 2,000 changes, its Notify tells A, and A pulls them in
+    /// batches of 50. What is missing counts against what B's Notify said, not against B's Hello of before —
+    /// which A already held, so every event of such a pull said "missing 0" while most were still to come.
+    @Test func syncProgressOfAPullANotifyStartedCountsAgainstTheNotify() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.pairedHomes(["a", "b"])
+            let apiA = try APIAgent(sandbox: sandbox, home: devices[0].home)
+            defer { #expect(apiA.agent.stop() == 0, "\(apiA.agent.log)") }
+            let config = sandbox.root + "/b.toml"
+            try "[sync]\nbatch_changes = 50\n".write(toFile: config, atomically: true, encoding: .utf8)
+            let agentB = try RunningAgent(
+                sandbox: sandbox, home: devices[1].home, extra: ["--peer", apiA.agent.address, "--api-listen", ""],
+                environment: ["PLAIT_CONFIG": config])
+            defer { #expect(agentB.stop() == 0, "\(agentB.log)") }
+            // Connected and in sync (each pulled the other's timeline.begin of `plait init`).
+            let summary = { (home: String) in try sandbox.ok(["status", "--json", "--home", home]).json()["summary"] }
+            let inSync = try eventually(20) {
+                let (a, b) = (try summary(devices[0].home) as? String, try summary(devices[1].home) as? String)
+                return a != nil && a == b && a?.contains(",") == true
+            }
+            try #require(inSync, "\(apiA.agent.log)\n\(agentB.log)")
+            let before = try events(apiA).compactMap { $0["seq"] as? Int }.max() ?? 0
+
+            let total = 2_000
+            let script = "list add Many\n" + (1..<total).map { "add Many item\($0)\n" }.joined()
+            try sandbox.ok(["batch", "--home", devices[1].home], stdin: script)
+            var progress: [[String: Any]] = []
+            let done = try eventually(30) {
+                progress = try events(apiA).filter {
+                    ($0["seq"] as? Int ?? 0) > before && $0["kind"] as? String == "sync.progress"
+                        && ($0["data"] as? [String: Any])?["device"] as? String == devices[1].id
+                }.compactMap { $0["data"] as? [String: Any] }
+                return progress.reduce(0) { $0 + ($1["batch"] as? Int ?? 0) } >= total
+            }
+            #expect(done, "A's progress events: \(progress)\n\(apiA.agent.log)")
+            // The receiver commits what arrived while the last batch committed, so batches merge; 40 of them make
+            // several commits.
+            #expect(progress.count >= 2, "\(progress)")
+            var pulled = 0
+            for event in progress {
+                pulled += event["batch"] as? Int ?? 0
+                #expect(
+                    (event["missing"] as? Int).map { $0 + pulled } == total,
+                    "what was pulled so far and what is missing are B's 2,000 changes: \(event) of \(progress)")
+            }
+        }
+    }
 }

@@ -347,6 +347,19 @@ import Testing
         #expect(Self.wants(actions) == [Want(have: [Self.theirs: 3], baselineOffset: nil)])
     }
 
+    /// Agent mode: each Notify tells the agent what the peer now holds (`onOffered`), what its progress events
+    /// count "missing" against; a one-shot session has no such events.
+    @Test func aNotifyTellsWhatThePeerNowHolds() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        _ = try Self.greet(&machine, hello: Self.hello(summary: [Self.theirs: 2]), local: Self.status(summary: [:]))
+        let actions = try machine.received(.notify([Self.theirs: 7], report: nil))
+        let offered = actions.compactMap { action -> Summary? in
+            if case let .offered(summary) = action { return summary }
+            return nil
+        }
+        #expect(offered == [[Self.theirs: 7]], "\(actions)")
+    }
+
     /// One-shot sessions read nothing for a Notify without a report.
     @Test func oneShotIgnoresNotify() throws {
         var machine = Self.machine()
