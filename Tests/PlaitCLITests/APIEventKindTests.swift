@@ -14,6 +14,23 @@ import Testing
         return object?["events"] as? [[String: Any]] ?? []
     }
 
+    /// A's agent with its API, then B's agent dialling it and sending changes in batches of 50; both stopped by
+    /// the caller.
+    func agentsOfAAndB(_ sandbox: Sandbox, _ devices: [(home: String, id: String)]) throws -> (APIAgent, RunningAgent) {
+        let apiA = try APIAgent(sandbox: sandbox, home: devices[0].home)
+        let config = sandbox.root + "/b.toml"
+        try "[sync]\nbatch_changes = 50\n".write(toFile: config, atomically: true, encoding: .utf8)
+        do {
+            let agentB = try RunningAgent(
+                sandbox: sandbox, home: devices[1].home, extra: ["--peer", apiA.agent.address, "--api-listen", ""],
+                environment: ["PLAIT_CONFIG": config])
+            return (apiA, agentB)
+        } catch {
+            _ = apiA.agent.stop()
+            throw error
+        }
+    }
+
     @Test func aPairingShowingItsCodePublishesIt() throws {
         try withSandbox { sandbox in
             let devices = try sandbox.initHomes(["alpha", "beta"])
@@ -116,13 +133,8 @@ import Testing
             let devices = try sandbox.pairedHomes(["a", "b"])
             let script = "list add Many\n" + (1...150).map { "add Many item\($0)\n" }.joined()
             try sandbox.ok(["batch", "--home", devices[1].home], stdin: script)
-            let apiA = try APIAgent(sandbox: sandbox, home: devices[0].home)
+            let (apiA, agentB) = try agentsOfAAndB(sandbox, devices)
             defer { #expect(apiA.agent.stop() == 0, "\(apiA.agent.log)") }
-            let config = sandbox.root + "/b.toml"
-            try "[sync]\nbatch_changes = 50\n".write(toFile: config, atomically: true, encoding: .utf8)
-            let agentB = try RunningAgent(
-                sandbox: sandbox, home: devices[1].home, extra: ["--peer", apiA.agent.address, "--api-listen", ""],
-                environment: ["PLAIT_CONFIG": config])
             defer { #expect(agentB.stop() == 0, "\(agentB.log)") }
             var progress: [[String: Any]] = []
             let done = try eventually(20) {
@@ -153,13 +165,8 @@ import Testing
     @Test func syncProgressOfAPullANotifyStartedCountsAgainstTheNotify() throws {
         try withSandbox { sandbox in
             let devices = try sandbox.pairedHomes(["a", "b"])
-            let apiA = try APIAgent(sandbox: sandbox, home: devices[0].home)
+            let (apiA, agentB) = try agentsOfAAndB(sandbox, devices)
             defer { #expect(apiA.agent.stop() == 0, "\(apiA.agent.log)") }
-            let config = sandbox.root + "/b.toml"
-            try "[sync]\nbatch_changes = 50\n".write(toFile: config, atomically: true, encoding: .utf8)
-            let agentB = try RunningAgent(
-                sandbox: sandbox, home: devices[1].home, extra: ["--peer", apiA.agent.address, "--api-listen", ""],
-                environment: ["PLAIT_CONFIG": config])
             defer { #expect(agentB.stop() == 0, "\(agentB.log)") }
             // Connected and in sync (each pulled the other's timeline.begin of `plait init`).
             let summary = { (home: String) in try sandbox.ok(["status", "--json", "--home", home]).json()["summary"] }

@@ -29,10 +29,11 @@ struct LANAPIPairingTests {
         return (process, LoopbackClient(unixSocketPath: socket))
     }
 
-    /// What most tests start from: a LAN of two hosts, devices alpha and `betaName` in a sandbox, and alpha's agent
-    /// on h0 with its API. The agent must exit cleanly when stopped after `body`; the LAN is torn down.
+    /// What most tests start from: a LAN of two hosts, devices alpha and `betaName` in a sandbox (beta of pairing
+    /// `role` towards alpha, if given), and alpha's agent on h0 with its API. The agent must exit cleanly when
+    /// stopped after `body`; the LAN is torn down.
     func withAlphaAgent(
-        _ label: String, beta betaName: String = "beta",
+        _ label: String, beta betaName: String = "beta", role: PairingRendezvous.Role? = nil,
         _ body: (
             NetnsLAN, Sandbox, (home: String, id: String), (home: String, id: String), HostProcess, LoopbackClient
         ) throws -> Void
@@ -40,8 +41,8 @@ struct LANAPIPairingTests {
         let lan = try NetnsLAN(hosts: 2)
         defer { lan.tearDown() }
         try withSandbox(label) { sandbox in
-            let alpha = try lanTests.device(sandbox, "alpha")
-            let beta = try lanTests.device(sandbox, betaName)
+            let (alpha, beta) = try role.map { try devices(sandbox, beta: betaName, role: $0) }
+                ?? (lanTests.device(sandbox, "alpha"), lanTests.device(sandbox, betaName))
             let (agent, api) = try agent(lan, sandbox, home: alpha.home)
             defer { #expect(agent.stop() == 0, "alpha's agent exits cleanly: \(agent.transcript)") }
             do {
@@ -288,21 +289,23 @@ struct LANAPIPairingTests {
         }
     }
 
-    /// A device named `name` whose pairing role towards `other` (a Device ID) is `role` today: which of two devices
-    /// dials is decided by their tags (`PairingRendezvous.role`), so a test of one side's behaviour picks its
-    /// devices; homes are made until one fits (each fits with odds of one half).
-    func device(
-        _ sandbox: Sandbox, named name: String, role: PairingRendezvous.Role, towards other: String
-    ) throws -> (home: String, id: String) {
-        let otherTag = DiscoveryTag.tag(deviceID: other, date: Date())
-        for attempt in 0..<64 {
+    /// Devices alpha and beta, beta of pairing `role` towards alpha today: which of two devices dials is decided by
+    /// their tags (`PairingRendezvous.role`), so a test of one side's behaviour picks its devices. Pairs are made
+    /// until one fits: each does with odds of one half (both tags are fresh, so neither can sit at an extreme).
+    func devices(
+        _ sandbox: Sandbox, beta name: String, role: PairingRendezvous.Role
+    ) throws -> (alpha: (home: String, id: String), beta: (home: String, id: String)) {
+        let made = { (name: String, attempt: Int) throws -> (home: String, id: String) in
             let home = sandbox.root + "/\(name)-\(attempt)"
             try sandbox.ok(["init", "--name", name, "--home", home])
-            let id = try sandbox.ok(["id", "--home", home]).lines.last!
-            let tag = DiscoveryTag.tag(deviceID: id, date: Date())
-            if PairingRendezvous.role(ownTag: tag, peerTag: otherTag) == role { return (home, id) }
+            return (home, try sandbox.ok(["id", "--home", home]).lines.last!)
         }
-        throw NetnsError.timeout(waitingFor: "a device of role \(role)", after: .zero, output: "")
+        for attempt in 0..<64 {
+            let (alpha, beta) = (try made("alpha", attempt), try made(name, attempt))
+            let tags = [alpha, beta].map { DiscoveryTag.tag(deviceID: $0.id, date: Date()) }
+            if PairingRendezvous.role(ownTag: tags[1], peerTag: tags[0]) == role { return (alpha, beta) }
+        }
+        throw NetnsError.timeout(waitingFor: "two devices where beta is the \(role)", after: .zero, output: "")
     }
 
     /// The line `avahi-browse -pk _plait._tcp` prints when `device`'s pairing service is found ("+") or removed
@@ -316,16 +319,9 @@ struct LANAPIPairingTests {
     /// the timeout (the CI failure of the named search below, once in several runs; seen failing every time
     /// here before the fix).
     @Test func aDeviceThatDialsAtOnceStaysInPairingModeUntilTheOtherRunsTheAttempt() throws {
-        let lan = try NetnsLAN(hosts: 2)
-        defer { lan.tearDown() }
-        try withSandbox("lan-api-dial") { sandbox in
-            let alpha = try lanTests.device(sandbox, "alpha")
-            let beta = try device(sandbox, named: "beta", role: .responder, towards: alpha.id)
-            let (agent, api) = try agent(lan, sandbox, home: alpha.home)
-            defer { #expect(agent.stop() == 0, "alpha's agent exits cleanly: \(agent.transcript)") }
+        try withAlphaAgent("lan-api-dial", role: .responder) { lan, sandbox, alpha, beta, _, api in
             let browser = try lan.spawn(["avahi-browse", "-pk", "_plait._tcp"], in: lan.hosts[0])
             defer { browser.stop() }
-
             let pair = try lanTests.plait(
                 ["pair", "--home", beta.home, "--timeout", "30"], in: lan.hosts[1], on: lan, sandbox)
             defer { pair.stop() }
@@ -347,16 +343,9 @@ struct LANAPIPairingTests {
     /// withdrew its record as it dialled, so a second after its dial it vanished from alpha's list and the
     /// user's pick was refused ("no longer in pairing mode").
     @Test func aDeviceThatDialsStaysListedOnThePageUntilItsUserPicksIt() throws {
-        let lan = try NetnsLAN(hosts: 2)
-        defer { lan.tearDown() }
-        try withSandbox("lan-api-held") { sandbox in
-            let alpha = try lanTests.device(sandbox, "alpha")
-            let beta = try device(sandbox, named: "beta", role: .initiator, towards: alpha.id)
-            let (agent, api) = try agent(lan, sandbox, home: alpha.home)
-            defer { #expect(agent.stop() == 0, "alpha's agent exits cleanly: \(agent.transcript)") }
+        try withAlphaAgent("lan-api-held", role: .initiator) { lan, sandbox, alpha, beta, _, api in
             let browser = try lan.spawn(["avahi-browse", "-pk", "_plait._tcp"], in: lan.hosts[0])
             defer { browser.stop() }
-
             #expect(try post(api, "/api/pairing/start").status == 200)
             let pair = try lanTests.plait(
                 ["pair", "--home", beta.home, "--timeout", "60"], in: lan.hosts[1], on: lan, sandbox)
