@@ -193,7 +193,7 @@ extension Home {
             }
         }
 
-        // One attempt per run: nobody else gets in, and nobody else sees this device in pairing mode.
+        // One attempt per run: nobody else gets in (the service goes too, below, once it is safe to withdraw).
         listener.close()
         for pairing in held.values { pairing.connection.close() }
         held = [:]
@@ -202,8 +202,7 @@ extension Home {
         case .connect(let candidate):
             // Still published until the other device runs the attempt: it holds this connection until it has
             // found this device in pairing mode itself, which it may not have yet (its daemon resolves this
-            // device's record later than this one resolved its own, or its user has not seen it yet). Withdrawn
-            // as the dial starts, the record it waits for never came, and both waited until the timeout.
+            // device's record later than this one resolved its own, or its user has not seen it yet).
             user.connecting(candidate)
             do {
                 return try pair(

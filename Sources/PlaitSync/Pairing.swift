@@ -43,9 +43,6 @@ public final class Pairing: @unchecked Sendable {
     /// asking thread keeps it alive while it runs, so a late answer never writes into a reused descriptor.
     private var answers: Inbox<Bool>?
     private var started = false
-    /// Called on the driving thread when the first message from the peer arrived: the peer runs its side of
-    /// this attempt (a listener that holds a connection sends nothing until it does). Set before `run`.
-    var onPeerStarted: (() -> Void)?
 
     /// Prepares an attempt on an established connection (the TLS server is the responder). Throws
     /// `notPairing` unless the connection negotiated `plait-pair/1`, and `ownDevice` if the peer presented
@@ -78,9 +75,12 @@ public final class Pairing: @unchecked Sendable {
     }
 
     /// `run(timeout:confirm:)` with a deadline set earlier (a listener's wait counts against it);
-    /// `timeout` is what a timeout error reports.
+    /// `timeout` is what a timeout error reports. `onPeerStarted` is called on this thread when the peer's first
+    /// message arrived: the peer runs its side of the attempt (a listener holding a connection sends nothing
+    /// until it does).
     func run(
-        until deadline: ContinuousClock.Instant, timeout: Duration, confirm: @escaping @Sendable (PairingPrompt) -> Bool
+        until deadline: ContinuousClock.Instant, timeout: Duration, onPeerStarted: (() -> Void)? = nil,
+        confirm: @escaping @Sendable (PairingPrompt) -> Bool
     ) throws(PairingError) -> PairingPrompt {
         precondition(!started, "a Pairing runs once: one attempt per connection")
         started = true
@@ -91,7 +91,7 @@ public final class Pairing: @unchecked Sendable {
             connection.close()
             throw .tls(error)
         }
-        drive(deadline: deadline, timeout: timeout)
+        drive(deadline: deadline, timeout: timeout, onPeerStarted: onPeerStarted)
         let result = outcome!
         switch result {
         case .success, .failure(.refusedHere), .failure(.refusedByPeer):
@@ -104,7 +104,8 @@ public final class Pairing: @unchecked Sendable {
 
     // MARK: The loop
 
-    private func drive(deadline: ContinuousClock.Instant, timeout: Duration) {
+    private func drive(deadline: ContinuousClock.Instant, timeout: Duration, onPeerStarted: (() -> Void)?) {
+        var onPeerStarted = onPeerStarted
         var decoder = FrameDecoder(maxFrameSize: Self.maxFrameSize)
         var buffer = [UInt8](repeating: 0, count: 4096)
         var readNeedsWritable = false

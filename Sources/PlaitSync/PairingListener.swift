@@ -151,8 +151,8 @@ extension Home {
             throw .unexpectedPeer(name: expecting.name, connected: pairing.peer)
         }
         onConnected?(pairing.peer)
-        pairing.onPeerStarted = onPeerStarted
-        let confirmed = try pairing.run(until: deadline, timeout: timeout, confirm: confirm)
+        let confirmed = try pairing.run(
+            until: deadline, timeout: timeout, onPeerStarted: onPeerStarted, confirm: confirm)
         return try storePaired(confirmed, name: name, address: remembering)
     }
 
