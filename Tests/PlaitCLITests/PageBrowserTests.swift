@@ -158,8 +158,8 @@ final class HeadlessChromium {
                 homes.append((home, try sandbox.ok(["id", "--home", home]).lines.last!))
             }
             let (laptop, phone) = (homes[0], homes[1])
-            // The phone calls itself by the markup name; the laptop's /api/peers does not yet take a paired device's
-            // name from its Hello (it keeps the pairing's), so the same name is given at pairing too.
+            // The phone calls itself by the markup name; the laptop's /api/peers shows the name stored at pairing,
+            // never one from a Hello (README: a peer's name), so the same name is given at pairing too.
             try sandbox.ok(["pair", "--trust", phone.id, "--name", Self.peerName, "--home", laptop.home])
             try sandbox.ok(["pair", "--trust", laptop.id, "--home", phone.home])
             try sandbox.ok(["list", "add", Self.listTitle, "--home", laptop.home])
