@@ -63,6 +63,8 @@ extension Plait {
         @Flag(help: "Keep the temporary home and print its path.") var keep = false
         @Flag(help: "Print the result as JSON.") var json = false
         @Option(help: .hidden) var replayOnly: String?
+        /// Profiling aid: only warm late changes (--runs of them) into an existing home (kept with --keep).
+        @Option(help: .hidden) var lateOnly: String?
         /// Profiling aid: only the network benchmarks.
         @Flag(help: .hidden) var networkOnly = false
         @Option(help: "Changes a fresh device catches up over TLS (0 skips the network benchmarks).")
@@ -106,6 +108,21 @@ extension Plait {
         func run() throws {
             if let measureChild {
                 try ChildMeasurement.measure(command: childCommand, resultPath: measureChild)
+                return
+            }
+            if let lateOnly {
+                let home = try Home.open(at: lateOnly, config: Config())
+                let history = 1_000_000
+                var lateChanges = LateChanges(
+                    replica: home.replica, changes: history, timeline: TimelineID(UInt64.random(in: 1...(1 << 40))))
+                var times = Sample()
+                for _ in 0..<runs {
+                    let change = lateChanges.next(back: 1_000)
+                    let start = DispatchTime.now().uptimeNanoseconds
+                    _ = try home.replica.integrate([change])
+                    times.add(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+                }
+                print("one late change, in-memory checkpoints: \(times.text("%.1f")) ms")
                 return
             }
             if let replayOnly {
@@ -197,21 +214,9 @@ extension Plait {
 
             // Late changes: another device's edits that sort ~1,000 (warm) or ~500 (cold) changes before the
             // newest one, one timeline whose changes chain and whose Lamport times rise.
-            let position = home.replica.position
             let state = home.replica.state
-            let target = state.items.first { !$0.value.deleted }!.key
-            var previous = Change.zeroHash
-            var seq: UInt64 = 0
-            func late(back: Int) -> Change {
-                seq += 1
-                let change = Change(
-                    timeline: TimelineID(0x1234_5678), seq: seq,
-                    lamport: position.lamport - UInt64(min(back, changes / 4)) + seq, previousHash: previous,
-                    kind: "item.edit", version: 1, wallTime: Replica.now(),
-                    payload: ListsChange.itemEdit(id: target, text: "late edit \(seq)").payload)
-                previous = change.hash
-                return change
-            }
+            var lateChanges = LateChanges(replica: home.replica, changes: changes)
+            func late(back: Int) -> Change { lateChanges.next(back: back) }
             var warm = Sample()
             var warmReplayed = 0
             for _ in 0..<runs {
@@ -387,5 +392,34 @@ struct Workload {
             let list = lists[Int(random.next() % UInt64(lists.count))]
             return .listRename(id: list, title: "List \(random.next() % 1000)")
         }
+    }
+}
+
+/// Another device's edits that sort about `back` changes before the newest one the replica holds: one timeline
+/// whose changes chain and whose Lamport times rise.
+struct LateChanges {
+    let position: OrderKey
+    let target: ObjectID
+    let changes: Int
+    let timeline: TimelineID
+    var previous = Change.zeroHash
+    var seq: UInt64 = 0
+
+    init(replica: Replica, changes: Int, timeline: TimelineID = TimelineID(0x1234_5678)) {
+        position = replica.position
+        target = replica.state.items.first { !$0.value.deleted }!.key
+        self.changes = changes
+        self.timeline = timeline
+    }
+
+    mutating func next(back: Int) -> Change {
+        seq += 1
+        let change = Change(
+            timeline: timeline, seq: seq,
+            lamport: position.lamport - UInt64(min(back, changes / 4)) + seq, previousHash: previous,
+            kind: "item.edit", version: 1, wallTime: Replica.now(),
+            payload: ListsChange.itemEdit(id: target, text: "late edit \(seq)").payload)
+        previous = change.hash
+        return change
     }
 }

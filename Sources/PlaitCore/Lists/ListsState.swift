@@ -118,8 +118,7 @@ public struct ListsState: Sendable {
         var items: Set<ObjectID> = []
         for (id, record) in new.lists where old.lists[id] != record { lists.insert(id) }
         for id in old.lists.keys where new.lists[id] == nil { lists.insert(id) }
-        for (id, record) in new.items where old.items[id] != record { items.insert(id) }
-        for id in old.items.keys where new.items[id] == nil { items.insert(id) }
+        RecordTable.differingIDs(old.items, new.items, into: &items)
         return (lists, items)
     }
 
