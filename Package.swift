@@ -34,10 +34,13 @@ let package = Package(
         .target(
             name: "PlaitStore",
             dependencies: [
-                "PlaitCore", "COpenSSL", "PlaitTLS",
+                "PlaitCore", "COpenSSL", "PlaitTLS", "CSQLiteConfig",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
+        // One call Swift cannot make itself (sqlite3_config is variadic): SQLite's memory statistics off, whose
+        // process-wide mutex every allocation of every connection took.
+        .target(name: "CSQLiteConfig", linkerSettings: [.linkedLibrary("sqlite3")]),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "openssl",

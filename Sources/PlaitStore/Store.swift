@@ -1,3 +1,4 @@
+import CSQLiteConfig
 import Foundation
 import GRDB
 import GRDBSQLite
@@ -42,7 +43,14 @@ public final class Store: @unchecked Sendable {
         self.busyTimeout = busyTimeout
     }
 
+    /// Process-wide SQLite settings, made once before the first connection opens (every connection of the
+    /// store's goes through `configuration`, which runs this first): memory statistics off. With them on, every
+    /// allocation SQLite makes takes one process-wide mutex; perf of two agents in one process exchanging edits
+    /// showed it behind most of the threads' lock waits. A process that opened SQLite before keeps its setting.
+    static let sqliteSetUp: Void = { _ = plait_sqlite_disable_memstatus() }()
+
     static func configuration(synchronousFull: Bool, busyTimeout: Double, readonly: Bool = false) -> Configuration {
+        _ = sqliteSetUp
         var configuration = Configuration()
         configuration.readonly = readonly
         // Every connection waits for another process's lock (a writer, a closing connection's checkpoint,

@@ -112,6 +112,7 @@ enum StoreDiagnosis {
 
     /// "Damaged" only when SQLite's own check agrees, through a read-only connection that writes nothing.
     static func confirmDamage(_ path: String, detail: String) -> StoreError {
+        _ = Store.sqliteSetUp
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(Store.defaultBusyTimeout)
