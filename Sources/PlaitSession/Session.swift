@@ -42,6 +42,8 @@ public final class Session: @unchecked Sendable {
     /// When bytes last moved either way. A peer busy integrating a long batch still reads, so only a
     /// connection on which nothing moves is silent.
     private var lastProgress = ContinuousClock.now
+    /// When the machine came to owe the peer a state report (the first local change since the last report).
+    private var reportOwedSince: ContinuousClock.Instant?
     /// `lastProgress` for other threads (under `lock`).
     private var lastActivity = ContinuousClock.now
 
@@ -159,7 +161,14 @@ public final class Session: @unchecked Sendable {
                 if options.mode == .agent || machine.isComplete { return }
                 throw .stopped
             }
-            if notify { try perform(machine.localChanged()) }
+            if notify {
+                if !machine.reportOwed { reportOwedSince = .now }
+                try perform(machine.localChanged())
+            }
+            if machine.reportOwed, outbox.isEmpty, let since = reportOwedSince, reportDue(owedSince: since) <= .now {
+                reportOwedSince = nil
+                try perform(machine.owedReport())
+            }
             if resync { try perform(machine.resync()) }
             for case let .tellCopies(instances) in asked { try perform(machine.tellCopies(instances)) }
             if asked.contains(.probe) && !pingOutstanding && machine.peer != nil {
@@ -243,8 +252,16 @@ public final class Session: @unchecked Sendable {
         }
     }
 
+    /// When the state report owed since `since` goes: once nothing moved for `reportQuiet`, at most
+    /// `reportMaxDelay` after it was owed.
+    private func reportDue(owedSince since: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        min(max(lastProgress, since) + options.reportQuiet, since + options.reportMaxDelay)
+    }
+
     private func millisecondsToDeadline() -> Int32 {
-        let wait = (pingOutstanding ? options.idleTimeout : options.pingInterval) - (ContinuousClock.now - lastProgress)
+        var deadline = lastProgress + (pingOutstanding ? options.idleTimeout : options.pingInterval)
+        if machine.reportOwed, let since = reportOwedSince { deadline = min(deadline, reportDue(owedSince: since)) }
+        let wait = deadline - ContinuousClock.now
         let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1
         return Int32(clamping: max(0, milliseconds))
     }

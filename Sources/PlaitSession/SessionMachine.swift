@@ -79,6 +79,11 @@ public struct SessionOptions: Sendable {
     public var pingInterval: Duration = .seconds(15)
     /// Silence from the peer after which the session fails.
     public var idleTimeout: Duration = .seconds(60)
+    /// Agent mode: how long the connection must be quiet before the state report owed since a local change is
+    /// sent, and how long it may be owed at most. A report's digest walks the whole state: sent with every
+    /// Notify, it made each edit on a 100,000-item home cost two walks on each side (README, benchmarks).
+    public var reportQuiet: Duration = .milliseconds(250)
+    public var reportMaxDelay: Duration = .seconds(5)
     /// Called on the session's thread after each pulled batch that added changes, with how many it added
     /// (an agent notifies its other peers from here).
     public var onPulled: (@Sendable (Int) -> Void)?
@@ -303,6 +308,10 @@ struct SessionMachine {
     let options: SessionOptions
 
     private(set) var peer: Hello?
+    /// The summary the peer last announced (its Hello, then each Notify).
+    private var peerAnnounced: Summary?
+    /// Agent mode: a state report is owed to the peer since a local change (`owedReport()` sends it).
+    private(set) var reportOwed = false
     private var helloSent = false
     /// Instance nonces the next Notify carries (a copied home seen at the peer's Device ID).
     private var copiesToTell: [[UInt8]] = []
@@ -366,6 +375,10 @@ struct SessionMachine {
         case notified(Summary)
         case wanted(Summary, baselineOffset: UInt64?)
         case stateNotify
+        /// Agent mode, after a local change: Notify with the summary; the state report follows when quiet.
+        case localNotify
+        /// The owed state report, if the peer can compare it.
+        case owedReport
         case send(Message)
     }
     /// What the machine waits for: the answer to the last action it returned.
@@ -386,6 +399,8 @@ struct SessionMachine {
         case streamEnd(Summary)
         case doneSummary(Summary)
         case stateNotify
+        case localNotifySummary
+        case owedReportSummary
         case staged(last: Bool)
         case adopted
     }
@@ -455,6 +470,7 @@ struct SessionMachine {
                 told = [.finding(copied.description), .recordCopiedHome(copied)]
             }
             if options.mode == .agent { told.append(.offered(summary)) }
+            peerAnnounced = summary
             if let report { return try told + run([.compare(summary, report), .notified(summary)]) }
             return try told + run([.notified(summary)])
         case let .ping(nonce):
@@ -563,6 +579,18 @@ struct SessionMachine {
             }
         case let (.stateNotify, .status(status)):
             actions = [.send(stateNotify(status))]
+        case let (.localNotifySummary, .summary(mine)):
+            // The summary at once (the peer pulls what it lacks); the report, whose digest walks the whole state,
+            // once the connection is quiet (PROTOCOL.md §13.5).
+            actions = [.send(.notify(mine, report: nil, copies: copiesToTell))]
+            copiesToTell = []
+            reportOwed = true
+        case let (.owedReportSummary, .summary(mine)):
+            // A report is compared only at equal summaries (§14.4): unless the peer last announced this very
+            // summary it could not use one. It then owes its own, once it has pulled, and this side compares that.
+            guard mine == peerAnnounced else { break }
+            awaiting = .stateNotify
+            return [.readStatus]
         case let (.staged(last), .staged):
             guard last, let peer else { break }
             awaiting = .adopted
@@ -644,7 +672,17 @@ struct SessionMachine {
     mutating func localChanged() throws(SessionError) -> [SessionAction] {
         expectIdle()
         guard options.mode == .agent, helloSent, !closeSent else { return [] }
-        return try run([.stateNotify])
+        return try run([.localNotify])
+    }
+
+    /// Agent mode, once the connection is quiet: the state report owed since a local change, in a Notify, if the
+    /// peer announced the summary this device holds (otherwise nothing: the peer owes one).
+    mutating func owedReport() throws(SessionError) -> [SessionAction] {
+        expectIdle()
+        guard reportOwed else { return [] }
+        reportOwed = false
+        guard options.mode == .agent, helloSent, !closeSent else { return [] }
+        return try run([.owedReport])
     }
 
     /// Tells the peer (agent mode) in a Notify that this device sees its Device ID connected from `instances`.
@@ -707,6 +745,12 @@ struct SessionMachine {
             case .stateNotify:
                 awaiting = .stateNotify
                 actions.append(.readStatus)
+            case .localNotify:
+                awaiting = .localNotifySummary
+                actions.append(.readSummary)
+            case .owedReport:
+                awaiting = .owedReportSummary
+                actions.append(.readSummary)
             case let .send(message):
                 actions.append(.send(message))
             }
@@ -804,6 +848,7 @@ struct SessionMachine {
             throw .identityMismatch(claimed: hello.deviceID, certified: certified)
         }
         peer = hello
+        peerAnnounced = hello.summary
         peerBaseline = hello.baselineSummary
         awaiting = .greeting(hello)
         let told: [SessionAction] = hello.succession.map { [.succession($0)] } ?? []

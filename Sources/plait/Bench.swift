@@ -44,7 +44,8 @@ extension Plait {
                 Commands on the grown home (100,000 items, no agent running), each a process: `plait show --json` \
                 (output to /dev/null) beside the sqlite3 CLI printing the same item rows as JSON; `plait add` (time \
                 and peak memory). Latency: two connected agents, an item added on A until B has stored it, p50 and \
-                p99 over --latency-edits edits per run; an edit made in another connection until the agent raises \
+                p99 over --latency-edits edits per run, on empty homes and again with both holding --latency-items \
+                items; an edit made in another connection until the agent raises \
                 its event; and an item added by `POST /api/edit` on A's local API until B has stored it (at most \
                 300 edits per run for these two). The load average printed at the start and end says how busy \
                 the machine was: compare runs made at similar load, and prefer the ratios measured within one run \
@@ -70,10 +71,13 @@ extension Plait {
         @Option(help: "Changes a fresh device catches up over TLS (0 skips the network benchmarks).")
         var networkChanges = 100_000
         @Option(help: "Edits whose agent-to-agent latency is measured, per run.") var latencyEdits = 1_000
+        @Option(help: "Items both agents hold for a second latency round (0 skips it).") var latencyItems = 100_000
         @Option(help: ArgumentHelp("The pycrdt anchor script (default: scripts/pycrdt-anchor.py).", valueName: "file"))
         var pycrdtScript: String?
         @Option(help: "Seconds two paired, connected agents are left idle while their CPU is measured (0 skips it).")
         var idleSeconds = 60
+        /// Profiling aid: only the edit-to-peer latency (`--runs` rounds of --latency-edits edits).
+        @Flag(help: .hidden) var latencyOnly = false
         /// Only the idle benchmark (IdleBench.swift), `--runs` times.
         @Flag(help: .hidden) var idleOnly = false
         /// Only the page benchmark (PageBench.swift): first loads in headless Chromium, then the agent's CPU with the
@@ -95,13 +99,14 @@ extension Plait {
             if lists < 1 { throw ValidationError("--lists must be at least 1") }
             if runs < 1 { throw ValidationError("--runs must be at least 1") }
             if networkChanges < 0 { throw ValidationError("--network-changes must be 0 or more") }
+            if latencyItems < 0 { throw ValidationError("--latency-items must be 0 or more") }
             if idleSeconds < 0 { throw ValidationError("--idle-seconds must be 0 or more") }
             if singleTransactions < 0 { throw ValidationError("--single-transactions must be 0 or more") }
         }
 
         var networkOptions: NetworkBench.Options {
             NetworkBench.Options(
-                changes: networkChanges, lists: lists, edits: max(1, latencyEdits), runs: runs,
+                changes: networkChanges, lists: lists, edits: max(1, latencyEdits), latencyItems: latencyItems, runs: runs,
                 pycrdtScript: pycrdtScript)
         }
 
@@ -168,6 +173,11 @@ extension Plait {
                 let figures = try NetworkBench.commands(
                     home: home, directory: directory, runs: runs, log: { print($0) })
                 if json { try printFigures(figures) }
+                return
+            }
+            if latencyOnly {
+                let latency = try NetworkBench.latency(directory: directory, options: networkOptions, log: { print($0) })
+                if json { try printFigures(latency) }
                 return
             }
             if networkOnly {

@@ -14,6 +14,8 @@ enum NetworkBench {
         var changes = 100_000
         var lists = 100
         var edits = 1_000
+        /// Items both devices hold before a second round of edit-to-peer latency (0 skips it).
+        var latencyItems = 100_000
         var runs = 3
         var pycrdtScript: String?
     }
@@ -329,6 +331,17 @@ enum NetworkBench {
             results["edit_latency_p50_ms" + suffix] = figures.p50.json
             results["edit_latency_p99_ms" + suffix] = figures.p99.json
         }
+        if options.latencyItems > 0 {
+            // The same on the home of a user who keeps adding: every message and check that walks the state
+            // shows here and not on empty homes.
+            let figures = try latency(directory: directory, options: options, durable: true, items: options.latencyItems)
+            log("edit on A → applied on B, both holding \(options.latencyItems) items (synchronous = full, "
+                + "\(options.runs) rounds of \(options.edits) edits): p50 \(figures.p50.text("%.1f")) ms, p99 "
+                + "\(figures.p99.text("%.1f")) ms")
+            results["edit_latency_grown_items"] = options.latencyItems
+            results["edit_latency_grown_p50_ms"] = figures.p50.json
+            results["edit_latency_grown_p99_ms"] = figures.p99.json
+        }
         return results
     }
 
@@ -356,18 +369,22 @@ enum NetworkBench {
     }
 
     static func latency(
-        directory: String, options: Options, durable: Bool
+        directory: String, options: Options, durable: Bool, items: Int = 0
     ) throws -> (p50: Sample, p99: Sample) {
         var config = Config()
         config.synchronousFull = durable
-        let agents = try PairedAgents(directory: directory + "/net-\(durable ? "full" : "normal")", config: config)
+        let agents = try PairedAgents(
+            directory: directory + "/net-\(durable ? "full" : "normal")\(items > 0 ? "-grown" : "")", config: config)
         defer { agents.stop() }
         let (a, b) = (agents.a, agents.b)
+        // The grown home's items are written before the latency list, so B has caught up on them when it holds it.
+        if items > 0 { _ = try write(.growing, changes: items, lists: options.lists, to: a.replica) }
         let list = ObjectID.random()
         try a.replica.edit { try $0.append(.listCreate(id: list, title: "latency", color: nil, at: .bottom)) }
         let timeline = try a.store.ownTimeline()
-        guard waitUntil(seconds: 30, { (try? b.store.summary()[timeline]) ?? 0 >= 1 }) else {
-            throw PlaitError.usage("the two agents did not connect within 30 s")
+        let ready = try a.store.summary()[timeline]
+        guard waitUntil(seconds: 120, { (try? b.store.summary()[timeline]) ?? 0 >= ready }) else {
+            throw PlaitError.usage("the two agents did not connect and catch up within 120 s")
         }
         var p50 = Sample()
         var p99 = Sample()

@@ -80,7 +80,8 @@ import Testing
             let run = try sandbox.run(
                 [
                     "bench", "--changes", "1000", "--network-changes", "600", "--batch-lines", "50",
-                    "--latency-edits", "3", "--runs", "2", "--pycrdt-script", sandbox.root + "/no-such-script.py",
+                    "--latency-edits", "3", "--latency-items", "300", "--runs", "2",
+                    "--pycrdt-script", sandbox.root + "/no-such-script.py",
                     "--idle-seconds", "1", "--single-transactions", "3", "--json",
                 ], timeout: 180)
             #expect(run.succeeded, "\(run)")
@@ -118,7 +119,8 @@ import Testing
             #expect((json["pycrdt_skipped"] as? String)?.contains("does not exist") == true, "\(json)")
             for key in [
                 "full_replay_seconds", "late_change_ms", "late_change_cold_ms", "show_json_seconds", "add_ms",
-                "add_peak_rss_mib", "edit_latency_p50_ms", "edit_latency_p99_ms", "idle_cpu_percent",
+                "add_peak_rss_mib", "edit_latency_p50_ms", "edit_latency_p99_ms", "edit_latency_grown_p50_ms",
+                "edit_latency_grown_p99_ms", "idle_cpu_percent",
                 "api_edit_latency_p50_ms", "api_edit_latency_p99_ms",
             ] {
                 let sample = try #require(json[key] as? [String: Any], "\(key) missing: \(json)")

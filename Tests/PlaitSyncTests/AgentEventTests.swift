@@ -32,6 +32,10 @@ import Glibc
             #expect(target.count > 0)
             let arrived = waitUntil(seconds: 10) { (try? b.store.summary().covers(target)) ?? false }
             #expect(arrived, "B holds \(String(describing: try? b.store.summary())), A \(target)")
+            // A's agent has no reason to load the other process's commit into memory (its sessions send the
+            // summary, not a digest, right after a change): read both states as a command would.
+            try a.replica.refresh()
+            try b.replica.refresh()
             #expect(hex(b.replica.digest) == hex(a.replica.digest))
         }
     }

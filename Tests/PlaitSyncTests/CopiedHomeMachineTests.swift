@@ -102,7 +102,7 @@ import Testing
         }
         #expect(copies == [Self.mine, Self.twin])
         _ = try teller.localChanged()
-        let next = try teller.answered(.status(Values.status(summary: [:])))
+        let next = try teller.answered(.summary([:]))
         guard case let .notify(_, _, later)? = Values.sent(next).first else {
             Issue.record("no Notify: \(next)")
             return

@@ -410,18 +410,43 @@ import Testing
         #expect(machine.divergence == nil && !machine.verifiedEqual)
     }
 
-    /// Agent mode: a local change sends a Notify with the state report of one status read.
-    @Test func localChangeSendsNotifyWithReport() throws {
+    /// Agent mode: a local change sends a Notify with the summary alone at once; no digest is read. The state
+    /// report is owed until the session is quiet (`owedReport()`), and goes only if the peer announced the very
+    /// summary this side holds: otherwise it could not compare it.
+    @Test func localChangeSendsTheSummaryAtOnceAndItsReportWhenQuiet() throws {
         var machine = Self.machine(SessionOptions(mode: .agent))
         #expect(try machine.localChanged().isEmpty, "nothing before Hello was sent")
         _ = machine.start()
-        _ = try machine.answered(.status(Self.status(summary: [:])))
-        let actions = try machine.localChanged()
+        _ = try machine.answered(.status(Self.status(summary: [Self.theirs: 1])))
+        _ = try Self.greet(
+            &machine, hello: Self.hello(summary: [Self.theirs: 1]), local: Self.status(summary: [Self.theirs: 1]),
+            compareWith: [:])
+        var actions = try machine.localChanged()
+        guard case .readSummary = actions.last else { Issue.record("\(actions)"); return }
+        let mine: Summary = [Self.mine: 1, Self.theirs: 1]
+        #expect(Self.sent(try machine.answered(.summary(mine))) == [.notify(mine, report: nil)])
+        #expect(!machine.isWaiting && machine.reportOwed, "no status read; a report is owed")
+
+        // Quiet before the peer pulled: it announced another summary, so no report (it owes one).
+        actions = try machine.owedReport()
+        guard case .readSummary = actions.last else { Issue.record("\(actions)"); return }
+        #expect(try machine.answered(.summary(mine)).isEmpty)
+        #expect(!machine.reportOwed && !machine.isWaiting)
+
+        // Another change; the peer pulls it and announces the summary: the owed report now goes.
+        _ = try machine.localChanged()
+        let later: Summary = [Self.mine: 2, Self.theirs: 1]
+        _ = try machine.answered(.summary(later))
+        _ = try machine.received(.notify(later, report: nil))
+        _ = try machine.answered(.summary(later))
+        actions = try machine.owedReport()
+        guard case .readSummary = actions.last else { Issue.record("\(actions)"); return }
+        actions = try machine.answered(.summary(later))
         guard case .readStatus = actions.last else { Issue.record("\(actions)"); return }
-        let status = Self.status(summary: [Self.mine: 1], digest: [5], unknown: 2)
-        let sent = Self.sent(try machine.answered(.status(status)))
+        let status = Self.status(summary: later, digest: [5], unknown: 2)
         let report = StateReport(stateDigest: [5], baselineDigest: nil, unknownCount: 2)
-        #expect(sent == [.notify([Self.mine: 1], report: report)])
+        #expect(Self.sent(try machine.answered(.status(status))) == [.notify(later, report: report)])
+        #expect(try machine.owedReport().isEmpty, "owed once")
     }
 
     // MARK: Forks
