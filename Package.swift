@@ -55,11 +55,17 @@ let package = Package(
         // One sync session with a peer: the protocol as a value (SessionMachine) and the driver that performs its
         // actions against the replica and a frame transport.
         .target(name: "PlaitSession", dependencies: ["PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire"]),
+        // Pairing two devices (DESIGN §7): the code-comparison protocol as a value (PairingMachine), the driver that
+        // runs it over one TLS connection, and the mDNS rendezvous (PairingRendezvous). Storing the result is the
+        // composition root's (Home).
+        .target(
+            name: "PlaitPairing",
+            dependencies: ["PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire", "PlaitDiscovery"]),
         // Composition root: a device home (identity + store + config) and what commands do with it.
         .target(
             name: "PlaitSync",
             dependencies: [
-                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire", "PlaitDiscovery", "PlaitSession",
+                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitWire", "PlaitDiscovery", "PlaitSession", "PlaitPairing",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -70,7 +76,7 @@ let package = Package(
         .target(
             name: "PlaitAPI",
             dependencies: [
-                "PlaitCore", "PlaitStore", "PlaitSync", "PlaitOutput", "PlaitCommands",
+                "PlaitCore", "PlaitStore", "PlaitSync", "PlaitPairing", "PlaitOutput", "PlaitCommands",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // HTTPS beyond loopback (api.password): a self-signed GUI certificate, its scrypt password hash.
                 "COpenSSL", "PlaitTLS", .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -89,8 +95,8 @@ let package = Package(
             dependencies: [
                 // PlaitNetnsSupport: `plait demo` runs its devices on a LAN of network namespaces.
                 // PlaitAPI: the agent serves the local API; PlaitCommands: what the data commands do (shared with it).
-                "PlaitCore", "PlaitSync", "PlaitSession", "PlaitNetnsSupport", "PlaitOutput", "PlaitCommands",
-                "PlaitAPI",
+                "PlaitCore", "PlaitSync", "PlaitSession", "PlaitPairing", "PlaitTLS", "PlaitNetnsSupport", "PlaitOutput",
+                "PlaitCommands", "PlaitAPI",
                 // GRDB: `plait bench` measures SQLite's own insert rate of the change rows, the ceiling of a catch-up.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -122,8 +128,8 @@ let package = Package(
         .testTarget(
             name: "PlaitSyncTests",
             dependencies: [
-                "PlaitSync", "PlaitSession", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS", "PlaitTestSupport",
-                "PlaitDiscovery",
+                "PlaitSync", "PlaitSession", "PlaitPairing", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS",
+                "PlaitTestSupport", "PlaitDiscovery",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built `plait` binary; the LAN tests also read the stores and build namespaces.
@@ -133,7 +139,7 @@ let package = Package(
                 // GRDB: tests damage a store file the way a user with sqlite3 would. plait: the demo's edit script,
                 // a CLI-only helper, is tested as a value. PlaitAPI: its loopback client talks to the agent's API.
                 "PlaitCore", "PlaitStore", "PlaitNetnsSupport", "PlaitTestSupport", "PlaitOutput", "PlaitTLS", "plait",
-                "PlaitAPI",
+                "PlaitAPI", "PlaitPairing",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(name: "PlaitDiscoveryTests", dependencies: ["PlaitDiscovery", "PlaitCore", "PlaitNetnsSupport"]),

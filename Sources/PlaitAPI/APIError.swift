@@ -2,6 +2,7 @@ import Hummingbird
 import PlaitCommands
 import PlaitStore
 import PlaitSync
+import PlaitTLS
 
 /// Errors of the local API. Each becomes a response `{"error": description}` with `status`; the description is
 /// one sentence saying what happened and what to do, like every plait error.
@@ -95,6 +96,7 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
             default: return .unavailable(error.description)
             }
         case let error as StoreError: return .unavailable(error.description)
+        case let error as PeerAddressError: return .badRequest(error.description)
         case let error as DecodingError: return .badRequest(describe(error))
         case let error as any HTTPResponseError:
             switch error.status {

@@ -4,6 +4,7 @@ import PlaitCommands
 import PlaitCore
 import PlaitOutput
 import PlaitSync
+import PlaitTLS
 
 extension APIRoutes {
     /// A JSON answer, written by the same encoder as `--json` (sorted keys, the same escapes).

@@ -1,7 +1,9 @@
 import Foundation
 import Hummingbird
 import PlaitOutput
+import PlaitPairing
 import PlaitSync
+import PlaitTLS
 
 /// Pairing from the page (DESIGN §12): one attempt at a time, run on a thread of its own (pairing blocks), its
 /// code shown on screen and the user's answer given by a later request. The attempt is `plait pair` by address

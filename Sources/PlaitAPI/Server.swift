@@ -19,7 +19,9 @@ import Foundation
 import Hummingbird
 import HummingbirdTLS
 import Logging
+import PlaitPairing
 import PlaitSync
+import PlaitTLS
 
 /// The request context of every API route: Hummingbird's core storage, and the body limit.
 public struct APIRequestContext: RequestContext {

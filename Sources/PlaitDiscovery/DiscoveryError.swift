@@ -20,3 +20,10 @@ public enum DiscoveryError: Error, CustomStringConvertible {
         }
     }
 }
+
+/// What is wrong in one of discovery's `unavailable` warnings, without what it says follows ("…; discovery is
+/// off, static peers still work"), which each command words for itself.
+public func unavailabilityReason(_ warning: String) -> String {
+    let reason = warning.components(separatedBy: "; discovery is off").first ?? warning
+    return reason.hasSuffix(".") ? String(reason.dropLast()) : reason
+}

@@ -5,6 +5,7 @@ import Glibc
 import Logging
 import PlaitCore
 import PlaitDiscovery
+import PlaitPairing
 import PlaitSession
 import PlaitStore
 import PlaitTLS

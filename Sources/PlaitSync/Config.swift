@@ -1,4 +1,5 @@
 import Foundation
+import PlaitTLS
 import TOMLKit
 
 /// The settings `config/plait.toml` documents. Every key is optional; a missing file means defaults.

@@ -1,6 +1,7 @@
 import Foundation
 import PlaitCore
 import PlaitDiscovery
+import PlaitPairing
 import PlaitTLS
 import PlaitWire
 

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitPairing
 import PlaitStore
 import PlaitTLS
 
@@ -62,7 +63,7 @@ public final class Home: @unchecked Sendable {
         do {
             return try identity
         } catch {
-            throw .identity(Self.wrap(error))
+            throw .identity(problem: Self.wrap(error).description)
         }
     }
 

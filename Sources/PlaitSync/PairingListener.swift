@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitPairing
 import PlaitStore
 import PlaitTLS
 

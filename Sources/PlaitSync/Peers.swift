@@ -3,32 +3,6 @@ import PlaitCore
 import PlaitStore
 import PlaitTLS
 
-/// A peer's address: `host:port`, IPv6 hosts in brackets (`[::1]:7400`).
-public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
-    public var host: String
-    public var port: UInt16
-
-    /// Parses `host:port`; port 0 ("any free port") only with `allowingPortZero` (a listen address).
-    public init(parsing text: String, allowingPortZero: Bool = false) throws {
-        let problem = PlaitError.usage("'\(text)' is not an address: write HOST:PORT, e.g. 192.0.2.7:7400 or [::1]:7400.")
-        guard let colon = text.lastIndex(of: ":") else { throw problem }
-        var host = String(text[..<colon])
-        if host.hasPrefix("[") {
-            guard host.hasSuffix("]"), host.count > 2 else { throw problem }
-            host = String(host.dropFirst().dropLast())
-        } else if host.contains(":") {
-            throw problem
-        }
-        guard !host.isEmpty, !host.contains(where: { $0.isWhitespace }),
-            let port = UInt16(text[text.index(after: colon)...]), port > 0 || allowingPortZero
-        else { throw problem }
-        self.host = host
-        self.port = port
-    }
-
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-}
-
 extension Home {
     /// Parses a Device ID typed by a user; a one-character typo is caught by the check characters.
     public static func parseDeviceID(_ text: String) throws -> DeviceID {

@@ -1,6 +1,7 @@
 import Foundation
 import PlaitCore
 import PlaitStore
+import PlaitTLS
 
 /// `plait repair`: heals what this device can heal (DESIGN §10). Each step is one transaction and reports what it
 /// did; steps run in order and a later one may rely on an earlier one:

@@ -5,6 +5,7 @@ import Logging
 import PlaitAPI
 import PlaitCore
 import PlaitSync
+import PlaitTLS
 
 extension Plait {
     struct Agent: ParsableCommand {

@@ -3,6 +3,7 @@ import Foundation
 import PlaitCommands
 import PlaitOutput
 import PlaitSync
+import PlaitTLS
 
 extension Plait {
     struct Doctor: ParsableCommand {

@@ -4,6 +4,7 @@ import PlaitCore
 import PlaitStore
 import PlaitSession
 import PlaitSync
+import PlaitTLS
 
 /// The network half of `plait bench`: a fresh device catching up over TLS on loopback (two workloads, each
 /// beside SQLite's own insert rate of the same rows and pycrdt's apply of the equivalent update), the commands

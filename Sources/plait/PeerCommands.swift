@@ -2,9 +2,11 @@ import ArgumentParser
 import Foundation
 import PlaitCommands
 import PlaitCore
+import PlaitPairing
 import PlaitStore
 import PlaitOutput
 import PlaitSync
+import PlaitTLS
 
 extension Plait {
     struct Pair: ParsableCommand {

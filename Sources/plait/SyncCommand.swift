@@ -5,6 +5,7 @@ import PlaitSession
 import PlaitStore
 import PlaitOutput
 import PlaitSync
+import PlaitTLS
 
 extension Plait {
     struct Sync: ParsableCommand {

@@ -1,6 +1,8 @@
 import Foundation
 @testable import PlaitAPI
+import PlaitPairing
 import PlaitSync
+import PlaitTLS
 import Testing
 
 /// The pairing's moves as events (DESIGN §12), at the value level: the devices an mDNS search finds and loses,

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitAPI
+import PlaitPairing
 import Testing
 
 /// Pairing from the page: the agent connects to a `plait pair --listen` device, shows the code, and the user's

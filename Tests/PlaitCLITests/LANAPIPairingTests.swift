@@ -2,6 +2,7 @@ import Foundation
 import PlaitAPI
 import PlaitDiscovery
 import PlaitNetnsSupport
+import PlaitPairing
 import PlaitSync
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import PlaitCore
 import PlaitNetnsSupport
+import PlaitPairing
 import Testing
 
 /// Why the LAN tests cannot run here (the harness's reason, or no built `plait`), or nil.

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitPairing
 import Testing
 
 #if canImport(Glibc)

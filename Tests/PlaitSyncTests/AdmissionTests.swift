@@ -1,6 +1,7 @@
 import Foundation
 import PlaitCore
 import PlaitSync
+import PlaitTLS
 import PlaitTestSupport
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PlaitCore
 @testable import PlaitSync
+import PlaitTLS
 import PlaitTestSupport
 import Testing
 

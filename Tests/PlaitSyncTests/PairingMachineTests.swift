@@ -1,5 +1,6 @@
 import PlaitCore
 @testable import PlaitSync
+@testable import PlaitPairing
 import PlaitTLS
 import PlaitWire
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitDiscovery
+@testable import PlaitPairing
 import Testing
 
 @testable import PlaitSync

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitPairing
 import PlaitSession
 import PlaitStore
 import PlaitSync

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitDiscovery
+import PlaitTLS
 import Testing
 
 @testable import PlaitSync

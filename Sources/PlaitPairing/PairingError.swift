@@ -29,8 +29,8 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
     case tls(TLSError)
     /// Both said yes, but the peer could not be stored.
     case store(StoreError)
-    /// This device's key or certificate cannot be loaded, so it cannot connect to anyone.
-    case identity(PlaitError)
+    /// This device's key or certificate cannot be loaded, so it cannot connect to anyone: `problem` says why.
+    case identity(problem: String)
     /// `plait pair` without an address needs avahi-daemon, and it cannot be reached; `warning` says why.
     case discoveryUnavailable(warning: String)
     /// Discovery could not be started or could not publish this device.
@@ -76,8 +76,8 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
             return error.description
         case .store(let error):
             return "both devices confirmed, but storing the other device failed: \(error.description)"
-        case .identity(let error):
-            return "cannot pair without this device's certificate: \(error.description)"
+        case .identity(let problem):
+            return "cannot pair without this device's certificate: \(problem)"
         case .discoveryUnavailable(let warning):
             return "cannot look for devices in pairing mode: \(unavailabilityReason(warning)). Start avahi-daemon "
                 + "(`systemctl start avahi-daemon`), or pair without it: `plait pair --listen HOST:PORT` on one "
@@ -119,11 +119,4 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
         default: return false
         }
     }
-}
-
-/// What is wrong in one of discovery's `unavailable` warnings, without what it says follows ("…; discovery is
-/// off, static peers still work"), which each command words for itself.
-func unavailabilityReason(_ warning: String) -> String {
-    let reason = warning.components(separatedBy: "; discovery is off").first ?? warning
-    return reason.hasSuffix(".") ? String(reason.dropLast()) : reason
 }

@@ -78,7 +78,7 @@ public final class Pairing: @unchecked Sendable {
     /// `timeout` is what a timeout error reports. `onPeerStarted` is called on this thread when the peer's first
     /// message arrived: the peer runs its side of the attempt (a listener holding a connection sends nothing
     /// until it does).
-    func run(
+    public func run(
         until deadline: ContinuousClock.Instant, timeout: Duration, onPeerStarted: (() -> Void)? = nil,
         confirm: @escaping @Sendable (PairingPrompt) -> Bool
     ) throws(PairingError) -> PairingPrompt {
@@ -199,7 +199,7 @@ public final class Pairing: @unchecked Sendable {
 
     /// A name a device chose for itself, safe to print and store: control and format characters
     /// (terminal escapes, bidirectional overrides) dropped, whitespace trimmed, at most 64 characters.
-    static func displayable(_ claimed: String) -> String {
+    public static func displayable(_ claimed: String) -> String {
         let kept = claimed.unicodeScalars.filter { scalar in
             switch scalar.properties.generalCategory {
             case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse, .unassigned:

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitDiscovery
+import PlaitTLS
 
 /// A device found on the LAN in pairing mode: `plait pair` runs there and publishes `pair=1`.
 public struct PairingCandidate: Sendable, Hashable {
