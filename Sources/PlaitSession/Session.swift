@@ -260,7 +260,11 @@ public final class Session: @unchecked Sendable {
 
     private func millisecondsToDeadline() -> Int32 {
         var deadline = lastProgress + (pingOutstanding ? options.idleTimeout : options.pingInterval)
-        if machine.reportOwed, let since = reportOwedSince { deadline = min(deadline, reportDue(owedSince: since)) }
+        // Only while nothing is queued: the report waits for the outbox, and a deadline already past while a full
+        // socket holds the outbox would make every poll return at once.
+        if machine.reportOwed, outbox.isEmpty, let since = reportOwedSince {
+            deadline = min(deadline, reportDue(owedSince: since))
+        }
         let wait = deadline - ContinuousClock.now
         let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1
         return Int32(clamping: max(0, milliseconds))
