@@ -42,7 +42,7 @@ public final class Session: @unchecked Sendable {
     /// When bytes last moved either way. A peer busy integrating a long batch still reads, so only a
     /// connection on which nothing moves is silent.
     private var lastProgress = ContinuousClock.now
-    /// When the machine came to owe the peer a state report (the first local change since the last report).
+    /// When the machine came to owe the peer a state report (the first local change since it last owed none).
     private var reportOwedSince: ContinuousClock.Instant?
     /// `lastProgress` for other threads (under `lock`).
     private var lastActivity = ContinuousClock.now
@@ -162,13 +162,11 @@ public final class Session: @unchecked Sendable {
                 throw .stopped
             }
             if notify {
-                if !machine.reportOwed { reportOwedSince = .now }
+                let owed = machine.reportOwed
                 try perform(machine.localChanged())
+                if !owed && machine.reportOwed { reportOwedSince = .now }
             }
-            if machine.reportOwed, outbox.isEmpty, let since = reportOwedSince, reportDue(owedSince: since) <= .now {
-                reportOwedSince = nil
-                try perform(machine.owedReport())
-            }
+            if let due = reportDeadline(), due <= .now { try perform(machine.owedReport()) }
             if resync { try perform(machine.resync()) }
             for case let .tellCopies(instances) in asked { try perform(machine.tellCopies(instances)) }
             if asked.contains(.probe) && !pingOutstanding && machine.peer != nil {
@@ -252,19 +250,17 @@ public final class Session: @unchecked Sendable {
         }
     }
 
-    /// When the state report owed since `since` goes: once nothing moved for `reportQuiet`, at most
-    /// `reportMaxDelay` after it was owed.
-    private func reportDue(owedSince since: ContinuousClock.Instant) -> ContinuousClock.Instant {
-        min(max(lastProgress, since) + options.reportQuiet, since + options.reportMaxDelay)
+    /// When the state report the machine owes goes: once nothing moved for `reportQuiet`, at most `reportMaxDelay`
+    /// after it came to be owed. Nil when none is owed, or while anything is queued: the report waits for the
+    /// outbox, and a deadline already past while a full socket holds the outbox would make every poll return at once.
+    private func reportDeadline() -> ContinuousClock.Instant? {
+        guard machine.reportOwed, outbox.isEmpty, let since = reportOwedSince else { return nil }
+        return min(max(lastProgress, since) + options.reportQuiet, since + options.reportMaxDelay)
     }
 
     private func millisecondsToDeadline() -> Int32 {
         var deadline = lastProgress + (pingOutstanding ? options.idleTimeout : options.pingInterval)
-        // Only while nothing is queued: the report waits for the outbox, and a deadline already past while a full
-        // socket holds the outbox would make every poll return at once.
-        if machine.reportOwed, outbox.isEmpty, let since = reportOwedSince {
-            deadline = min(deadline, reportDue(owedSince: since))
-        }
+        if let due = reportDeadline() { deadline = min(deadline, due) }
         let wait = deadline - ContinuousClock.now
         let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1
         return Int32(clamping: max(0, milliseconds))

@@ -64,7 +64,7 @@ extension Plait {
         @Flag(help: "Keep the temporary home and print its path.") var keep = false
         @Flag(help: "Print the result as JSON.") var json = false
         @Option(help: .hidden) var replayOnly: String?
-        /// Profiling aid: only warm late changes (--runs of them) into an existing home (kept with --keep).
+        /// Profiling aid: only warm late changes (--runs of them) into an existing home (kept with --keep) of --changes.
         @Option(help: .hidden) var lateOnly: String?
         /// Profiling aid: only the network benchmarks.
         @Flag(help: .hidden) var networkOnly = false
@@ -117,9 +117,8 @@ extension Plait {
             }
             if let lateOnly {
                 let home = try Home.open(at: lateOnly, config: Config())
-                let history = 1_000_000
                 var lateChanges = LateChanges(
-                    replica: home.replica, changes: history, timeline: TimelineID(UInt64.random(in: 1...(1 << 40))))
+                    replica: home.replica, changes: changes, timeline: TimelineID(UInt64.random(in: 1...(1 << 40))))
                 var times = Sample()
                 for _ in 0..<runs {
                     let change = lateChanges.next(back: 1_000)
