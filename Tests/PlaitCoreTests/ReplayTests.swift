@@ -90,6 +90,7 @@ struct ReplayTests {
         }
         var engine = ReplayEngine(
             domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 5, checkpointLimit: 100)
+        engine.checkpointBytesPerChange = 0  // the fixed interval only (spacing by size: its own test)
         var held = a.changes
         _ = try engine.integrate(a.changes, source: ChangeArraySource(held), fallback: emptyFallback)
         #expect(engine.checkpoints.map(\.key.lamport) == [5, 10, 15, 20, 25, 30])
@@ -135,6 +136,7 @@ struct ReplayTests {
         }
         var engine = ReplayEngine(
             domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 5, checkpointLimit: 100)
+        engine.checkpointBytesPerChange = 0  // the fixed interval only (spacing by size: its own test)
         var held = a.changes
         _ = try engine.integrate(a.changes, source: ChangeArraySource(held), fallback: emptyFallback)
         // A stream from B in replay order, in two batches, both behind A's head.
@@ -201,6 +203,49 @@ struct ReplayTests {
         #expect(engine.checkpoints.last?.key.lamport == 99)
     }
 
+    /// A checkpoint costs a copy of the whole state at the next change, so a large state takes them further apart
+    /// than `checkpointInterval`: the gap before each is at least the state's approximate size over
+    /// `checkpointBytesPerChange` (a growing catch-up copied its 100,000-item state once per 5,000 changes).
+    /// Replay stays exact: a late change rolls back to the nearest checkpoint and ends in the same state.
+    @Test(arguments: [0xC4EC_0001 as UInt64])
+    func checkpointsAreSpacedByTheStateSize(seed: UInt64) throws {
+        var rng = SplitMix64(seed: seed)
+        var author = TimelineAuthor(9)
+        let list = objectID(1)
+        author.append(.listCreate(id: list, title: "l", color: nil, at: .top), lamport: 1)
+        for i in 2...3_000 {
+            author.append(
+                .itemCreate(id: objectID(UInt64(i)), list: list, text: "\(rng.next() % 1000)", at: .bottom),
+                lamport: UInt64(2 * i))
+        }
+        var engine = ReplayEngine(
+            domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 10, checkpointLimit: 1_000)
+        engine.checkpointMemoryLimit = .max
+        engine.checkpointBytesPerChange = 2_000
+        var sizes: [OrderKey: Int] = [:]
+        for change in author.changes {
+            engine.applyNext(change)
+            sizes[change.orderKey] = ListsDomain().approximateSize(of: engine.state)
+        }
+        let keys = engine.checkpoints.map(\.key)
+        #expect(keys.count > 5, "seed \(seed): \(keys.count) checkpoints")
+        // Each checkpoint (its key's Lamport is twice its ordinal here) follows the one before by at least the
+        // interval and by at least the size-asked gap of the state it holds.
+        var previous: UInt64 = 0
+        for key in keys {
+            let gap = Int(key.lamport - previous) / 2
+            #expect(gap >= 10 && gap >= sizes[key]! / 2_000, "seed \(seed): a gap of \(gap) before \(key)")
+            previous = key.lamport
+        }
+        #expect(Int(keys.last!.lamport - keys[keys.count - 2].lamport) / 2 > 10, "the gaps grew with the state")
+        // A change from another device arrives late, before the newest checkpoints: the result is the full replay's.
+        var other = TimelineAuthor(3)
+        let late = other.append(.itemDelete(id: objectID(1_500)), lamport: 2 * 2_900 + 1)
+        let held = (author.changes + [late]).sorted { $0.orderKey < $1.orderKey }
+        _ = try engine.integrate([late], source: ChangeArraySource(held), fallback: emptyFallback)
+        #expect(engine.digest == digestOfReplay(held), "seed \(seed)")
+    }
+
     /// `checkpointLimit`'s contract: "older ones are thinned so they stay spread over the history". A late
     /// change rolls back to the nearest checkpoint before it, so a hole in the middle of the history makes a
     /// moderately late change replay almost everything.
@@ -213,6 +258,7 @@ struct ReplayTests {
         }
         var engine = ReplayEngine(
             domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 10, checkpointLimit: 8)
+        engine.checkpointBytesPerChange = 0  // the fixed interval only (spacing by size: its own test)
         for change in author.changes { engine.applyNext(change) }
         let lamports = engine.checkpoints.map(\.key.lamport)
         #expect(lamports.count <= 8)
