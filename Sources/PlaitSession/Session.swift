@@ -44,6 +44,8 @@ public final class Session: @unchecked Sendable {
     private var lastProgress = ContinuousClock.now
     /// When the machine came to owe the peer a state report (the first local change since it last owed none).
     private var reportOwedSince: ContinuousClock.Instant?
+    /// When the last pulled batch that added changes was taken, until the state is saved after it.
+    private var pulledSinceSave: ContinuousClock.Instant?
     /// `lastProgress` for other threads (under `lock`).
     private var lastActivity = ContinuousClock.now
 
@@ -167,6 +169,7 @@ public final class Session: @unchecked Sendable {
                 if !owed && machine.reportOwed { reportOwedSince = .now }
             }
             if let due = reportDeadline(), due <= .now { try perform(machine.owedReport()) }
+            if let due = derivedSaveDeadline(), due <= .now { try saveDeferredState() }
             if resync { try perform(machine.resync()) }
             for case let .tellCopies(instances) in asked { try perform(machine.tellCopies(instances)) }
             if asked.contains(.probe) && !pingOutstanding && machine.peer != nil {
@@ -258,9 +261,27 @@ public final class Session: @unchecked Sendable {
         return min(max(lastProgress, since) + options.reportQuiet, since + options.reportMaxDelay)
     }
 
+    /// When the state of pulled batches is saved while the session stays open: once nothing moved for
+    /// `derivedSaveQuiet` after the last batch was taken. Nil when no batch was taken since the last save, or
+    /// while anything is queued (as for the report).
+    private func derivedSaveDeadline() -> ContinuousClock.Instant? {
+        guard let since = pulledSinceSave, outbox.isEmpty else { return nil }
+        return max(lastProgress, since) + options.derivedSaveQuiet
+    }
+
+    /// Waits for the batches still committing, then saves the state their commits deferred (nothing when they
+    /// saved it themselves). A failed save fails nothing: the rows stay at their marker, the next load replays
+    /// forward from it, and the next write (or the session's end) tries again.
+    private func saveDeferredState() throws(SessionError) {
+        pulledSinceSave = nil
+        try drainIntake()
+        try? replica.saveDerivedState()
+    }
+
     private func millisecondsToDeadline() -> Int32 {
         var deadline = lastProgress + (pingOutstanding ? options.idleTimeout : options.pingInterval)
         if let due = reportDeadline() { deadline = min(deadline, due) }
+        if let due = derivedSaveDeadline() { deadline = min(deadline, due) }
         let wait = deadline - ContinuousClock.now
         let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1
         return Int32(clamping: max(0, milliseconds))
@@ -354,6 +375,7 @@ public final class Session: @unchecked Sendable {
         case let .integrate(batch, skip):
             // Checked now, committed on the pipeline's thread while the next batch is read and checked.
             let checked = try local { try intake.submit(batch, skip: skip) }
+            if checked.added > 0 { pulledSinceSave = .now }
             if !options.overlapIntake { try drainIntake() }
             return .integrated(checked)
         case let .stageChunk(peer, summary, digest, total, offset, data):

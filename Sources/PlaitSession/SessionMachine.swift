@@ -84,6 +84,10 @@ public struct SessionOptions: Sendable {
     /// Notify, it made each edit on a 100,000-item home cost two walks on each side (README, benchmarks).
     public var reportQuiet: Duration = .milliseconds(250)
     public var reportMaxDelay: Duration = .seconds(5)
+    /// How long the connection must be quiet before the state of pulled batches whose saving was deferred (a
+    /// catch-up's, DESIGN §12) is saved, while the session stays open. Until then every other process that loads
+    /// the store replays those changes forward, and the next local edit saves them in its own transaction.
+    public var derivedSaveQuiet: Duration = .milliseconds(250)
     /// Called on the session's thread after each pulled batch that added changes, with how many it added
     /// (an agent notifies its other peers from here).
     public var onPulled: (@Sendable (Int) -> Void)?

@@ -370,6 +370,52 @@ import Testing
         }
     }
 
+    /// An agent's session that pulled a catch-up (batches whose state saving was deferred, DESIGN §12) saves
+    /// that state once the connection is quiet, while it stays open: other processes then load the rows instead
+    /// of replaying the catch-up forward, and the next local edit does not pay for the save.
+    @Test(arguments: [0x5E55_0021 as UInt64])
+    func aCatchUpsStateIsSavedOnceTheConnectionIsQuiet(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            // B's marker is set by a first, small pull; the catch-up after it is deferred.
+            try randomEdits(a.replica, count: 3, rng: &rng)
+            _ = try runSession(a, b).results()
+            try randomEdits(a.replica, count: 400, rng: &rng, perEdit: false)
+            let pulledByB = Counter()
+            var optionsB = SessionOptions(mode: .agent)
+            optionsB.onPulled = { pulledByB.add($0) }
+            // Long enough that the deferral is seen before the save (the test checks both).
+            optionsB.derivedSaveQuiet = .seconds(2)
+            let (left, right) = try socketPair()
+            let leftSocket = try SocketTransport(adopting: left)
+            let rightSocket = try SocketTransport(adopting: right)
+            defer {
+                leftSocket.close()
+                rightSocket.close()
+            }
+            let sessionA = try Session(
+                transport: leftSocket, replica: a.replica, identity: a.identity, options: SessionOptions(mode: .agent))
+            let sessionB = try Session(
+                transport: rightSocket, replica: b.replica, identity: b.identity, options: optionsB)
+            let threadA = JoinableThread { () throws(SessionError) in try sessionA.run() }
+            let threadB = JoinableThread { () throws(SessionError) in try sessionB.run() }
+            defer {
+                sessionA.stop()
+                _ = threadA.join()
+                _ = threadB.join()
+            }
+            #expect(pulledByB.wait(for: 400), "seed \(seed): the catch-up reached B")
+            #expect(b.replica.derivedUnsaved, "seed \(seed): the catch-up's commits deferred saving its state")
+            // Saved by B's session while it runs, once nothing moved for the quiet time.
+            let deadline = Date().addingTimeInterval(20)
+            while b.replica.derivedUnsaved && Date() < deadline { usleep(2_000) }
+            #expect(!b.replica.derivedUnsaved, "seed \(seed): the deferred state was saved with the session open")
+            #expect(try b.reopenedDigest() == a.digest)
+        }
+    }
+
     /// A peer that says nothing for the idle timeout fails the session (no hang), after a Ping.
     @Test func aSilentPeerTimesOut() throws {
         try withTemporaryDirectory { directory in
