@@ -254,11 +254,12 @@ public struct Intake<D: Domain>: Sendable {
 
         /// The head its next change must continue.
         var current: HeldHead {
-            candidates.last.map {
-                HeldHead(
-                    seq: $0.encoded.change.seq, lamport: $0.encoded.change.lamport, hash: $0.hash,
-                    ended: $0.encoded.change.kind == Change.timelineEndKind)
-            } ?? start
+            // Read in place: `candidates.last` would copy the whole candidate (and release it) on every change.
+            guard !candidates.isEmpty else { return start }
+            let last = candidates.count - 1
+            return HeldHead(
+                seq: candidates[last].encoded.change.seq, lamport: candidates[last].encoded.change.lamport,
+                hash: candidates[last].hash, ended: candidates[last].encoded.change.kind == Change.timelineEndKind)
         }
 
         /// What this run holds at `seq` (in its own numbering) as a head: a change of the batch, its start, or,
@@ -300,11 +301,16 @@ public struct Intake<D: Domain>: Sendable {
         var heldBranches: [TimelineID: [HeldBranch]] = [:]
         // Renamed changes (held back from an earlier batch, or read from the store) are routed as their author
         // wrote them: the branch they belong to is found again by their chain.
-        let authored = batch.map { encoded in
+        // (A batch of changes under their authors' names, already in timeline order, is the usual stream: it is
+        // read as it came, without copying every change twice.)
+        let authored = !batch.contains { $0.change.origin != nil } ? batch : batch.map { encoded in
             encoded.change.origin == nil
                 ? encoded : EncodedChange(change: encoded.change.asAuthored, bytes: encoded.bytes, signature: encoded.signature)
         }
-        for original in authored.sorted(by: { $0.change.ref < $1.change.ref }) {
+        let inOrder = zip(authored.indices.dropLast(), authored.indices.dropFirst()).allSatisfy {
+            authored[$0].change.ref < authored[$1].change.ref
+        }
+        for original in inOrder ? authored : authored.sorted(by: { $0.change.ref < $1.change.ref }) {
             var encoded = original
             let change = encoded.change
             if skip.contains(change.timeline) { continue }

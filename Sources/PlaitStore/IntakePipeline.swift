@@ -24,6 +24,8 @@ public final class IntakePipeline: @unchecked Sendable {
     /// sender's runs are bounded by the signing rule, 1,000 changes or 1 MiB each).
     static let maxHeldBackBytes = 64 << 20
     private var inFlight = 0
+    /// The replica's count of uninterpretable changes was taken (caller's thread only).
+    private var counted = false
     /// The commit in flight adds to a fork branch (see `submit`).
     private var renaming = false
     private var failure: (any Error)?
@@ -42,6 +44,12 @@ public final class IntakePipeline: @unchecked Sendable {
     /// Checks `batch` and queues its commit. Returns what the intake decided (changes taken, duplicates,
     /// refusals); throws the failure of an earlier commit, after which nothing more is committed.
     public func submit(_ batch: [EncodedChange], skip: Set<TimelineID> = []) throws -> Replica.IntegrateResult {
+        if !counted {
+            // Counted once before the first commit, the changes this build cannot interpret are then counted
+            // by each commit: the status read after a catch-up does not scan every change it brought.
+            counted = true
+            _ = try? replica.uninterpretableCount()
+        }
         let (heads, waiting) = try state.withLock {
             () throws -> ([TimelineID: HeldHead], [ChangeRef: Replica.PendingChange]) in
             if renaming {

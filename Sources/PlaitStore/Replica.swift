@@ -16,6 +16,10 @@ public final class Replica: @unchecked Sendable {
     private let lock = NSLock()
     /// `uninterpretableCount()` as of a store generation.
     private var uninterpretable: (generation: Int64, count: Int)?
+    /// Set by a transaction's body that knows how many stored changes of kinds this build cannot interpret it
+    /// adds (a pulled batch, a local edit): the cached count then follows the commit instead of being recounted
+    /// over every change at the next status read (after a catch-up, a scan of the whole table).
+    private var uninterpretableAdded: Int?
     /// Largest accepted change, in canonical bytes (config: `store.max_change_bytes`).
     public var maxChangeBytes = 1 << 20
     /// Changes between checkpoints written to the store (late changes roll back to the nearest one).
@@ -174,8 +178,9 @@ public final class Replica: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         deferDerived = false
+        uninterpretableAdded = nil
         do {
-            let saved = try store.write { db -> (T, Bool) in
+            let saved = try store.write { db -> (T, Bool, Int64) in
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
                 if current != generation { try reload(db) }
                 let result = try domain.bound(to: db) { try body(db) }
@@ -183,9 +188,12 @@ public final class Replica: @unchecked Sendable {
                 if !deferring { try saveDerived(db) }
                 try Meta.set(db, .generation, current + 1)
                 generation = current + 1
-                return (result, deferring)
+                return (result, deferring, current)
             }
             if saved.1 { derivedUnsaved = true } else { unsavedChanges = 0 }
+            if let added = uninterpretableAdded, let cached = uninterpretable, cached.generation == saved.2 {
+                uninterpretable = (saved.2 + 1, cached.count + added)
+            }
             return saved.0
         } catch {
             generation = -1
@@ -439,6 +447,9 @@ public final class Replica: @unchecked Sendable {
             if !leavingSuspectTimeline { try edit.continueOnSignedTimelineIfNeeded() }
             let result = try body(edit)
             try edit.finish()
+            uninterpretableAdded = edit.appended.reduce(0) {
+                $0 + (domain.understands(kind: $1.kind, version: $1.version) ? 0 : 1)
+            }
             try persistCheckpointIfDue(db, added: edit.appended.count)
             return result
         }
@@ -672,6 +683,7 @@ public final class Replica: @unchecked Sendable {
             let fresh = verdict.accepted.map(\.change)
             guard !fresh.isEmpty else { return result }
             try ChangeRows.insert(verdict.accepted, db)
+            uninterpretableAdded = fresh.reduce(0) { $0 + (domain.understands(kind: $1.kind, version: $1.version) ? 0 : 1) }
             var healed: Set<TimelineID> = []
             for accepted in verdict.accepted where verdict.heads[accepted.change.timeline]?.seq == accepted.change.seq {
                 try Self.setHead(db, accepted.change, hash: accepted.hash)

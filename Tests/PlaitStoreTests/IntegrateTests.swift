@@ -197,6 +197,7 @@ import Testing
             let frobnicate = rng.bytes(40)
             let editV2 = rng.bytes(33)
             let bDigest = b.digest
+            #expect(try b.replica.uninterpretableCount() == 0)
             try b.replica.edit(now: fixedNow) { edit in
                 try edit.appendRaw(kind: "item.frobnicate", version: 1, payload: frobnicate)
                 try edit.appendRaw(kind: "item.edit", version: 2, payload: editV2)
@@ -204,11 +205,15 @@ import Testing
             #expect(hex(b.digest) == hex(bDigest), "the author's own replay skips them too")
 
             let digest = a.digest
+            // Counted now, the count then follows each commit (no recount over every change after a pull).
+            #expect(try a.replica.uninterpretableCount() == 0)
+            #expect(try b.replica.uninterpretableCount() == 2, "the author's own count follows its edit")
             let result = try a.pull(from: b)
             #expect(result.stats.skipped == 2)
             #expect(result.stats.applied == 0)
             #expect(hex(a.digest) == hex(digest), "replay skips kinds it cannot interpret")
             #expect(try a.replica.uninterpretableCount() == 2)
+            #expect(try Replica(store: a.store).uninterpretableCount() == 2, "a cold count agrees")
             let unknownLamport = try a.store.changes(of: b.timeline, from: 1, limit: 10).map(\.lamport).min()!
 
             // Stored untouched, and forwarded untouched to a third device (through A).
