@@ -68,6 +68,8 @@ extension Plait {
         @Option(help: .hidden) var lateOnly: String?
         /// Profiling aid: only the network benchmarks.
         @Flag(help: .hidden) var networkOnly = false
+        /// Profiling aid: only the signed catch-up of one workload (edits or growing), `--runs` times.
+        @Option(help: .hidden) var catchupOnly: String?
         @Option(help: "Changes a fresh device catches up over TLS (0 skips the network benchmarks).")
         var networkChanges = 100_000
         @Option(help: "Edits whose agent-to-agent latency is measured, per run.") var latencyEdits = 1_000
@@ -177,6 +179,17 @@ extension Plait {
             if latencyOnly {
                 let latency = try NetworkBench.latency(directory: directory, options: networkOptions, log: { print($0) })
                 if json { try printFigures(latency) }
+                return
+            }
+            if let catchupOnly {
+                guard let workload = NetworkBench.Scenario(rawValue: catchupOnly) else {
+                    throw ValidationError("--catchup-only takes edits or growing")
+                }
+                var options = networkOptions
+                options.pycrdtScript = nil
+                let figures = try NetworkBench.catchUp(
+                    workload, directory: directory, options: options, pycrdt: nil, commands: false, log: { print($0) })
+                if json { try printFigures(figures) }
                 return
             }
             if networkOnly {

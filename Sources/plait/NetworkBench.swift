@@ -75,7 +75,7 @@ enum NetworkBench {
     /// source's agent; SQLite's insert rate of the same rows and the pycrdt anchor follow.
     static func catchUp(
         _ workload: Scenario, directory: String, options: Options, pycrdt: String?, signed: Bool = true,
-        log: (String) -> Void
+        commands runCommands: Bool = true, log: (String) -> Void
     ) throws -> [String: Any] {
         let quiet = Logger(label: "plait.bench", factory: { _ in SwiftLogNoOpLogHandler() })
         let config = Config()
@@ -119,8 +119,12 @@ enum NetworkBench {
         for path in freshPaths {
             // What a fresh device pulls: everything the source holds (the workload and its timeline.begin).
             held = Int(try source.store.summary().count)
+            // A profiling aid: PLAIT_BENCH_CATCHUP_WRAP="/usr/bin/perf record -g -o FILE --" runs the catching-up
+            // process under that command (its figures then include the wrapper's).
+            let wrap = ProcessInfo.processInfo.environment["PLAIT_BENCH_CATCHUP_WRAP"]?
+                .split(separator: " ").map(String.init) ?? []
             let child = try ChildMeasurement.run(
-                [ChildMeasurement.executable, "sync", "--home", path, "--peer", address.description, "--json",
+                wrap + [ChildMeasurement.executable, "sync", "--home", path, "--peer", address.description, "--json",
                     "--timeout", "300"],
                 captureOutput: true, scratch: directory)
             guard child.exitStatus == 0,
@@ -202,7 +206,7 @@ enum NetworkBench {
                 100 * rate.median / anchorRate.median))
         }
 
-        if workload == .growing {
+        if workload == .growing && runCommands {
             // The commands a user runs on the grown state, each a process of its own, no agent running.
             agent.stop()
             agentRunning = false
