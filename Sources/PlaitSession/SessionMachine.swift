@@ -68,13 +68,14 @@ public struct SessionOptions: Sendable {
     /// The largest frame accepted from the peer, announced in Hello.
     public var maxFrameSize = Frame.defaultMaxSize
     /// Changes per `Changes` frame at most. The receiver commits each batch in its own transaction, and a
-    /// durable commit waits for the disk (about 50 ms on the test VM): 2,000-change batches spent most of a
-    /// catch-up waiting on fsync, while 2 MiB ones (about 19,000 typical changes) keep memory near 2 MiB
-    /// of wire bytes and doubled the catch-up rate (README, benchmarks).
-    public var maxBatchChanges = 16_000
+    /// durable commit waits for the disk (about 50 ms on an earlier test VM): 2,000-change batches spent most
+    /// of a catch-up waiting on fsync. 1 MiB (about 7,500 typical changes) holds the rate of 2 MiB batches on
+    /// the bench machine, and the receiver holds about two batches decoded at once (one checked while one
+    /// commits): its peak memory in a catch-up fell by a fifth (README, benchmarks, issue 9's fourth pass).
+    public var maxBatchChanges = 8_000
     /// Bytes of changes per `Changes` frame at most (past the first change); also kept under the peer's
     /// announced maximum frame size.
-    public var maxBatchBytes = 2 << 20
+    public var maxBatchBytes = 1 << 20
     /// Silence from the peer after which a Ping is sent.
     public var pingInterval: Duration = .seconds(15)
     /// Silence from the peer after which the session fails.

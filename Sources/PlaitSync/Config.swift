@@ -25,7 +25,7 @@ public struct Config: Sendable, Equatable {
     /// `compaction.peer_grace_days`: a paired peer unseen this long no longer holds compaction back.
     public var peerGraceDays = 30
     /// `sync.batch_changes`: changes per batch sent to a peer at most (each batch is one transaction there).
-    public var batchChanges = 16_000
+    public var batchChanges = 8_000
     /// `discovery.enabled`: publish and browse `_plait._tcp` with avahi-daemon (`--no-discovery` turns it off).
     public var discoveryEnabled = true
     /// `discovery.browse_seconds`: how long `plait sync` looks for paired devices by mDNS (it stops sooner once
