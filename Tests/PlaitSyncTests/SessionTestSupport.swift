@@ -171,6 +171,41 @@ func runSessions(_ sessionA: Session, _ sessionB: Session) throws -> SessionPair
         a: threadA.join().mapError { $0 as! SessionError }, b: threadB.join().mapError { $0 as! SessionError })
 }
 
+/// Two sessions between `a` and `b` over a Unix socket pair, each running on its own thread (agent-mode sessions
+/// stay open once in sync). `stop` stops A's session and joins both; `close` (in the test's `defer`) stops them
+/// if the test did not, joins both threads and closes the sockets.
+final class LiveSessions {
+    let a: Session
+    let b: Session
+    let threadA: JoinableThread<SessionResult>
+    let threadB: JoinableThread<SessionResult>
+    private let sockets: (SocketTransport, SocketTransport)
+
+    init(_ a: Device, _ b: Device, optionsA: SessionOptions, optionsB: SessionOptions) throws {
+        let (left, right) = try socketPair()
+        sockets = (try SocketTransport(adopting: left), try SocketTransport(adopting: right))
+        self.a = try Session(transport: sockets.0, replica: a.replica, identity: a.identity, options: optionsA)
+        self.b = try Session(transport: sockets.1, replica: b.replica, identity: b.identity, options: optionsB)
+        let (sessionA, sessionB) = (self.a, self.b)
+        threadA = JoinableThread { () throws(SessionError) in try sessionA.run() }
+        threadB = JoinableThread { () throws(SessionError) in try sessionB.run() }
+    }
+
+    /// Stops A's session (B's ends with it) and returns both results.
+    func stop() throws -> (SessionResult, SessionResult) {
+        a.stop()
+        return (try threadA.join().get(), try threadB.join().get())
+    }
+
+    func close() {
+        a.stop()
+        _ = threadA.join()
+        _ = threadB.join()
+        sockets.0.close()
+        sockets.1.close()
+    }
+}
+
 /// A transport that records every byte written, to look at the frames afterwards.
 final class RecordingTransport: FrameTransport, @unchecked Sendable {
     let base: SocketTransport

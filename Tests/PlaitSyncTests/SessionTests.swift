@@ -305,39 +305,19 @@ import Testing
             optionsA.onPulled = { pulledByA.add($0) }
             var optionsB = SessionOptions(mode: .agent)
             optionsB.onPulled = { pulledByB.add($0) }
-            let (left, right) = try socketPair()
-            let leftSocket = try SocketTransport(adopting: left)
-            let rightSocket = try SocketTransport(adopting: right)
-            defer {
-                leftSocket.close()
-                rightSocket.close()
-            }
-            let sessionA = try Session(
-                transport: leftSocket, replica: a.replica, identity: a.identity, options: optionsA)
-            let sessionB = try Session(
-                transport: rightSocket, replica: b.replica, identity: b.identity, options: optionsB)
-            let threadA = JoinableThread { () throws(SessionError) in try sessionA.run() }
-            let threadB = JoinableThread { () throws(SessionError) in try sessionB.run() }
-            var stopped = false
-            defer {
-                if !stopped { sessionA.stop() }
-                _ = threadA.join()
-                _ = threadB.join()
-            }
+            let live = try LiveSessions(a, b, optionsA: optionsA, optionsB: optionsB)
+            defer { live.close() }
 
             #expect(pulledByA.wait(for: 5) && pulledByB.wait(for: 7), "the first exchange")
             try randomEdits(a.replica, count: 2, rng: &rng)
-            sessionA.notify()
+            live.a.notify()
             #expect(pulledByB.wait(for: 9), "A's new changes reached B")
             try randomEdits(b.replica, count: 3, rng: &rng)
-            sessionB.notify()
+            live.b.notify()
             #expect(pulledByA.wait(for: 8), "B's new changes reached A")
             #expect(try a.summary == b.summary)
 
-            sessionA.stop()
-            stopped = true
-            let ra = try threadA.join().get()
-            let rb = try threadB.join().get()
+            let (ra, rb) = try live.stop()
             #expect(rb.peerCloseReason == "stopped")
             #expect(ra.pulled == 8 && rb.pulled == 9)
             #expect(hex(a.digest) == hex(b.digest))
@@ -388,24 +368,8 @@ import Testing
             optionsB.onPulled = { pulledByB.add($0) }
             // Long enough that the deferral is seen before the save (the test checks both).
             optionsB.derivedSaveQuiet = .seconds(2)
-            let (left, right) = try socketPair()
-            let leftSocket = try SocketTransport(adopting: left)
-            let rightSocket = try SocketTransport(adopting: right)
-            defer {
-                leftSocket.close()
-                rightSocket.close()
-            }
-            let sessionA = try Session(
-                transport: leftSocket, replica: a.replica, identity: a.identity, options: SessionOptions(mode: .agent))
-            let sessionB = try Session(
-                transport: rightSocket, replica: b.replica, identity: b.identity, options: optionsB)
-            let threadA = JoinableThread { () throws(SessionError) in try sessionA.run() }
-            let threadB = JoinableThread { () throws(SessionError) in try sessionB.run() }
-            defer {
-                sessionA.stop()
-                _ = threadA.join()
-                _ = threadB.join()
-            }
+            let live = try LiveSessions(a, b, optionsA: SessionOptions(mode: .agent), optionsB: optionsB)
+            defer { live.close() }
             #expect(pulledByB.wait(for: 400), "seed \(seed): the catch-up reached B")
             #expect(b.replica.derivedUnsaved, "seed \(seed): the catch-up's commits deferred saving its state")
             // Saved by B's session while it runs, once nothing moved for the quiet time.
