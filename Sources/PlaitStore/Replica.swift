@@ -180,7 +180,7 @@ public final class Replica: @unchecked Sendable {
         deferDerived = false
         uninterpretableAdded = nil
         do {
-            let saved = try store.write { db -> (T, Bool, Int64) in
+            let saved = try store.write { db -> (result: T, deferred: Bool, generationBefore: Int64) in
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
                 if current != generation { try reload(db) }
                 let result = try domain.bound(to: db) { try body(db) }
@@ -190,11 +190,11 @@ public final class Replica: @unchecked Sendable {
                 generation = current + 1
                 return (result, deferring, current)
             }
-            if saved.1 { derivedUnsaved = true } else { unsavedChanges = 0 }
-            if let added = uninterpretableAdded, let cached = uninterpretable, cached.generation == saved.2 {
-                uninterpretable = (saved.2 + 1, cached.count + added)
+            if saved.deferred { derivedUnsaved = true } else { unsavedChanges = 0 }
+            if let added = uninterpretableAdded, let cached = uninterpretable, cached.generation == saved.generationBefore {
+                uninterpretable = (saved.generationBefore + 1, cached.count + added)
             }
-            return saved.0
+            return saved.result
         } catch {
             generation = -1
             try? store.read { db in try reload(db) }
@@ -447,9 +447,7 @@ public final class Replica: @unchecked Sendable {
             if !leavingSuspectTimeline { try edit.continueOnSignedTimelineIfNeeded() }
             let result = try body(edit)
             try edit.finish()
-            uninterpretableAdded = edit.appended.reduce(0) {
-                $0 + (domain.understands(kind: $1.kind, version: $1.version) ? 0 : 1)
-            }
+            uninterpretableAdded = domain.uninterpretable(in: edit.appended)
             try persistCheckpointIfDue(db, added: edit.appended.count)
             return result
         }
@@ -683,7 +681,7 @@ public final class Replica: @unchecked Sendable {
             let fresh = verdict.accepted.map(\.change)
             guard !fresh.isEmpty else { return result }
             try ChangeRows.insert(verdict.accepted, db)
-            uninterpretableAdded = fresh.reduce(0) { $0 + (domain.understands(kind: $1.kind, version: $1.version) ? 0 : 1) }
+            uninterpretableAdded = domain.uninterpretable(in: fresh)
             var healed: Set<TimelineID> = []
             for accepted in verdict.accepted where verdict.heads[accepted.change.timeline]?.seq == accepted.change.seq {
                 try Self.setHead(db, accepted.change, hash: accepted.hash)
@@ -1090,6 +1088,11 @@ public final class Replica: @unchecked Sendable {
 extension Domain {
     func understands(kind: String, version: UInt32) -> Bool {
         Change.isEngineKind(kind) || canInterpret(kind: kind, version: version)
+    }
+
+    /// How many of `changes` are of kinds this build cannot interpret.
+    func uninterpretable(in changes: [Change]) -> Int {
+        changes.reduce(0) { $0 + (understands(kind: $1.kind, version: $1.version) ? 0 : 1) }
     }
 }
 
