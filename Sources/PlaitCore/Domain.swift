@@ -22,6 +22,8 @@ public protocol Domain: Sendable {
     static var version: UInt32 { get }
 
     func emptyState() -> State
+    /// Whether this build interprets changes of this kind and version. A change it does not interpret (engine
+    /// kinds included) leaves every state as it was: `apply` skips it, and replay relies on that (`isInert`).
     func canInterpret(kind: String, version: UInt32) -> Bool
     func apply(_ change: Change, to state: inout State) -> ApplyOutcome
     /// Decodes the payload of a change of a kind and version this domain interprets; nil for any other
@@ -47,6 +49,12 @@ public protocol Domain: Sendable {
 extension Domain {
     /// SHA-256 of the canonical encoding.
     public func digest(of state: State) -> [UInt8] { SHA256.hash(canonicalEncoding(of: state)) }
+
+    /// Whether replaying `change` leaves any state as it was, wherever it sorts: engine kinds (`timeline.begin`,
+    /// `timeline.end`) and kinds this build cannot interpret, which replay skips. One arriving late needs no
+    /// rollback: a new device's `timeline.begin` sorts before most of an old device's history, and made that
+    /// device replay all of it.
+    public func isInert(_ change: Change) -> Bool { !canInterpret(kind: change.kind, version: change.version) }
 
     /// Whether the engine or the domain understands this change.
     public func understands(_ change: Change) -> Bool {

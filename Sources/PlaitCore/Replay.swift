@@ -164,15 +164,22 @@ public struct ReplayEngine<D: Domain>: Sendable {
         _ decodedBatch: [DecodedChange<D.Operation>], source: ChangeSource, fallback: ReplayFallback<D.State>
     ) throws -> ReplayStats {
         var stats = ReplayStats()
-        guard var earliest = decodedBatch.first?.change.orderKey else { return stats }
-        for decoded in decodedBatch where decoded.change.orderKey < earliest { earliest = decoded.change.orderKey }
-        if earliest > position {
+        guard !decodedBatch.isEmpty else { return stats }
+        guard rollbackPoint(of: decodedBatch.lazy.map(\.change)) != nil else {
             for decoded in decodedBatch.sorted(by: { $0.change.orderKey < $1.change.orderKey }) {
-                count(applyNext(decoded), in: &stats)
+                if decoded.change.orderKey > position {
+                    count(applyNext(decoded), in: &stats)
+                } else {
+                    // Late but inert: skipped where it stands, as replay would skip it in its place.
+                    count(domain.apply(decoded.operation, of: decoded.change, to: &state), in: &stats)
+                }
             }
             return stats
         }
         let batch = decodedBatch.map(\.change)
+        // Rolled back to before every change of the batch (inert ones too), so each is counted as it replays.
+        var earliest = batch[0].orderKey
+        for change in batch where change.orderKey < earliest { earliest = change.orderKey }
         // A late change: restart from the nearest checkpoint before it, never from scratch if one exists.
         stats.rolledBack = true
         checkpoints.removeAll { $0.key >= earliest }
@@ -201,6 +208,16 @@ public struct ReplayEngine<D: Domain>: Sendable {
             if applied.contains(change.orderKey) { count(outcome, in: &stats) } else { stats.replayed += 1 }
         }
         return stats
+    }
+
+    /// Where integrating `changes` must roll back to: the earliest of them that sorts at or before `position`
+    /// and is not inert (`Domain.isInert`); nil when they can be applied where they are.
+    public func rollbackPoint(of changes: some Sequence<Change>) -> OrderKey? {
+        var earliest: OrderKey?
+        for change in changes where change.orderKey <= position && !domain.isInert(change) {
+            if earliest.map({ change.orderKey < $0 }) ?? true { earliest = change.orderKey }
+        }
+        return earliest
     }
 
     private func count(_ outcome: ApplyOutcome, in stats: inout ReplayStats) {

@@ -697,18 +697,25 @@ public final class Replica: @unchecked Sendable {
                 // replayed from the baseline with the branches at their own Lamport times.
                 return try integrateFork(db, verdict: verdict, result: result)
             }
-            var earliest = fresh[0].orderKey
-            for change in fresh where change.orderKey < earliest { earliest = change.orderKey }
-            if earliest <= engine.position && derivedUnsaved {
-                // A late batch rolls back and rewrites only the records it changed: save what is pending first.
-                try saveDerived(db)
+            // Late changes that are inert (a new device's `timeline.begin`) are skipped where they stand; any
+            // other late change rolls replay back to before the batch.
+            let late = engine.rollbackPoint(of: fresh) != nil
+            if late {
+                var earliest = fresh[0].orderKey
+                for change in fresh where change.orderKey < earliest { earliest = change.orderKey }
+                if derivedUnsaved {
+                    // A late batch rolls back and rewrites only the records it changed: save what is pending first.
+                    try saveDerived(db)
+                }
+                try db.execute(
+                    sql: "DELETE FROM checkpoints WHERE (lamport, tl, seq) >= (?, ?, ?)",
+                    arguments: [
+                        Int64(earliest.lamport), timelineColumn(earliest.timeline.rawValue), Int64(earliest.seq),
+                    ])
             }
-            try db.execute(
-                sql: "DELETE FROM checkpoints WHERE (lamport, tl, seq) >= (?, ?, ?)",
-                arguments: [Int64(earliest.lamport), timelineColumn(earliest.timeline.rawValue), Int64(earliest.seq)])
             // Keep the old state only when replay will roll back: holding a copy makes the next mutation
             // copy the whole state.
-            let before: ListsState? = earliest <= engine.position ? engine.state : nil
+            let before: ListsState? = late ? engine.state : nil
             result.stats = try engine.integrate(verdict.accepted.map(\.decoded), source: StoredChanges(db: db)) { key in
                 try self.restartPoint(db, before: key)
             }

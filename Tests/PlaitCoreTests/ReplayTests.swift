@@ -125,6 +125,61 @@ struct ReplayTests {
         #expect(engine.digest == digestOfReplay(held))
     }
 
+    /// A new device's `timeline.begin` sorts before nearly all of an old device's history. It and changes this
+    /// build cannot interpret leave every state as it was, so integrating them late must not replay the history
+    /// (before, each new device made every peer replay everything it held); any other late change still does.
+    @Test("late inert changes are skipped where they stand; a late edit still rolls back")
+    func lateInertChangesDoNotRollBack() throws {
+        var a = TimelineAuthor(1)
+        let list = objectID(1)
+        a.append(.listCreate(id: list, title: "l", color: nil, at: .top), lamport: 1)
+        for i in 2...40 {
+            a.append(.itemCreate(id: objectID(100 + UInt64(i)), list: list, text: "\(i)", at: .top), lamport: UInt64(i))
+        }
+        var engine = ReplayEngine(
+            domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 5, checkpointLimit: 100)
+        engine.checkpointBytesPerChange = 0
+        var held = a.changes
+        _ = try engine.integrate(a.changes, source: ChangeArraySource(held), fallback: emptyFallback)
+        let checkpointsBefore = engine.checkpoints.map(\.key)
+        let position = engine.position
+
+        var b = TimelineAuthor(2)
+        let begin = b.append(kind: TimelineBegin.kind, version: 1, payload: [], lamport: 1)
+        let unknown = b.append(kind: "item.pin", version: 1, payload: [0x0A, 0x01, 0x41], lamport: 2)
+        let newerVersion = b.append(kind: "item.edit", version: 99, payload: [], lamport: 3)
+        // In the same batch, one change in replay order after the head: applied as usual.
+        let after = b.append(.itemEdit(id: objectID(105), text: "after"), lamport: 41)
+        held += [begin, unknown, newerVersion, after]
+        let inert = [begin, unknown, newerVersion]
+        #expect(inert.allSatisfy { ListsDomain().isInert($0) })
+        #expect(!ListsDomain().isInert(after))
+        #expect(engine.rollbackPoint(of: inert) == nil)
+        var fallbacks = 0
+        let stats = try engine.integrate([after, newerVersion, begin, unknown], source: ChangeArraySource(held)) {
+            fallbacks += 1
+            return emptyFallback($0)
+        }
+        #expect(!stats.rolledBack)
+        #expect(fallbacks == 0)
+        #expect(stats.replayed == 0)
+        #expect(stats.applied == 1 && stats.noops == 1 && stats.skipped == 2)
+        #expect(engine.position == after.orderKey && engine.position > position)
+        #expect(engine.digest == digestOfReplay(held))
+        // The checkpoints before the head are still valid, and kept.
+        #expect(Array(engine.checkpoints.map(\.key).prefix(checkpointsBefore.count)) == checkpointsBefore)
+
+        // A late change that does touch the state still rolls back (to the checkpoint before it).
+        var c = TimelineAuthor(3)
+        let lateEdit = c.append(.itemEdit(id: objectID(103), text: "late"), lamport: 12)
+        held.append(lateEdit)
+        #expect(engine.rollbackPoint(of: [begin, lateEdit]) == lateEdit.orderKey)
+        let second = try engine.integrate([lateEdit], source: ChangeArraySource(held), fallback: emptyFallback)
+        #expect(second.rolledBack)
+        #expect(second.applied == 1)
+        #expect(engine.digest == digestOfReplay(held))
+    }
+
     @Test("a late batch leaves one checkpoint where it ends, none in between")
     func lateBatchCheckpointsWhereItEnds() throws {
         var a = TimelineAuthor(1)
