@@ -35,7 +35,12 @@ public struct ProtoWriter: Sendable {
         bytes.append(contentsOf: value)
     }
 
-    public mutating func string(_ field: UInt32, _ value: String) { data(field, Array(value.utf8)) }
+    /// Its UTF-8 bytes, appended without an intermediate array (a state digest writes one per item).
+    public mutating func string(_ field: UInt32, _ value: String) {
+        tag(field, 2)
+        varint(UInt64(value.utf8.count))
+        bytes.append(contentsOf: value.utf8)
+    }
 
     public mutating func message(_ field: UInt32, _ build: (inout ProtoWriter) -> Void) {
         var inner = ProtoWriter()
@@ -43,7 +48,12 @@ public struct ProtoWriter: Sendable {
         data(field, inner.bytes)
     }
 
-    public mutating func objectID(_ field: UInt32, _ id: ObjectID) { data(field, id.bytes) }
+    /// The 16 bytes of `ObjectID.bytes` (big-endian high, then low word), without allocating them.
+    public mutating func objectID(_ field: UInt32, _ id: ObjectID) {
+        tag(field, 2)
+        varint(16)
+        withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { bytes.append(contentsOf: $0) }
+    }
 
     /// A length-delimited field holding what `inner` wrote (a message built in a writer that is reused).
     public mutating func data(_ field: UInt32, _ inner: ProtoWriter) { data(field, inner.bytes) }

@@ -104,19 +104,21 @@ enum MaterializedRows {
             // pages of the table, which spill from SQLite's cache and are read back (after a catch-up, 100,000
             // rows cost more than the changes). In order, each page is filled once.
             for id in items.sorted() {
-                guard let item = state.items[id] else { continue }
-                sqlite3_reset(handle)
-                bind(handle, 1, id)
-                bind(handle, 2, item.list)
-                bind(handle, 3, item.text)
-                sqlite3_bind_int64(handle, 4, item.completed ? 1 : 0)
-                sqlite3_bind_int64(handle, 5, item.deleted ? 1 : 0)
-                sqlite3_bind_int64(handle, 6, timelineColumn(item.placedBy.timeline.rawValue))
-                sqlite3_bind_int64(handle, 7, Int64(bitPattern: item.placedBy.seq))
-                bind(handle, 8, item.stamp)
-                bind(handle, 11, item.previous)
-                bind(handle, 12, item.next)
-                try done(handle)
+                // Bound from the record in place (a copy retained and released its text).
+                try state.items.withRecord(id) { item in
+                    sqlite3_reset(handle)
+                    bind(handle, 1, id)
+                    bind(handle, 2, item.list)
+                    bind(handle, 3, item.text)
+                    sqlite3_bind_int64(handle, 4, item.completed ? 1 : 0)
+                    sqlite3_bind_int64(handle, 5, item.deleted ? 1 : 0)
+                    sqlite3_bind_int64(handle, 6, timelineColumn(item.placedBy.timeline.rawValue))
+                    sqlite3_bind_int64(handle, 7, Int64(bitPattern: item.placedBy.seq))
+                    bind(handle, 8, item.stamp)
+                    bind(handle, 11, item.previous)
+                    bind(handle, 12, item.next)
+                    try done(handle)
+                }
             }
         }
         try Meta.set(db, .listHead, state.listHead.map { Data($0.bytes) })
@@ -198,8 +200,16 @@ enum MaterializedRows {
             sqlite3_bind_null(handle, index)
             return
         }
-        text.utf8CString.withUnsafeBufferPointer { buffer in
-            _ = sqlite3_bind_text(handle, index, buffer.baseAddress, Int32(buffer.count - 1), sqliteTransient)
+        // A native string's UTF-8 in place (SQLite copies it): no C string built per column.
+        var native = text
+        native.withUTF8 { buffer in
+            if let base = buffer.baseAddress {
+                let characters = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
+                _ = sqlite3_bind_text(handle, index, characters, Int32(buffer.count), sqliteTransient)
+            } else {
+                // Empty: a null pointer would bind NULL, not "".
+                _ = sqlite3_bind_text(handle, index, "", 0, sqliteTransient)
+            }
         }
     }
 

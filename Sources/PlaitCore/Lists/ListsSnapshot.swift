@@ -191,12 +191,14 @@ public struct ListsSnapshotWriter {
             ).encode(id, &inner)
             out.data(2, inner)
         }
-        let records = state.items.records
-        for (id, rank, slot) in items {
-            inner.removeAll()
-            ItemVersion(records[Int(slot)], rank: rank, weight: weight).encode(id, &inner)
-            out.data(3, inner)
-            try out.flush(to: sink, over: 1 << 16)
+        try state.items.records.withUnsafeBufferPointer { records in
+            for (id, rank, slot) in items {
+                inner.removeAll()
+                // Read in place: copying each record out retained and released its text.
+                ItemVersion.encode(id, records[Int(slot)], rank: rank, weight: weight, &inner)
+                out.data(3, inner)
+                try out.flush(to: sink, over: 1 << 16)
+            }
         }
         try out.flush(to: sink, over: 0)
     }
@@ -282,6 +284,24 @@ struct ItemVersion: ObjectVersion {
     }
 
     func encode(_ id: ObjectID, _ out: inout ProtoWriter) {
+        Self.encode(
+            id, list: list, text: text, completed: completed, deleted: deleted, placedBy: placedBy, stamp: stamp,
+            rank: rank, weight: weight, &out)
+    }
+
+    /// `ItemVersion(record, rank:, weight:).encode(id, &out)` without building the version.
+    static func encode(
+        _ id: ObjectID, _ record: borrowing ItemRecord, rank: UInt64, weight: UInt64, _ out: inout ProtoWriter
+    ) {
+        encode(
+            id, list: record.list, text: record.text, completed: record.completed, deleted: record.deleted,
+            placedBy: record.placedBy, stamp: record.stamp, rank: rank, weight: weight, &out)
+    }
+
+    private static func encode(
+        _ id: ObjectID, list: ObjectID, text: String, completed: Bool, deleted: Bool, placedBy: ChangeRef,
+        stamp: OrderKey, rank: UInt64, weight: UInt64, _ out: inout ProtoWriter
+    ) {
         out.objectID(1, id)
         out.objectID(2, list)
         out.string(3, text)

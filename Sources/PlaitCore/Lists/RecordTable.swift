@@ -82,7 +82,8 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
     @inlinable
     public func withRecord<R>(_ id: ObjectID, _ body: (borrowing Record) throws -> R) rethrows -> R? {
         guard let slot = slots[id] else { return nil }
-        return try body(records[Int(slot)])
+        // Through the buffer: the array's subscript would copy the record out (retaining its text).
+        return try records.withUnsafeBufferPointer { try body($0[Int(slot)]) }
     }
 
     /// Adds a record for an ID not yet present, with one hash lookup (loading a stored state); false, and
