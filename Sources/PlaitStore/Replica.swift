@@ -84,7 +84,7 @@ public final class Replica: @unchecked Sendable {
     /// The materialized state as of the last transaction or `refresh()`.
     public var state: ListsState { lock.withLock { engine.state } }
     public var position: OrderKey { lock.withLock { engine.position } }
-    public var digest: [UInt8] { lock.withLock { engine.digest } }
+    public var digest: [UInt8] { lock.withLock { engine.currentDigest() } }
 
     /// Reloads the state if another process wrote since.
     public func refresh() throws {
@@ -105,7 +105,7 @@ public final class Replica: @unchecked Sendable {
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
                 if current != generation { try reload(db) }
                 return ReplicaStatus(
-                    view: try Store.localView(db), stateDigest: engine.digest, uninterpretable: unknown)
+                    view: try Store.localView(db), stateDigest: engine.currentDigest(), uninterpretable: unknown)
             }
         }
     }
@@ -211,6 +211,9 @@ public final class Replica: @unchecked Sendable {
             // The rows were damaged and the state was rebuilt from the source: rewrite them all.
             try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
             rebuiltUnsaved = false
+        } else if engine.state.changedLists.isEmpty && engine.state.changedItems.isEmpty {
+            // Nothing to take: the state (and the digest kept for it) stays untouched.
+            try MaterializedRows.save(engine.state, lists: [], items: [], db)
         } else {
             try engine.modifyState { state in try MaterializedRows.save(&state, db) }
         }

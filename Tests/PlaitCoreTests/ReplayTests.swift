@@ -180,6 +180,45 @@ struct ReplayTests {
         #expect(engine.digest == digestOfReplay(held))
     }
 
+    /// The kept digest follows the state: kept across inert changes, dropped by any change, equal to a fresh
+    /// computation every time (debug builds also check each use of it against one).
+    @Test("the digest is computed once per state and follows every change")
+    func digestIsKeptUntilTheStateChanges() throws {
+        var a = TimelineAuthor(1)
+        let list = objectID(1)
+        a.append(.listCreate(id: list, title: "l", color: nil, at: .top), lamport: 2)
+        a.append(.itemCreate(id: objectID(2), list: list, text: "x", at: .top), lamport: 3)
+        var engine = ReplayEngine(domain: ListsDomain(), state: ListsState(), position: .zero)
+        var held = a.changes
+        _ = try engine.integrate(a.changes, source: ChangeArraySource(held), fallback: emptyFallback)
+        let first = engine.currentDigest()
+        #expect(first == digestOfReplay(held))
+        #expect(engine.digest == first)
+
+        var b = TimelineAuthor(2)
+        let begin = b.append(kind: TimelineBegin.kind, version: 1, payload: [], lamport: 1)
+        held.append(begin)
+        _ = try engine.integrate([begin], source: ChangeArraySource(held), fallback: emptyFallback)
+        #expect(engine.currentDigest() == first)
+
+        let edit = b.append(.itemEdit(id: objectID(2), text: "y"), lamport: 4)
+        held.append(edit)
+        _ = try engine.integrate([edit], source: ChangeArraySource(held), fallback: emptyFallback)
+        #expect(engine.currentDigest() != first)
+        #expect(engine.currentDigest() == digestOfReplay(held))
+
+        let late = b.append(.itemComplete(id: objectID(2)), lamport: 5)
+        var c = TimelineAuthor(3)
+        let earlier = c.append(.itemEdit(id: objectID(2), text: "z"), lamport: 3)
+        held += [late, earlier]
+        let before = engine.currentDigest()
+        _ = try engine.integrate([late, earlier], source: ChangeArraySource(held), fallback: emptyFallback)
+        #expect(engine.currentDigest() != before)
+        #expect(engine.currentDigest() == digestOfReplay(held))
+        engine.modifyState { _ = $0.takeChanges() }
+        #expect(engine.currentDigest() == digestOfReplay(held))
+    }
+
     @Test("a late batch leaves one checkpoint where it ends, none in between")
     func lateBatchCheckpointsWhereItEnds() throws {
         var a = TimelineAuthor(1)

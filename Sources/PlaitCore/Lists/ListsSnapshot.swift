@@ -50,7 +50,7 @@ extension ListsDomain {
             out.flush(to: sink, over: 1 << 16)
         }
         var deleted: [ObjectID] = []
-        for (itemID, record) in state.items where record.deleted { deleted.append(itemID) }
+        state.items.forEachRecord { itemID, record in if record.deleted { deleted.append(itemID) } }
         for itemID in deleted.sorted() {
             guard let record = state.items[itemID] else { continue }
             item.removeAll()
@@ -158,8 +158,8 @@ public struct ListsSnapshotWriter {
                 }
             }
         }
-        for (itemID, slot) in slots where state.items.records[Int(slot)].deleted {
-            itemOrder.append((itemID, itemOrder.count, 0, slot))
+        state.items.forEachRecord { itemID, record in
+            if record.deleted { itemOrder.append((itemID, itemOrder.count, 0, slots[itemID]!)) }
         }
         lists = Self.lastByID(listOrder).map { ($0.id, $0.rank) }
         items = Self.lastByID(itemOrder)

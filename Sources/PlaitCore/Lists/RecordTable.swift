@@ -86,6 +86,17 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
         return try records.withUnsafeBufferPointer { try body($0[Int(slot)]) }
     }
 
+    /// Calls `body` with every ID and its record in place, in storage order (iterating the table copies each
+    /// record out).
+    @inlinable
+    public func forEachRecord(_ body: (ObjectID, borrowing Record) throws -> Void) rethrows {
+        try records.withUnsafeBufferPointer { records in
+            try ids.withUnsafeBufferPointer { ids in
+                for slot in 0..<records.count { try body(ids[slot], records[slot]) }
+            }
+        }
+    }
+
     /// Adds a record for an ID not yet present, with one hash lookup (loading a stored state); false, and
     /// nothing changed, when the ID is present already.
     public mutating func insertNew(_ id: ObjectID, _ record: Record) -> Bool {
