@@ -18,7 +18,7 @@ final class BackgroundRun {
         let io = sandbox.root + "/io/background-\(UUID().uuidString)"
         outputPath = io + ".out"
         errorPath = io + ".err"
-        for path in [outputPath, errorPath] { FileManager.default.createFile(atPath: path, contents: nil) }
+        for path in [outputPath, errorPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
         process.arguments = arguments
         process.environment = sandbox.baseEnvironment
