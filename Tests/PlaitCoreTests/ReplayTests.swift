@@ -79,20 +79,27 @@ struct ReplayTests {
         }
     }
 
-    @Test("a late change rolls back to the nearest checkpoint, not to the start")
-    func lateChangeUsesNearestCheckpoint() throws {
+    /// Timeline 1 creating one list at Lamport 1, then an item at each Lamport time 2…`last` (item `100 + t`), all
+    /// integrated into an engine with a checkpoint every 5 changes (the fixed interval only: spacing by size has
+    /// its own test). Returns the engine and the changes it holds.
+    static func oneListHistory(through last: UInt64) throws -> (engine: ReplayEngine<ListsDomain>, held: [Change]) {
         var a = TimelineAuthor(1)
-        var b = TimelineAuthor(2)
         let list = objectID(1)
         a.append(.listCreate(id: list, title: "l", color: nil, at: .top), lamport: 1)
-        for i in 2...30 {
-            a.append(.itemCreate(id: objectID(100 + UInt64(i)), list: list, text: "\(i)", at: .top), lamport: UInt64(i))
+        for i in 2...last {
+            a.append(.itemCreate(id: objectID(100 + i), list: list, text: "\(i)", at: .top), lamport: i)
         }
         var engine = ReplayEngine(
             domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 5, checkpointLimit: 100)
-        engine.checkpointBytesPerChange = 0  // the fixed interval only (spacing by size: its own test)
-        var held = a.changes
-        _ = try engine.integrate(a.changes, source: ChangeArraySource(held), fallback: emptyFallback)
+        engine.checkpointBytesPerChange = 0
+        _ = try engine.integrate(a.changes, source: ChangeArraySource(a.changes), fallback: emptyFallback)
+        return (engine, a.changes)
+    }
+
+    @Test("a late change rolls back to the nearest checkpoint, not to the start")
+    func lateChangeUsesNearestCheckpoint() throws {
+        var (engine, held) = try Self.oneListHistory(through: 30)
+        var b = TimelineAuthor(2)
         #expect(engine.checkpoints.map(\.key.lamport) == [5, 10, 15, 20, 25, 30])
 
         // B's change at Lamport 22 arrives late: restart at the checkpoint at 20, replay 21…30 again.
@@ -130,17 +137,7 @@ struct ReplayTests {
     /// (before, each new device made every peer replay everything it held); any other late change still does.
     @Test("late inert changes are skipped where they stand; a late edit still rolls back")
     func lateInertChangesDoNotRollBack() throws {
-        var a = TimelineAuthor(1)
-        let list = objectID(1)
-        a.append(.listCreate(id: list, title: "l", color: nil, at: .top), lamport: 1)
-        for i in 2...40 {
-            a.append(.itemCreate(id: objectID(100 + UInt64(i)), list: list, text: "\(i)", at: .top), lamport: UInt64(i))
-        }
-        var engine = ReplayEngine(
-            domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 5, checkpointLimit: 100)
-        engine.checkpointBytesPerChange = 0
-        var held = a.changes
-        _ = try engine.integrate(a.changes, source: ChangeArraySource(held), fallback: emptyFallback)
+        var (engine, held) = try Self.oneListHistory(through: 40)
         let checkpointsBefore = engine.checkpoints.map(\.key)
         let position = engine.position
 
@@ -221,24 +218,15 @@ struct ReplayTests {
 
     @Test("a late batch leaves one checkpoint where it ends, none in between")
     func lateBatchCheckpointsWhereItEnds() throws {
-        var a = TimelineAuthor(1)
+        var (engine, held) = try Self.oneListHistory(through: 40)
+        let ofA = held
         var b = TimelineAuthor(2)
-        let list = objectID(1)
-        a.append(.listCreate(id: list, title: "l", color: nil, at: .top), lamport: 1)
-        for i in 2...40 {
-            a.append(.itemCreate(id: objectID(100 + UInt64(i)), list: list, text: "\(i)", at: .top), lamport: UInt64(i))
-        }
-        var engine = ReplayEngine(
-            domain: ListsDomain(), state: ListsState(), position: .zero, checkpointInterval: 5, checkpointLimit: 100)
-        engine.checkpointBytesPerChange = 0  // the fixed interval only (spacing by size: its own test)
-        var held = a.changes
-        _ = try engine.integrate(a.changes, source: ChangeArraySource(held), fallback: emptyFallback)
         // A stream from B in replay order, in two batches, both behind A's head.
         let first = (12...17).map { b.append(.itemEdit(id: objectID(110), text: "b\($0)"), lamport: UInt64($0)) }
         let second = (18...24).map { b.append(.itemEdit(id: objectID(111), text: "b\($0)"), lamport: UInt64($0)) }
         held += first
         _ = try engine.integrate(first, source: ChangeArraySource(held), fallback: emptyFallback)
-        #expect(engine.checkpoints.map(\.key) == [5, 10].map { a.changes[$0 - 1].orderKey } + [first.last!.orderKey])
+        #expect(engine.checkpoints.map(\.key) == [5, 10].map { ofA[$0 - 1].orderKey } + [first.last!.orderKey])
         held += second
         let stats = try engine.integrate(second, source: ChangeArraySource(held), fallback: emptyFallback)
         // Rolled back exactly to the end of the first batch: replays A's changes from Lamport 18 on only.
