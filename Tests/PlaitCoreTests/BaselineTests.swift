@@ -413,7 +413,7 @@ struct BaselineTests {
             branch: ForkBranch.id(parent: root, firstHash: first), root: root, parent: root, base: 3,
             firstHash: first, rivalHash: rival)
         #expect(record.isConsistent)
-        let empty = try Self.domain.snapshot(of: Self.domain.emptyState(), weight: 0)
+        let empty = Self.domain.snapshot(of: Self.domain.emptyState(), weight: 0)
         let plain = Baseline(
             summary: Summary([root: 2]), maxLamport: 2, heads: [root: rival], headLamports: [root: 2], ended: [],
             snapshot: empty)
