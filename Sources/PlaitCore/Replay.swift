@@ -84,6 +84,14 @@ public struct ReplayEngine<D: Domain>: Sendable {
     /// Gives mutable access to the state for bookkeeping that is not replay (e.g. taking change marks).
     public mutating func modifyState<T>(_ body: (inout D.State) throws -> T) rethrows -> T { try body(&state) }
 
+    /// `modifyState` for bookkeeping that leaves what the state holds as it was (taking its change marks): the
+    /// kept digest stays. Debug builds check it against the state at its next use.
+    public mutating func modifyBookkeeping<T>(_ body: (inout D.State) throws -> T) rethrows -> T {
+        let kept = cachedDigest
+        defer { cachedDigest = kept }
+        return try body(&state)
+    }
+
     /// Applies one change that sorts after `position`. `checkpointing: false` suits a device's own edits:
     /// nothing can arrive before them, so a checkpoint (a state copy) would only cost.
     @discardableResult

@@ -211,11 +211,9 @@ public final class Replica: @unchecked Sendable {
             // The rows were damaged and the state was rebuilt from the source: rewrite them all.
             try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
             rebuiltUnsaved = false
-        } else if engine.state.changedLists.isEmpty && engine.state.changedItems.isEmpty {
-            // Nothing to take: the state (and the digest kept for it) stays untouched.
-            try MaterializedRows.save(engine.state, lists: [], items: [], db)
         } else {
-            try engine.modifyState { state in try MaterializedRows.save(&state, db) }
+            // Taking the change marks leaves the records, and the digest kept for them, as they were.
+            try engine.modifyBookkeeping { state in try MaterializedRows.save(&state, db) }
         }
         try Meta.set(db, .position, Self.encode(engine.position))
         try Meta.set(db, .appliedSummary, try Store.summary(db).description)
@@ -726,7 +724,7 @@ public final class Replica: @unchecked Sendable {
             if result.stats.rolledBack, let before {
                 // The change marks of a checkpoint are stale: rewrite exactly the records that differ.
                 let differences = ListsState.differences(from: before, to: engine.state)
-                engine.modifyState { state in
+                engine.modifyBookkeeping { state in
                     state.trackChanges = true
                     _ = state.takeChanges()
                 }
