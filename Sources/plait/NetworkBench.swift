@@ -385,7 +385,7 @@ enum NetworkBench {
         // The grown home's items are written before the latency list, so B has caught up on them when it holds it.
         if items > 0 { _ = try write(.growing, changes: items, lists: options.lists, to: a.replica) }
         let list = ObjectID.random()
-        try a.replica.edit { try $0.append(.listCreate(id: list, title: "latency", color: nil, at: .bottom)) }
+        _ = try a.replica.edit { try $0.append(.listCreate(id: list, title: "latency", color: nil, at: .bottom)) }
         let timeline = try a.store.ownTimeline()
         let ready = try a.store.summary()[timeline]
         guard waitUntil(seconds: 120, { (try? b.store.summary()[timeline]) ?? 0 >= ready }) else {
