@@ -34,13 +34,16 @@ let package = Package(
         .target(
             name: "PlaitStore",
             dependencies: [
-                "PlaitCore", "COpenSSL", "PlaitTLS", "CSQLiteConfig",
+                "PlaitCore", "COpenSSL", "PlaitTLS", "CSQLiteConfig", "CMalloc",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
         // One call Swift cannot make itself (sqlite3_config is variadic): SQLite's memory statistics off, whose
         // process-wide mutex every allocation of every connection took.
         .target(name: "CSQLiteConfig", linkerSettings: [.linkedLibrary("sqlite3")]),
+        // glibc's malloc knobs (macros and functions Swift's Glibc module does not import): a large freed block is
+        // returned to the system, and a pull's freed batches too (`ProcessMemory`).
+        .target(name: "CMalloc"),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "openssl",

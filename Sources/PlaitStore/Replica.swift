@@ -224,6 +224,9 @@ public final class Replica: @unchecked Sendable {
     /// Does nothing when the rows are up to date.
     public func saveDerivedState() throws {
         guard lock.withLock({ derivedUnsaved }) else { return }
+        // The pull's decoded batches are freed by now, in the arenas of the threads that held them: give their
+        // pages back before the save, which then peaks on top of the state alone.
+        ProcessMemory.returnFreed()
         try transaction { db in try persistCheckpointIfDue(db, added: 0) }
     }
 
