@@ -112,4 +112,55 @@ import Testing
             #expect(try dump(b.store) == rows, "reading wrote nothing")
         }
     }
+
+    /// The save of a pull's deferred state writes the rows and, when one is due, a stored checkpoint encoded on a
+    /// second thread meanwhile: the checkpoint is the saved state at the saved position. If writing the rows fails,
+    /// nothing of the save is kept (no checkpoint, the rows at their marker) and a later save does it all.
+    @Test(arguments: [0x1A2_0005 as UInt64])
+    func theDeferredSaveStoresTheCheckpointItEncodedBesideTheRows(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let a = try Device("a", in: directory, timeline: TimelineID(0xA))
+            let b = try Device("b", in: directory, timeline: TimelineID(0xB))
+            b.replica.storedCheckpointInterval = 100
+            try randomEdits(a.replica, count: 5, rng: &rng)
+            try b.pull(from: a)
+            try randomEdits(a.replica, count: 600, rng: &rng, perEdit: false)
+            let checkpoints = { () throws -> [Row] in
+                try b.store.read { db in try Row.fetchAll(db, sql: "SELECT lamport, tl, seq, snapshot FROM checkpoints") }
+            }
+            let checkpointsBefore = try checkpoints()
+
+            // Writing an item row fails: the save throws, and leaves every stored byte as it was.
+            try b.pull(from: a)
+            #expect(b.replica.derivedUnsaved, "seed \(seed)")
+            try b.store.write { db in
+                try db.execute(
+                    sql: "CREATE TRIGGER refuse BEFORE INSERT ON items BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+            }
+            let rows = try dump(b.store)
+            #expect(throws: (any Error).self) { try b.replica.saveDerivedState() }
+            #expect(try dump(b.store) == rows, "a failed save kept nothing (seed \(seed))")
+            #expect(b.replica.derivedUnsaved)
+            #expect(b.digest == a.digest)
+
+            try b.store.write { db in try db.execute(sql: "DROP TRIGGER refuse") }
+            try b.replica.saveDerivedState()
+            #expect(!b.replica.derivedUnsaved)
+            let stored = try checkpoints()
+            #expect(stored.count == checkpointsBefore.count + 1, "seed \(seed)")
+            let position = b.replica.position
+            let newest = try #require(stored.first { row in
+                (row[0] as Int64) == Int64(position.lamport) && (row[2] as Int64) == Int64(position.seq)
+            })
+            let snapshot: Data = newest[3]
+            let restored = try ListsDomain().restore(snapshot: Array(snapshot)[...])
+            #expect(ListsDomain().digest(of: restored) == a.digest, "the checkpoint is the saved state (seed \(seed))")
+            let loaded = try b.store.read { db in
+                try DerivedState.load(db, domain: ListsDomain()) { _ in (.zero, ListsState()) }
+            }
+            #expect(loaded.replayedForward == 0)
+            #expect(ListsDomain().digest(of: loaded.state) == a.digest)
+        }
+    }
 }
