@@ -119,6 +119,8 @@ public final class Agent: @unchecked Sendable {
     /// A session that moved bytes this recently is alive, whatever a second connection from its peer suggests.
     static let activeWindow: Duration = .seconds(5)
     private let threads = DispatchGroup()
+    /// Left when the start-up check of the stored hash chains has ended (`awaitStartupCheck`).
+    private let startupCheck = DispatchGroup()
     /// Wakes the accept thread (to stop) and the watch thread (to stop, or to update the TXT record).
     private var acceptWake: Inbox<Wake>?
     private var watchWake: Inbox<Wake>?
@@ -187,7 +189,9 @@ public final class Agent: @unchecked Sendable {
         if settings.discovery, let port = boundPort { startDiscovery(port: port) }
         // Bit rot in the source heals like a re-pulled block: damaged changes are set aside at start (their
         // timeline ends before them) and pulled again from the first peer that holds them (DESIGN §10).
+        startupCheck.enter()
         spawn("verify") {
+            defer { self.startupCheck.leave() }
             do {
                 for damage in try self.home.replica.quarantineDamaged() {
                     let what = "stored \(damage) is damaged (its hash does not continue its chain): set aside, to be "
@@ -201,6 +205,13 @@ public final class Agent: @unchecked Sendable {
         }
         spawn("watch") { self.watchLoop(watch, probe: probe, wake: watchWake) }
         spawn("dial") { self.dialLoop() }
+    }
+
+    /// Waits until the check of every stored change against its chain, which `start` begins on a thread of its
+    /// own, has ended (`plait bench` measures a catch-up from an agent that is past its start-up, as a peer that
+    /// has been running meets it).
+    public func awaitStartupCheck() {
+        startupCheck.wait()
     }
 
     /// Stops everything and waits for every thread.
