@@ -41,8 +41,8 @@ let package = Package(
         // One call Swift cannot make itself (sqlite3_config is variadic): SQLite's memory statistics off, whose
         // process-wide mutex every allocation of every connection took.
         .target(name: "CSQLiteConfig", linkerSettings: [.linkedLibrary("sqlite3")]),
-        // glibc's malloc knobs (macros and functions Swift's Glibc module does not import): a large freed block is
-        // returned to the system, and a pull's freed batches too (`ProcessMemory`).
+        // glibc's malloc_trim, which Swift's Glibc module does not import: a pull's freed batches go back to the
+        // system (`ProcessMemory`).
         .target(name: "CMalloc"),
         .systemLibrary(
             name: "COpenSSL",

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import PlaitCore
-import PlaitStore
 import PlaitSync
 
 @main
@@ -31,7 +30,6 @@ struct Plait: ParsableCommand {
     /// text would be stored with replacement characters), a word where a command belongs must name one
     /// (else ArgumentParser says "2 unexpected arguments"), and no error prints a control character raw.
     static func main() {
-        ProcessMemory.configure()
         let arguments = Array(CommandLine.arguments.dropFirst())
         do {
             try CommandLineCheck.utf8(argc: CommandLine.argc, argv: CommandLine.unsafeArgv)
