@@ -183,10 +183,20 @@ public final class Replica: @unchecked Sendable {
             let saved = try store.write { db -> (result: T, deferred: Bool, generationBefore: Int64) in
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
                 if current != generation { try reload(db) }
-                derivedSavedInBody = false
+                defer {
+                    // A checkpoint still encoding when the transaction fails: awaited and freed, not stored.
+                    if let encoding = checkpointEncoding {
+                        checkpointEncoding = nil
+                        encoding.wait().deallocate()
+                    }
+                }
                 let result = try domain.bound(to: db) { try body(db) }
                 let deferring = deferDerived && !rebuiltUnsaved
-                if !deferring && !derivedSavedInBody { try saveDerived(db) }
+                if !deferring { try saveDerived(db) }
+                if let encoding = checkpointEncoding {
+                    checkpointEncoding = nil
+                    try storeCheckpoint(db, encoded: encoding.wait(), at: encoding.position)
+                }
                 try Meta.set(db, .generation, current + 1)
                 generation = current + 1
                 return (result, deferring, current)
@@ -205,8 +215,9 @@ public final class Replica: @unchecked Sendable {
 
     /// Set by a transaction's body: commit the source now and save the state later.
     private var deferDerived = false
-    /// Set by a transaction's body that saved the state itself (`persistCheckpointIfDue` with `savingDerived`).
-    private var derivedSavedInBody = false
+    /// The stored checkpoint a transaction's body found due, encoding on a second thread while the rows are
+    /// saved; the transaction stores it after them (`persistCheckpointIfDue`).
+    private var checkpointEncoding: SnapshotEncoding?
 
     /// Writes the materialized rows (what changed since the last save), the position and the marker.
     private func saveDerived(_ db: Database) throws {
@@ -230,7 +241,7 @@ public final class Replica: @unchecked Sendable {
         // The pull's decoded batches are freed by now, in the arenas of the threads that held them: give their
         // pages back before the save, which then peaks on top of the state alone.
         ProcessMemory.returnFreed()
-        try transaction { db in try persistCheckpointIfDue(db, added: 0, savingDerived: true) }
+        try transaction { db in try persistCheckpointIfDue(db, added: 0) }
     }
 
     // MARK: Local edits
@@ -881,47 +892,26 @@ public final class Replica: @unchecked Sendable {
         return (.zero, domain.emptyState())
     }
 
-    /// Stores a checkpoint once `storedCheckpointInterval` × `every` changes were added since the last one.
-    ///
-    /// `savingDerived`: the transaction saves the materialized rows (a pull's deferred state) and lets this do it.
-    /// A checkpoint then due is encoded on a second thread while the rows are written on this one: after a
-    /// catch-up of 100,000 new items both cost about 0.1 – 0.2 s, and the other core was idle.
-    private func persistCheckpointIfDue(
-        _ db: Database, added: Int, every: Int = 1, store: Bool = true, savingDerived: Bool = false
-    ) throws {
+    /// Stores a checkpoint once `storedCheckpointInterval` × `every` changes were added since the last one. Called
+    /// at the end of a transaction's body: the checkpoint is encoded on a second thread while the transaction
+    /// saves the materialized rows on this one, and stored after them (after a catch-up of 100,000 new items,
+    /// each costs about 0.1 – 0.2 s, and the other core was idle).
+    private func persistCheckpointIfDue(_ db: Database, added: Int, every: Int = 1, store: Bool = true) throws {
         let pending = (try Int.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'since_checkpoint'") ?? 0) + added
         if store && pending >= storedCheckpointInterval * every && engine.position > .zero {
-            if savingDerived {
-                // The state as it stands (a copy sharing its storage: saving the rows takes only the change
-                // marks, which the encoding does not read).
-                let encoding = SnapshotEncoding(engine.state)
-                do {
-                    try saveDerived(db)
-                } catch {
-                    encoding.wait().deallocate()
-                    throw error
-                }
-                derivedSavedInBody = true
-                try storeCheckpoint(db, encoded: encoding.wait())
-            } else {
-                try storeCheckpoint(db, encoded: SnapshotEncoding.encode(engine.state))
-            }
-            try db.execute(
-                sql: """
-                    DELETE FROM checkpoints WHERE (lamport, tl, seq) NOT IN
-                    (SELECT lamport, tl, seq FROM checkpoints ORDER BY lamport DESC, tl DESC, seq DESC LIMIT ?)
-                    """,
-                arguments: [storedCheckpointLimit])
+            // The state as it stands (a copy sharing its storage: saving the rows takes only the change marks,
+            // which the encoding does not read).
+            checkpointEncoding = SnapshotEncoding(engine.state, at: engine.position)
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('since_checkpoint', 0)")
         } else {
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('since_checkpoint', ?)", arguments: [pending])
         }
     }
 
-    /// Stores a checkpoint at the current position: `encoded`, the state's snapshot, which this frees.
-    private func storeCheckpoint(_ db: Database, encoded buffer: UnsafeMutableRawBufferPointer) throws {
+    /// Stores a checkpoint at `key`: `encoded`, the snapshot of the state there, which this frees. Keeps the
+    /// newest `storedCheckpointLimit`.
+    private func storeCheckpoint(_ db: Database, encoded buffer: UnsafeMutableRawBufferPointer, at key: OrderKey) throws {
         defer { buffer.deallocate() }
-        let key = engine.position
         let statement = try db.makeStatement(
             sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, ?)")
         let handle = statement.sqliteStatement
@@ -933,6 +923,12 @@ public final class Replica: @unchecked Sendable {
         sqlite3_bind_blob64(handle, 4, buffer.baseAddress, sqlite3_uint64(buffer.count), nil)
         try MaterializedRows.done(handle)
         sqlite3_reset(handle)
+        try db.execute(
+            sql: """
+                DELETE FROM checkpoints WHERE (lamport, tl, seq) NOT IN
+                (SELECT lamport, tl, seq FROM checkpoints ORDER BY lamport DESC, tl DESC, seq DESC LIMIT ?)
+                """,
+            arguments: [storedCheckpointLimit])
     }
 
     // MARK: Full replay
@@ -991,7 +987,7 @@ public final class Replica: @unchecked Sendable {
             try db.execute(sql: "DELETE FROM checkpoints")
             var written = 0
             if engine.position > .zero {
-                try storeCheckpoint(db, encoded: SnapshotEncoding.encode(engine.state))
+                try storeCheckpoint(db, encoded: SnapshotEncoding.encode(engine.state), at: engine.position)
                 written = 1
             }
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('since_checkpoint', 0)")
@@ -1122,11 +1118,14 @@ extension Replica.IntegrateResult {
 
 /// A stored checkpoint's snapshot, encoded on a thread of its own.
 private final class SnapshotEncoding: @unchecked Sendable {
+    /// The position of the state encoded.
+    let position: OrderKey
     private let done = DispatchSemaphore(value: 0)
     /// Written by the encoding thread before `done` is signalled, read after.
     private var buffer: UnsafeMutableRawBufferPointer?
 
-    init(_ state: ListsState) {
+    init(_ state: ListsState, at position: OrderKey) {
+        self.position = position
         let thread = Thread { [self] in
             buffer = Self.encode(state)
             done.signal()
