@@ -70,9 +70,10 @@ import Glibc
     }
 
     /// The table behaves as the dictionary it replaces: set, in-place edits, removal, equality, iteration.
-    @Test func theTableBehavesAsADictionary() {
+    @Test(arguments: [3, ChunkedArray<Int>.defaultShift])
+    func theTableBehavesAsADictionary(chunkShift: Int) {
         var generator = SplitMix64(seed: 42)
-        var table = RecordTable<Int>()
+        var table = RecordTable<Int>(chunkShift: chunkShift)
         var reference: [ObjectID: Int] = [:]
         let ids = (0..<500).map { _ in ObjectID.random(using: &generator) }
         for step in 0..<5_000 {
@@ -85,12 +86,12 @@ import Glibc
                 table[id]? += 1
                 reference[id]? += 1
             case 2:
-                #expect(table.removeValue(forKey: id) == reference.removeValue(forKey: id), "seed 42, step \(step)")
+                #expect(table.removeValue(forKey: id) == reference.removeValue(forKey: id), "seed 42, chunk shift \(chunkShift), step \(step)")
             default:
                 table[id] = nil
                 reference[id] = nil
             }
-            #expect(table[id] == reference[id], "seed 42, step \(step)")
+            #expect(table[id] == reference[id], "seed 42, chunk shift \(chunkShift), step \(step)")
         }
         #expect(table.count == reference.count)
         #expect(Dictionary(uniqueKeysWithValues: table.map { ($0.key, $0.value) }) == reference)

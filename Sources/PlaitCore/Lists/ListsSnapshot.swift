@@ -191,14 +191,14 @@ public struct ListsSnapshotWriter {
             ).encode(id, &inner)
             out.data(2, inner)
         }
-        try state.items.records.withUnsafeBufferPointer { records in
-            for (id, rank, slot) in items {
-                inner.removeAll()
-                // Read in place: copying each record out retained and released its text.
-                ItemVersion.encode(id, records[Int(slot)], rank: rank, weight: weight, &inner)
-                out.data(3, inner)
-                try out.flush(to: sink, over: 1 << 16)
+        for (id, rank, slot) in items {
+            inner.removeAll()
+            // Read in place: copying each record out retained and released its text.
+            state.items.withRecord(atSlot: Int(slot)) {
+                ItemVersion.encode(id, $0, rank: rank, weight: weight, &inner)
             }
+            out.data(3, inner)
+            try out.flush(to: sink, over: 1 << 16)
         }
         try out.flush(to: sink, over: 0)
     }

@@ -10,34 +10,57 @@
 /// before a late change rolled it back — are compared slot by slot without hashing (`differingIDs`), and a
 /// removal finds the record it moves without a search.
 ///
+/// Records and IDs are kept in chunks (`ChunkedArray`): a copy — an in-memory checkpoint — shares them, and a change
+/// after it copies one chunk, not the table; two copies compare only the chunks they do not share.
+///
 /// Iteration order is unspecified, as a dictionary's is; every reader that needs an order sorts (the digest,
 /// snapshots). Removal is rare (a damaged-state test; records are tombstoned, not removed).
 public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Sequence,
     ExpressibleByDictionaryLiteral
 {
     @usableFromInline var slots: [ObjectID: UInt32] = [:]
-    @usableFromInline var records: [Record] = []
+    @usableFromInline var records: ChunkedArray<Record>
     /// The ID of each slot: `slots[ids[i]] == i`.
-    @usableFromInline var ids: [ObjectID] = []
+    @usableFromInline var ids: ChunkedArray<ObjectID>
 
-    public init() {}
+    public init() { self.init(chunkShift: ChunkedArray<Record>.defaultShift) }
+
+    /// A table whose chunks hold `1 << chunkShift` records (tests use small chunks to cross their edges).
+    init(chunkShift: Int) {
+        records = ChunkedArray(shift: chunkShift)
+        ids = ChunkedArray(shift: chunkShift)
+    }
 
     public init(_ dictionary: [ObjectID: Record]) {
+        self.init()
         reserveCapacity(dictionary.count)
         for (id, record) in dictionary { self[id] = record }
     }
 
     public init(dictionaryLiteral elements: (ObjectID, Record)...) {
+        self.init()
         reserveCapacity(elements.count)
         for (id, record) in elements { self[id] = record }
     }
 
     public var count: Int { records.count }
-    public var isEmpty: Bool { records.isEmpty }
+    public var isEmpty: Bool { records.count == 0 }
     /// The IDs, in no particular order.
     public var keys: Dictionary<ObjectID, UInt32>.Keys { slots.keys }
-    /// The records, in no particular order.
-    public var values: [Record] { records }
+    /// The records, in no particular order (a new array: `count(where:)` counts without one).
+    public var values: [Record] {
+        var values: [Record] = []
+        values.reserveCapacity(count)
+        records.forEachElement { _, record in values.append(copy record) }
+        return values
+    }
+
+    /// How many records satisfy `predicate`, read in place.
+    public func count(where predicate: (borrowing Record) throws -> Bool) rethrows -> Int {
+        var found = 0
+        try records.forEachElement { _, record in if try predicate(record) { found += 1 } }
+        return found
+    }
 
     public mutating func reserveCapacity(_ capacity: Int) {
         slots.reserveCapacity(capacity)
@@ -82,19 +105,21 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
     @inlinable
     public func withRecord<R>(_ id: ObjectID, _ body: (borrowing Record) throws -> R) rethrows -> R? {
         guard let slot = slots[id] else { return nil }
-        // Through the buffer: the array's subscript would copy the record out (retaining its text).
-        return try records.withUnsafeBufferPointer { try body($0[Int(slot)]) }
+        // In place: the subscript would copy the record out (retaining its text).
+        return try records.withElement(at: Int(slot), body)
+    }
+
+    /// Calls `body` with the record in `slot` (as `slots` and `forEachRecord` number them) in place.
+    @inlinable
+    public func withRecord<R>(atSlot slot: Int, _ body: (borrowing Record) throws -> R) rethrows -> R {
+        try records.withElement(at: slot, body)
     }
 
     /// Calls `body` with every ID and its record in place, in storage order (iterating the table copies each
     /// record out).
     @inlinable
     public func forEachRecord(_ body: (ObjectID, borrowing Record) throws -> Void) rethrows {
-        try records.withUnsafeBufferPointer { records in
-            try ids.withUnsafeBufferPointer { ids in
-                for slot in 0..<records.count { try body(ids[slot], records[slot]) }
-            }
-        }
+        try records.forEachElement { slot, record in try body(ids[slot], record) }
     }
 
     /// Adds a record for an ID not yet present, with one hash lookup (loading a stored state); false, and
@@ -140,10 +165,20 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
     /// Adds to `out` every ID whose record differs between `a` and `b`, or that only one of them holds. An ID at
     /// the same slot in both is compared there; the rest (records added in a different order since the tables
     /// parted) are looked up. A rolled-back late change compares about 30,000 items in well under a millisecond
-    /// this way, where looking each one up took about 10 ms.
+    /// this way, where looking each one up took about 10 ms; chunks the two still share are skipped whole.
     public static func differingIDs(_ a: Self, _ b: Self, into out: inout Set<ObjectID>) {
         let common = Swift.min(a.count, b.count)
-        for slot in 0..<common {
+        let sameChunking = a.records.shift == b.records.shift
+        var slot = 0
+        while slot < common {
+            let chunk = slot >> a.records.shift
+            if sameChunking && slot & a.records.mask == 0 && a.records.sharesChunk(chunk, with: b.records)
+                && a.ids.sharesChunk(chunk, with: b.ids)
+            {
+                slot += 1 << a.records.shift
+                continue
+            }
+            defer { slot += 1 }
             let id = a.ids[slot]
             let other = b.ids[slot]
             if id == other {
@@ -159,7 +194,7 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
 
     public struct Iterator: IteratorProtocol {
         var slots: Dictionary<ObjectID, UInt32>.Iterator
-        let records: [Record]
+        let records: ChunkedArray<Record>
 
         public mutating func next() -> (key: ObjectID, value: Record)? {
             guard let (id, slot) = slots.next() else { return nil }
@@ -173,8 +208,7 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
 
     /// Bytes held by the table's own storage (not by what records point to, such as long texts).
     public var storageBytes: Int {
-        Self.dictionaryBytes(slots) + records.capacity * MemoryLayout<Record>.stride
-            + ids.capacity * MemoryLayout<ObjectID>.stride
+        Self.dictionaryBytes(slots) + records.storageBytes + ids.storageBytes
     }
 
     /// Bytes of a dictionary's buckets: `capacity` is 3/4 of them, and each holds a key and a value (plus a bit).
