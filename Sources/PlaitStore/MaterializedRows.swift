@@ -67,7 +67,9 @@ enum MaterializedRows {
         try save(state, lists: changed.lists, items: changed.items, db)
     }
 
-    static func save(_ state: ListsState, lists: Set<ObjectID>, items: Set<ObjectID>, _ db: Database) throws {
+    /// Writes the rows of `lists` and `items` (IDs without repeats) as `state` holds them; an ID it does not hold
+    /// is skipped.
+    static func save(_ state: ListsState, lists: Set<ObjectID>, items: [ObjectID], _ db: Database) throws {
         if !lists.isEmpty {
             let statement = try db.cachedStatement(
                 sql: """
@@ -103,7 +105,9 @@ enum MaterializedRows {
             // In key order: the rows' primary keys are random IDs, and rows written in hash order land on random
             // pages of the table, which spill from SQLite's cache and are read back (after a catch-up, 100,000
             // rows cost more than the changes). In order, each page is filled once.
-            for id in items.sorted() {
+            var items = items
+            items.sort()
+            for id in items {
                 // Bound from the record in place (a copy retained and released its text).
                 try state.items.withRecord(id) { item in
                     sqlite3_reset(handle)
@@ -129,7 +133,7 @@ enum MaterializedRows {
     static func replaceAll(_ state: inout ListsState, _ db: Database) throws {
         _ = state.takeChanges()
         try db.execute(sql: "DELETE FROM lists; DELETE FROM items")
-        try save(state, lists: Set(state.lists.keys), items: Set(state.items.keys), db)
+        try save(state, lists: Set(state.lists.keys), items: Array(state.items.keys), db)
     }
 
     // MARK: C API helpers

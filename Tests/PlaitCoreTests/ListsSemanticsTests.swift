@@ -267,7 +267,7 @@ struct ListsSemanticsTests {
             for (id, record) in base.state.items { unstamped.items[id]?.stamp = record.stamp }
             #expect(unstamped.lists == base.state.lists && unstamped.items == base.state.items, "\(index): \(change)")
             let touched = state.takeChanges()
-            let stamped = touched.lists.union(touched.items)
+            let stamped = touched.lists.union(Set(touched.items))
             #expect(stamped.count <= 1, "\(index): \(change) marked \(stamped.count) records changed")
         }
         // And the engine counts them.

@@ -68,21 +68,34 @@ public struct ListsState: Sendable {
     public internal(set) var items: RecordTable<ItemRecord> = [:]
     public internal(set) var listHead: ObjectID?
     public internal(set) var listTail: ObjectID?
-    /// Records changed since the last `takeChanges()`: what a store must write back.
+    /// Records changed since the last `takeChanges()`: what a store must write back. Items are marked by their
+    /// slot in `items`, a bit each: a set of IDs cost 16 – 43 bytes per item (more while it grew, and again in
+    /// every checkpoint copy), about 4 MiB when a catch-up had added 100,000 items; the bits cost 12.5 KiB.
+    /// Slots are stable: the state never removes an item record (deleted items stay, as tombstones).
     public private(set) var changedLists: Set<ObjectID> = []
-    public private(set) var changedItems: Set<ObjectID> = []
+    private var changedItemSlots: [UInt64] = []
     /// Whether records changed are remembered for `takeChanges()` (off while a store rewrites everything).
     public var trackChanges = true
 
     public init() {}
 
-    /// Hands over and forgets the set of records changed since the last call.
-    public mutating func takeChanges() -> (lists: Set<ObjectID>, items: Set<ObjectID>) {
+    /// Hands over and forgets the records changed since the last call: lists as a set, items as a list of IDs
+    /// without repeats (in no particular order).
+    public mutating func takeChanges() -> (lists: Set<ObjectID>, items: [ObjectID]) {
+        var items: [ObjectID] = []
+        for (index, word) in changedItemSlots.enumerated() where word != 0 {
+            var bits = word
+            while bits != 0 {
+                let slot = index << 6 | bits.trailingZeroBitCount
+                bits &= bits - 1
+                if slot < self.items.count { items.append(self.items.ids[slot]) }
+            }
+        }
         defer {
             changedLists = []
-            changedItems = []
+            changedItemSlots = []
         }
-        return (changedLists, changedItems)
+        return (changedLists, items)
     }
 
     /// Builds a state from stored records (the materialized tables).
@@ -97,7 +110,7 @@ public struct ListsState: Sendable {
     public mutating func markChanged(lists: Set<ObjectID>, items: Set<ObjectID>) {
         guard trackChanges else { return }
         changedLists.formUnion(lists)
-        changedItems.formUnion(items)
+        for id in items { touchItem(id) }
     }
 
     public init(lists: [ObjectID: ListRecord], items: [ObjectID: ItemRecord], listHead: ObjectID?, listTail: ObjectID?) {
@@ -105,11 +118,19 @@ public struct ListsState: Sendable {
     }
 
     @inline(__always) mutating func touchList(_ id: ObjectID) { if trackChanges { changedLists.insert(id) } }
-    @inline(__always) mutating func touchItem(_ id: ObjectID) { if trackChanges { changedItems.insert(id) } }
+    /// Marks an item changed; an ID the state does not hold has no row to write, and is not marked.
+    @inline(__always) mutating func touchItem(_ id: ObjectID) {
+        guard trackChanges, let slot = items.slots[id] else { return }
+        let word = Int(slot >> 6)
+        if word >= changedItemSlots.count {
+            changedItemSlots.append(contentsOf: repeatElement(0, count: word + 1 - changedItemSlots.count))
+        }
+        changedItemSlots[word] |= 1 << (UInt64(slot) & 63)
+    }
 
     mutating func markAllChanged() {
         changedLists = Set(lists.keys)
-        changedItems = Set(items.keys)
+        changedItemSlots = Array(repeating: ~0, count: (items.count + 63) >> 6)
     }
 
     /// The records that differ between two states (after a rollback and replay, what a store must rewrite).
