@@ -181,6 +181,67 @@ import Testing
             #expect(hex(cold.digest) == hex(reference.digest))
         }
     }
+
+    /// A store made before the checkpoints moved to a rowid table (migration `v12-checkpoint-blobs`, so that a
+    /// snapshot is written by incremental blob I/O): the first write copies its stored checkpoints over byte for
+    /// byte, and a cold late change afterwards rolls back to one of them and ends in the state a full replay gives.
+    @Test(arguments: [0xB10B_0012 as UInt64])
+    func checkpointsStoredBeforeTheBlobMigrationAreKept(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            let late: [Change]
+            let path: String
+            do {
+                // Every handle on the old store is dropped at the end of this block, before the file is changed.
+                let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+                a.replica.storedCheckpointInterval = 3
+                try randomEdits(a.replica, count: 12, rng: &rng)
+                _ = try b.replica.integrate(try a.store.changes(of: try a.timeline, from: 1, limit: 7))
+                try randomEdits(b.replica, count: 2, rng: &rng)
+                late = try b.changesMissing(from: a)
+                path = a.path
+            }
+            let selectAll = "SELECT lamport, tl, seq, snapshot FROM checkpoints ORDER BY lamport, tl, seq"
+            // The table as migrations v1 – v11 made it, and v12 not yet applied.
+            try runSQLite(
+                path,
+                """
+                CREATE TABLE old_checkpoints (
+                    lamport INTEGER NOT NULL, tl INTEGER NOT NULL, seq INTEGER NOT NULL, snapshot BLOB NOT NULL,
+                    PRIMARY KEY (lamport, tl, seq)
+                ) WITHOUT ROWID;
+                INSERT INTO old_checkpoints \(selectAll);
+                DROP TABLE checkpoints;
+                ALTER TABLE old_checkpoints RENAME TO checkpoints;
+                DELETE FROM grdb_migrations WHERE identifier = 'v12-checkpoint-blobs';
+                """)
+            let old = try Device("a", opening: path)
+            let before = try old.store.read { db in try Row.fetchAll(db, sql: selectAll) }
+            #expect(before.count >= 2, "seed \(seed): the old store holds checkpoints")
+
+            let reports = Reports()
+            old.replica.onDerivedStateRepair { reports.append($0) }
+            // The first write migrates; the late change then rolls back to a stored checkpoint.
+            let result = try old.replica.integrate(late)
+            #expect(result.stats.rolledBack, "seed \(seed)")
+            #expect(reports.all.isEmpty, "seed \(seed): \(reports.all)")
+            let (after, withoutRowid) = try old.store.read { db in
+                (
+                    try Row.fetchAll(db, sql: selectAll),
+                    try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'checkpoints'") ?? ""
+                )
+            }
+            #expect(!withoutRowid.contains("WITHOUT ROWID"), "seed \(seed)")
+            // Those at or after the late changes are dropped by the rollback; the earlier ones stay as they were.
+            let firstLate = Int64(late.map(\.lamport).min() ?? 0)
+            let kept = before.filter { ($0[0] as Int64) < firstLate }
+            #expect(!kept.isEmpty && kept.allSatisfy { after.contains($0) }, "seed \(seed): the old checkpoints are kept as they were")
+            let reference = try old.reopened()
+            try reference.rebuild()
+            #expect(hex(old.digest) == hex(reference.digest), "seed \(seed)")
+        }
+    }
 }
 
 extension DerivedStateVerification: CustomStringConvertible {
