@@ -94,6 +94,7 @@ import Glibc
             #expect(table[id] == reference[id], "seed 42, chunk shift \(chunkShift), step \(step)")
         }
         #expect(table.count == reference.count)
+        #expect(ids.allSatisfy { table[$0] == reference[$0] })
         #expect(Dictionary(uniqueKeysWithValues: table.map { ($0.key, $0.value) }) == reference)
         #expect(Set(table.keys) == Set(reference.keys))
         #expect(table.values.sorted() == reference.values.sorted())

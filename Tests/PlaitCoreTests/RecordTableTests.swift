@@ -37,6 +37,30 @@ struct RecordTableTests {
         }
     }
 
+    /// The slot index (open addressing; a removal shifts the rest of its probe run back): after every step of
+    /// random additions and removals every ID — not only the one just changed — reads back what a dictionary
+    /// holds, and the counts agree. Tables this small wrap their probe runs around the end of the buckets often,
+    /// and grow and shrink across several sizes.
+    @Test func everyIDReadsBackAfterEveryAdditionAndRemoval() {
+        for seed in UInt64(0)..<50 {
+            var rng = SplitMix64(seed: seed)
+            let pool = (0..<40).map { _ in ObjectID.random(using: &rng) }
+            var table = RecordTable<Int>(chunkShift: 2)
+            var reference: [ObjectID: Int] = [:]
+            for step in 0..<400 {
+                let id = pool.randomElement(using: &rng)!
+                // Removals outnumber additions in some stretches, so the table empties and fills again.
+                let removing = rng.chance(step / 100 % 2 == 0 ? 30 : 60)
+                table[id] = removing ? nil : step
+                reference[id] = removing ? nil : step
+                let wrong = pool.filter { table[$0] != reference[$0] }
+                #expect(wrong.isEmpty && table.count == reference.count, "seed \(seed), step \(step)")
+                if !wrong.isEmpty { return }
+            }
+            #expect(table.index.count == reference.count, "seed \(seed)")
+        }
+    }
+
     /// A copy shares the chunks: changing one record of the copy copies that record's chunk only, and leaves the
     /// original as it was.
     @Test func aCopyCopiesOnlyTheChunkItChanges() {

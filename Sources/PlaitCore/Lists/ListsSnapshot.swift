@@ -147,19 +147,18 @@ public struct ListsSnapshotWriter {
         var listOrder: [(id: ObjectID, met: Int, rank: UInt64, slot: UInt32)] = []
         var itemOrder: [(id: ObjectID, met: Int, rank: UInt64, slot: UInt32)] = []
         itemOrder.reserveCapacity(state.items.count)
-        let slots = state.items.slots
         for (rank, listID) in state.orderedListIDs.enumerated() where state.lists[listID] != nil {
             listOrder.append((listID, listOrder.count, UInt64(rank), 0))
             for completed in [false, true] {
                 var itemRank: UInt64 = 0
                 state.forEachItem(in: listID, completed: completed) { itemID, _ in
-                    itemOrder.append((itemID, itemOrder.count, itemRank, slots[itemID]!))
+                    itemOrder.append((itemID, itemOrder.count, itemRank, UInt32(state.items.slot(of: itemID)!)))
                     itemRank += 1
                 }
             }
         }
         state.items.forEachRecord { itemID, record in
-            if record.deleted { itemOrder.append((itemID, itemOrder.count, 0, slots[itemID]!)) }
+            if record.deleted { itemOrder.append((itemID, itemOrder.count, 0, UInt32(state.items.slot(of: itemID)!))) }
         }
         lists = Self.lastByID(listOrder).map { ($0.id, $0.rank) }
         items = Self.lastByID(itemOrder)

@@ -120,7 +120,7 @@ public struct ListsState: Sendable {
     @inline(__always) mutating func touchList(_ id: ObjectID) { if trackChanges { changedLists.insert(id) } }
     /// Marks an item changed; an ID the state does not hold has no row to write, and is not marked.
     @inline(__always) mutating func touchItem(_ id: ObjectID) {
-        guard trackChanges, let slot = items.slots[id] else { return }
+        guard trackChanges, let slot = items.slot(of: id) else { return }
         let word = Int(slot >> 6)
         if word >= changedItemSlots.count {
             changedItemSlots.append(contentsOf: repeatElement(0, count: word + 1 - changedItemSlots.count))

@@ -1,10 +1,10 @@
-/// Records keyed by object ID, as a dictionary would hold them, in less memory: the records sit packed in one
-/// array and a small dictionary maps each ID to its slot.
+/// Records keyed by object ID, as a dictionary would hold them, in less memory: the records sit packed by slot
+/// and a small hash table (`SlotIndex`) maps each ID to its slot.
 ///
 /// A `Dictionary<ObjectID, ItemRecord>` pays key and record (144 bytes) for every bucket, and keeps its buckets
 /// at most 3/4 full — as little as 3/8 just after it grew, which is where 100,000 items land: 377 bytes per
-/// item before any text. Here a bucket is 20 bytes (ID and slot) and the array holds records only, so an item
-/// costs about 120 + 20/0.375 bytes at worst (DESIGN §12's goal is ~300 bytes per live item).
+/// item before any text. Here a bucket is 8 bytes (hash bits and slot) and the chunks hold records and IDs
+/// only, so an item costs about 120 + 16 + 8/0.375 bytes at worst (DESIGN §12's goal is ~300 bytes per live item).
 ///
 /// Each slot's ID is kept too (16 bytes a record), so two tables that share history — a state and the copy it was
 /// before a late change rolled it back — are compared slot by slot without hashing (`differingIDs`), and a
@@ -18,9 +18,9 @@
 public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Sequence,
     ExpressibleByDictionaryLiteral
 {
-    @usableFromInline var slots: [ObjectID: UInt32] = [:]
+    @usableFromInline var index = SlotIndex()
     @usableFromInline var records: ChunkedArray<Record>
-    /// The ID of each slot: `slots[ids[i]] == i`.
+    /// The ID of each slot: `slot(of: ids[i]) == i`.
     @usableFromInline var ids: ChunkedArray<ObjectID>
 
     public init() { self.init(chunkShift: ChunkedArray<Record>.defaultShift) }
@@ -45,8 +45,17 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
 
     public var count: Int { records.count }
     public var isEmpty: Bool { records.count == 0 }
-    /// The IDs, in no particular order.
-    public var keys: Dictionary<ObjectID, UInt32>.Keys { slots.keys }
+    /// The IDs, in no particular order (in slot order: a new array).
+    public var keys: [ObjectID] {
+        var keys: [ObjectID] = []
+        keys.reserveCapacity(count)
+        ids.forEachElement { _, id in keys.append(id) }
+        return keys
+    }
+
+    /// The slot of `id` (as `forEachRecord` and `withRecord(atSlot:)` number them), nil when there is none.
+    @inlinable
+    public func slot(of id: ObjectID) -> Int? { index.slot(of: id, in: ids) }
     /// The records, in no particular order (a new array: `count(where:)` counts without one).
     public var values: [Record] {
         var values: [Record] = []
@@ -63,25 +72,23 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
     }
 
     public mutating func reserveCapacity(_ capacity: Int) {
-        slots.reserveCapacity(capacity)
+        index.reserveCapacity(capacity)
         records.reserveCapacity(capacity)
         ids.reserveCapacity(capacity)
     }
 
     public subscript(id: ObjectID) -> Record? {
-        get { slots[id].map { records[Int($0)] } }
+        get { slot(of: id).map { records[$0] } }
         set {
-            if let slot = slots[id] {
-                if let newValue { records[Int(slot)] = newValue } else { remove(id, at: Int(slot)) }
+            if let slot = slot(of: id) {
+                if let newValue { records[slot] = newValue } else { remove(id, at: slot) }
             } else if let newValue {
-                slots[id] = UInt32(records.count)
-                records.append(newValue)
-                ids.append(id)
+                append(id, newValue)
             }
         }
         // In place, one lookup: replay writes `items[id]!.field = …` several times per change.
         _modify {
-            if let slot = slots[id].map({ Int($0) }) {
+            if let slot = slot(of: id) {
                 var value: Record? = records[slot]
                 defer {
                     if let value { records[slot] = value } else { remove(id, at: slot) }
@@ -90,11 +97,7 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
             } else {
                 var value: Record? = nil
                 defer {
-                    if let value {
-                        slots[id] = UInt32(records.count)
-                        records.append(value)
-                        ids.append(id)
-                    }
+                    if let value { append(id, value) }
                 }
                 yield &value
             }
@@ -104,12 +107,12 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
     /// Calls `body` with the record of `id` in place, without copying it out; nil when there is none.
     @inlinable
     public func withRecord<R>(_ id: ObjectID, _ body: (borrowing Record) throws -> R) rethrows -> R? {
-        guard let slot = slots[id] else { return nil }
+        guard let slot = slot(of: id) else { return nil }
         // In place: the subscript would copy the record out (retaining its text).
-        return try records.withElement(at: Int(slot), body)
+        return try records.withElement(at: slot, body)
     }
 
-    /// Calls `body` with the record in `slot` (as `slots` and `forEachRecord` number them) in place.
+    /// Calls `body` with the record in `slot` (as `slot(of:)` and `forEachRecord` number them) in place.
     @inlinable
     public func withRecord<R>(atSlot slot: Int, _ body: (borrowing Record) throws -> R) rethrows -> R {
         try records.withElement(at: slot, body)
@@ -125,32 +128,35 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
     /// Adds a record for an ID not yet present, with one hash lookup (loading a stored state); false, and
     /// nothing changed, when the ID is present already.
     public mutating func insertNew(_ id: ObjectID, _ record: Record) -> Bool {
-        if let held = slots.updateValue(UInt32(records.count), forKey: id) {
-            slots[id] = held
-            return false
-        }
-        records.append(record)
-        ids.append(id)
+        if slot(of: id) != nil { return false }
+        append(id, record)
         return true
+    }
+
+    /// Adds `record` for `id`, which the table does not hold, in the next slot.
+    private mutating func append(_ id: ObjectID, _ record: Record) {
+        ids.append(id)
+        records.append(record)
+        index.insert(id, slot: ids.count - 1, in: ids)
     }
 
     @discardableResult
     public mutating func removeValue(forKey id: ObjectID) -> Record? {
-        guard let slot = slots[id] else { return nil }
-        let record = records[Int(slot)]
-        remove(id, at: Int(slot))
+        guard let slot = slot(of: id) else { return nil }
+        let record = records[slot]
+        remove(id, at: slot)
         return record
     }
 
     /// Moves the last record into the freed slot.
     private mutating func remove(_ id: ObjectID, at slot: Int) {
-        slots[id] = nil
+        index.remove(id, in: ids)
         let last = records.count - 1
         if slot != last {
             let moved = ids[last]
             records[slot] = records[last]
             ids[slot] = moved
-            slots[moved] = UInt32(slot)
+            index.move(moved, to: slot, in: ids)
         }
         records.removeLast()
         ids.removeLast()
@@ -158,8 +164,11 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         guard lhs.count == rhs.count else { return false }
-        for (id, slot) in lhs.slots where rhs[id] != lhs.records[Int(slot)] { return false }
-        return true
+        var equal = true
+        lhs.forEachRecord { id, record in
+            if equal && rhs.withRecord(id, { $0 == record }) != true { equal = false }
+        }
+        return equal
     }
 
     /// Adds to `out` every ID whose record differs between `a` and `b`, or that only one of them holds. An ID at
@@ -192,23 +201,26 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
         for slot in common..<b.count where a[b.ids[slot]] != b.records[slot] { out.insert(b.ids[slot]) }
     }
 
+    /// In slot order (which is no order a reader may rely on).
     public struct Iterator: IteratorProtocol {
-        var slots: Dictionary<ObjectID, UInt32>.Iterator
+        var slot = 0
+        let ids: ChunkedArray<ObjectID>
         let records: ChunkedArray<Record>
 
         public mutating func next() -> (key: ObjectID, value: Record)? {
-            guard let (id, slot) = slots.next() else { return nil }
-            return (id, records[Int(slot)])
+            guard slot < records.count else { return nil }
+            defer { slot += 1 }
+            return (ids[slot], records[slot])
         }
     }
 
-    public func makeIterator() -> Iterator { Iterator(slots: slots.makeIterator(), records: records) }
+    public func makeIterator() -> Iterator { Iterator(ids: ids, records: records) }
 
     public var underestimatedCount: Int { count }
 
     /// Bytes held by the table's own storage (not by what records point to, such as long texts).
     public var storageBytes: Int {
-        Self.dictionaryBytes(slots) + records.storageBytes + ids.storageBytes
+        index.storageBytes + records.storageBytes + ids.storageBytes
     }
 
     /// Bytes of a dictionary's buckets: `capacity` is 3/4 of them, and each holds a key and a value (plus a bit).
