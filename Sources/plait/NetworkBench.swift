@@ -115,6 +115,8 @@ enum NetworkBench {
         var rate = Sample()
         var peak = Sample()
         var cpu = Sample()
+        var agentCPU = Sample()
+        var coresBusy = Sample()
         var bytes = 0
         var diskBytes = 0
         var pulledTwice = 0
@@ -126,10 +128,14 @@ enum NetworkBench {
             // process under that command (its figures then include the wrapper's).
             let wrap = ProcessInfo.processInfo.environment["PLAIT_BENCH_CATCHUP_WRAP"]?
                 .split(separator: " ").map(String.init) ?? []
+            // This process's CPU meanwhile is the serving agent's (the benchmark itself only waits): with the
+            // catching-up process's, what the catch-up costs the machine.
+            let agentBefore = Self.ownCPUSeconds()
             let child = try ChildMeasurement.run(
                 wrap + [ChildMeasurement.executable, "sync", "--home", path, "--peer", address.description, "--json",
                     "--timeout", "300"],
                 captureOutput: true, scratch: directory)
+            let agentSeconds = Self.ownCPUSeconds() - agentBefore
             guard child.exitStatus == 0,
                 let json = try? JSONSerialization.jsonObject(with: child.output) as? [String: Any],
                 let peer = (json["peers"] as? [[String: Any]])?.first, let pulled = peer["pulled"] as? Int
@@ -149,6 +155,8 @@ enum NetworkBench {
             rate.add(Double(held) / child.seconds)
             peak.add(child.peakMiB)
             cpu.add(child.cpuSeconds)
+            agentCPU.add(agentSeconds)
+            coresBusy.add((child.cpuSeconds + agentSeconds) / child.seconds)
             // What the received changes (with their signatures, if any) take on the receiver's disk.
             let received = path + "/" + Home.storeFileName
             diskBytes = [received, received + "-wal"].reduce(0) {
@@ -164,11 +172,15 @@ enum NetworkBench {
         results[prefix + "changes_per_second"] = rate.json
         results[prefix + "peak_rss_mib"] = peak.json
         results[prefix + "cpu_seconds"] = cpu.json
+        results[prefix + "serving_agent_cpu_seconds"] = agentCPU.json
+        results[prefix + "cores_busy"] = coresBusy.json
         log("  a fresh device (`plait sync` process) catches up \(written) changes over TLS, durably: "
             + "\(rate.text()) changes/s, \(bytes) bytes on the wire "
             + String(format: "(%.1f per change; %.1f per change on its disk)",
                 Double(bytes) / Double(held), Double(diskBytes) / Double(held)))
         log("    that process: peak resident memory \(peak.text("%.0f")) MiB, CPU \(cpu.text("%.2f")) s")
+        log("    the serving agent meanwhile: CPU \(agentCPU.text("%.2f")) s; the two together kept "
+            + "\(coresBusy.text("%.2f")) of the machine's \(ProcessInfo.processInfo.activeProcessorCount) cores busy")
         if !signed {
             // The ceiling, the anchor and the commands are measured once, with the signed source.
             try? FileManager.default.removeItem(atPath: sourcePath)
@@ -189,11 +201,18 @@ enum NetworkBench {
         }
         results[prefix + "sqlite_insert_per_second"] = ceiling.json
         results[prefix + "ratio_to_sqlite"] = rate.median / ceiling.median
+        // The CPU the goal leaves: at 70 % of the ceiling's rate the catch-up lasts ceiling time / 0.7, and the two
+        // processes can spend at most that times the cores (more only if the work were spread perfectly).
+        let goalSeconds = Double(held) / (0.7 * ceiling.median)
+        let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
+        results[prefix + "cpu_seconds_the_goal_allows"] = goalSeconds * cores
         log("  SQLite inserting the same \(rows.count) rows (same table and indexes, synchronous = "
             + "\(config.synchronousFull ? "full" : "normal"), WAL, \(batches.count) transactions as the sync's "
             + "batches): \(ceiling.text()) rows/s")
         log(String(format: "    plait's catch-up is %.0f %% of it (medians; goal ≥ 70 %%)",
             100 * rate.median / ceiling.median))
+        log(String(format: "    the goal means %.2f s for the catch-up: at most %.2f s of CPU on %.0f cores for both processes, "
+            + "which spent %.2f s (medians)", goalSeconds, goalSeconds * cores, cores, cpu.median + agentCPU.median))
 
         if let pycrdt {
             let arguments = workload == .growing
@@ -217,6 +236,14 @@ enum NetworkBench {
         }
         try? FileManager.default.removeItem(atPath: sourcePath)
         return results
+    }
+
+    /// This process's CPU time so far (user and system, every thread).
+    static func ownCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1_000_000
     }
 
     /// Writes the workload's changes; returns how many.
