@@ -70,9 +70,9 @@ struct RecordTableTests {
         for (index, id) in ids.enumerated() { table[id] = index }
         var copy = table
         copy[ids[37]] = -1
-        let chunks = table.records.chunks.count
+        let chunks = table.entries.chunks.count
         #expect(chunks == 7)
-        let shared = (0..<chunks).filter { table.records.sharesChunk($0, with: copy.records) }
+        let shared = (0..<chunks).filter { table.entries.sharesChunk($0, with: copy.entries) }
         #expect(shared == [0, 1, 3, 4, 5, 6], "only chunk 2 (slots 32 – 47) is copied")
         #expect(table[ids[37]] == 37 && copy[ids[37]] == -1)
         var found: Set<ObjectID> = []
@@ -80,6 +80,6 @@ struct RecordTableTests {
         #expect(found == [ids[37]])
         // Appending to the copy copies (or adds) only its last chunk.
         copy[ObjectID.random(using: &generator)] = 100
-        #expect((0..<chunks).filter { table.records.sharesChunk($0, with: copy.records) } == [0, 1, 3, 4, 5])
+        #expect((0..<chunks).filter { table.entries.sharesChunk($0, with: copy.entries) } == [0, 1, 3, 4, 5])
     }
 }

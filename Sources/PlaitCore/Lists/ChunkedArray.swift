@@ -27,9 +27,11 @@ struct ChunkedArray<Element> {
 
     @usableFromInline var mask: Int { (1 << shift) - 1 }
 
+    /// Read in place (a `_read`, not a `get`): reading one field of an element — a table entry's ID — copies
+    /// neither the element nor what it retains.
     @inlinable
     subscript(index: Int) -> Element {
-        get { chunks[index >> shift][index & mask] }
+        _read { yield chunks[index >> shift][index & mask] }
         _modify { yield &chunks[index >> shift][index & mask] }
     }
 

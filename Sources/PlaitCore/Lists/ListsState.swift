@@ -88,7 +88,7 @@ public struct ListsState: Sendable {
             while bits != 0 {
                 let slot = index << 6 | bits.trailingZeroBitCount
                 bits &= bits - 1
-                if slot < self.items.count { items.append(self.items.ids[slot]) }
+                if slot < self.items.count { items.append(self.items.entries[slot].id) }
             }
         }
         defer {

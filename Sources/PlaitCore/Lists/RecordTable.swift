@@ -6,11 +6,12 @@
 /// item before any text. Here a bucket is 8 bytes (hash bits and slot) and the chunks hold records and IDs
 /// only, so an item costs about 120 + 16 + 8/0.375 bytes at worst (DESIGN §12's goal is ~300 bytes per live item).
 ///
-/// Each slot's ID is kept too (16 bytes a record), so two tables that share history — a state and the copy it was
-/// before a late change rolled it back — are compared slot by slot without hashing (`differingIDs`), and a
-/// removal finds the record it moves without a search.
+/// Each slot holds its ID beside its record (16 bytes a record): a lookup checks the ID it found on the cache
+/// lines it then reads the record from, two tables that share history — a state and the copy it was before a
+/// late change rolled it back — are compared slot by slot without hashing (`differingIDs`), and a removal finds
+/// the record it moves without a search.
 ///
-/// Records and IDs are kept in chunks (`ChunkedArray`): a copy — an in-memory checkpoint — shares them, and a change
+/// The slots are kept in chunks (`ChunkedArray`): a copy — an in-memory checkpoint — shares them, and a change
 /// after it copies one chunk, not the table; two copies compare only the chunks they do not share.
 ///
 /// Iteration order is unspecified, as a dictionary's is; every reader that needs an order sorts (the digest,
@@ -19,16 +20,14 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
     ExpressibleByDictionaryLiteral
 {
     @usableFromInline var index = SlotIndex()
-    @usableFromInline var records: ChunkedArray<Record>
-    /// The ID of each slot: `slot(of: ids[i]) == i`.
-    @usableFromInline var ids: ChunkedArray<ObjectID>
+    /// Each slot's ID and record: `slot(of: entries[i].id) == i`.
+    @usableFromInline var entries: ChunkedArray<RecordTableEntry<Record>>
 
     public init() { self.init(chunkShift: ChunkedArray<Record>.defaultShift) }
 
     /// A table whose chunks hold `1 << chunkShift` records (tests use small chunks to cross their edges).
     init(chunkShift: Int) {
-        records = ChunkedArray(shift: chunkShift)
-        ids = ChunkedArray(shift: chunkShift)
+        entries = ChunkedArray(shift: chunkShift)
     }
 
     public init(_ dictionary: [ObjectID: Record]) {
@@ -43,45 +42,44 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
         for (id, record) in elements { self[id] = record }
     }
 
-    public var count: Int { records.count }
-    public var isEmpty: Bool { records.count == 0 }
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.count == 0 }
     /// The IDs, in no particular order (in slot order: a new array).
     public var keys: [ObjectID] {
         var keys: [ObjectID] = []
         keys.reserveCapacity(count)
-        ids.forEachElement { _, id in keys.append(id) }
+        entries.forEachElement { _, entry in keys.append(entry.id) }
         return keys
     }
 
     /// The slot of `id` (as `forEachRecord` and `withRecord(atSlot:)` number them), nil when there is none.
     @inlinable
-    public func slot(of id: ObjectID) -> Int? { index.slot(of: id, in: ids) }
+    public func slot(of id: ObjectID) -> Int? { index.slot(of: id, in: entries) }
     /// The records, in no particular order (a new array: `count(where:)` counts without one).
     public var values: [Record] {
         var values: [Record] = []
         values.reserveCapacity(count)
-        records.forEachElement { _, record in values.append(copy record) }
+        entries.forEachElement { _, entry in values.append(entry.record) }
         return values
     }
 
     /// How many records satisfy `predicate`, read in place.
     public func count(where predicate: (borrowing Record) throws -> Bool) rethrows -> Int {
         var found = 0
-        try records.forEachElement { _, record in if try predicate(record) { found += 1 } }
+        try entries.forEachElement { _, entry in if try predicate(entry.record) { found += 1 } }
         return found
     }
 
     public mutating func reserveCapacity(_ capacity: Int) {
         index.reserveCapacity(capacity)
-        records.reserveCapacity(capacity)
-        ids.reserveCapacity(capacity)
+        entries.reserveCapacity(capacity)
     }
 
     public subscript(id: ObjectID) -> Record? {
-        get { slot(of: id).map { records[$0] } }
+        get { slot(of: id).map { entries[$0].record } }
         set {
             if let slot = slot(of: id) {
-                if let newValue { records[slot] = newValue } else { remove(id, at: slot) }
+                if let newValue { entries[slot].record = newValue } else { remove(id, at: slot) }
             } else if let newValue {
                 append(id, newValue)
             }
@@ -89,9 +87,9 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
         // In place, one lookup: replay writes `items[id]!.field = …` several times per change.
         _modify {
             if let slot = slot(of: id) {
-                var value: Record? = records[slot]
+                var value: Record? = entries[slot].record
                 defer {
-                    if let value { records[slot] = value } else { remove(id, at: slot) }
+                    if let value { entries[slot].record = value } else { remove(id, at: slot) }
                 }
                 yield &value
             } else {
@@ -109,20 +107,20 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
     public func withRecord<R>(_ id: ObjectID, _ body: (borrowing Record) throws -> R) rethrows -> R? {
         guard let slot = slot(of: id) else { return nil }
         // In place: the subscript would copy the record out (retaining its text).
-        return try records.withElement(at: slot, body)
+        return try entries.withElement(at: slot) { try body($0.record) }
     }
 
     /// Calls `body` with the record in `slot` (as `slot(of:)` and `forEachRecord` number them) in place.
     @inlinable
     public func withRecord<R>(atSlot slot: Int, _ body: (borrowing Record) throws -> R) rethrows -> R {
-        try records.withElement(at: slot, body)
+        try entries.withElement(at: slot) { try body($0.record) }
     }
 
     /// Calls `body` with every ID and its record in place, in storage order (iterating the table copies each
     /// record out).
     @inlinable
     public func forEachRecord(_ body: (ObjectID, borrowing Record) throws -> Void) rethrows {
-        try records.forEachElement { slot, record in try body(ids[slot], record) }
+        try entries.forEachElement { _, entry in try body(entry.id, entry.record) }
     }
 
     /// Adds a record for an ID not yet present, with one hash lookup (loading a stored state); false, and
@@ -135,31 +133,28 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
 
     /// Adds `record` for `id`, which the table does not hold, in the next slot.
     private mutating func append(_ id: ObjectID, _ record: Record) {
-        ids.append(id)
-        records.append(record)
-        index.insert(id, slot: ids.count - 1, in: ids)
+        entries.append(RecordTableEntry(id: id, record: record))
+        index.insert(id, slot: entries.count - 1, in: entries)
     }
 
     @discardableResult
     public mutating func removeValue(forKey id: ObjectID) -> Record? {
         guard let slot = slot(of: id) else { return nil }
-        let record = records[slot]
+        let record = entries[slot].record
         remove(id, at: slot)
         return record
     }
 
     /// Moves the last record into the freed slot.
     private mutating func remove(_ id: ObjectID, at slot: Int) {
-        index.remove(id, in: ids)
-        let last = records.count - 1
+        index.remove(id, in: entries)
+        let last = entries.count - 1
         if slot != last {
-            let moved = ids[last]
-            records[slot] = records[last]
-            ids[slot] = moved
-            index.move(moved, to: slot, in: ids)
+            let moved = entries[last]
+            entries[slot] = moved
+            index.move(moved.id, to: slot, in: entries)
         }
-        records.removeLast()
-        ids.removeLast()
+        entries.removeLast()
     }
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
@@ -177,50 +172,47 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
     /// this way, where looking each one up took about 10 ms; chunks the two still share are skipped whole.
     public static func differingIDs(_ a: Self, _ b: Self, into out: inout Set<ObjectID>) {
         let common = Swift.min(a.count, b.count)
-        let sameChunking = a.records.shift == b.records.shift
+        let sameChunking = a.entries.shift == b.entries.shift
         var slot = 0
         while slot < common {
-            let chunk = slot >> a.records.shift
-            if sameChunking && slot & a.records.mask == 0 && a.records.sharesChunk(chunk, with: b.records)
-                && a.ids.sharesChunk(chunk, with: b.ids)
-            {
-                slot += 1 << a.records.shift
+            let chunk = slot >> a.entries.shift
+            if sameChunking && slot & a.entries.mask == 0 && a.entries.sharesChunk(chunk, with: b.entries) {
+                slot += 1 << a.entries.shift
                 continue
             }
             defer { slot += 1 }
-            let id = a.ids[slot]
-            let other = b.ids[slot]
+            let id = a.entries[slot].id
+            let other = b.entries[slot].id
             if id == other {
-                if a.records[slot] != b.records[slot] { out.insert(id) }
+                if a.entries[slot].record != b.entries[slot].record { out.insert(id) }
             } else {
-                if b[id] != a.records[slot] { out.insert(id) }
-                if a[other] != b.records[slot] { out.insert(other) }
+                if b[id] != a.entries[slot].record { out.insert(id) }
+                if a[other] != b.entries[slot].record { out.insert(other) }
             }
         }
-        for slot in common..<a.count where b[a.ids[slot]] != a.records[slot] { out.insert(a.ids[slot]) }
-        for slot in common..<b.count where a[b.ids[slot]] != b.records[slot] { out.insert(b.ids[slot]) }
+        for slot in common..<a.count where b[a.entries[slot].id] != a.entries[slot].record { out.insert(a.entries[slot].id) }
+        for slot in common..<b.count where a[b.entries[slot].id] != b.entries[slot].record { out.insert(b.entries[slot].id) }
     }
 
     /// In slot order (which is no order a reader may rely on).
     public struct Iterator: IteratorProtocol {
         var slot = 0
-        let ids: ChunkedArray<ObjectID>
-        let records: ChunkedArray<Record>
+        let entries: ChunkedArray<RecordTableEntry<Record>>
 
         public mutating func next() -> (key: ObjectID, value: Record)? {
-            guard slot < records.count else { return nil }
+            guard slot < entries.count else { return nil }
             defer { slot += 1 }
-            return (ids[slot], records[slot])
+            return (entries[slot].id, entries[slot].record)
         }
     }
 
-    public func makeIterator() -> Iterator { Iterator(ids: ids, records: records) }
+    public func makeIterator() -> Iterator { Iterator(entries: entries) }
 
     public var underestimatedCount: Int { count }
 
     /// Bytes held by the table's own storage (not by what records point to, such as long texts).
     public var storageBytes: Int {
-        index.storageBytes + records.storageBytes + ids.storageBytes
+        index.storageBytes + entries.storageBytes
     }
 
     /// Bytes of a dictionary's buckets: `capacity` is 3/4 of them, and each holds a key and a value (plus a bit).
@@ -229,3 +221,17 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
         return buckets * (MemoryLayout<Key>.stride + MemoryLayout<Value>.stride) + buckets / 8
     }
 }
+
+/// One slot of a `RecordTable`: the ID beside its record.
+@usableFromInline
+struct RecordTableEntry<Record> {
+    @usableFromInline var id: ObjectID
+    @usableFromInline var record: Record
+
+    @usableFromInline init(id: ObjectID, record: Record) {
+        self.id = id
+        self.record = record
+    }
+}
+
+extension RecordTableEntry: Sendable where Record: Sendable {}

@@ -3,11 +3,12 @@
 /// Why not `Dictionary<ObjectID, UInt32>`: its buckets hold the 16-byte key and the 4-byte value, and it grows
 /// at 3/4 full, so 100,000 items sat in 262,144 buckets of 20 bytes — 5.2 MiB, 55 bytes per item, and every
 /// in-memory checkpoint made after the table last grew held a copy of it once the next item was added. The IDs
-/// are in the table already (by slot), so a bucket holds only what finds them: 32 bits of the ID's hash and the
-/// slot. 100,000 items take 2 MiB.
+/// are in the table already (each beside its record), so a bucket holds only what finds them: 32 bits of the ID's
+/// hash and the slot. 100,000 items take 2 MiB. A lookup reads the bucket, then the slot's ID on the cache lines
+/// of the record it is after.
 ///
-/// The hash is Swift's `Hasher`, seeded per process as a `Dictionary`'s is, so IDs chosen by a hostile peer
-/// cannot be made to collide (a HashDoS). Linear probing; the bucket is chosen by the stored 32 bits, so growing
+/// The hash is keyed by random numbers drawn per process, as a `Dictionary`'s `Hasher` is, so IDs chosen by a
+/// hostile peer cannot be made to collide (a HashDoS) without knowing them. Linear probing; the bucket is chosen by the stored 32 bits, so growing
 /// moves buckets without hashing the IDs again; removal shifts the probe run back instead of leaving markers.
 @usableFromInline
 struct SlotIndex: Sendable {
@@ -17,12 +18,21 @@ struct SlotIndex: Sendable {
 
     @usableFromInline init() {}
 
+    /// Two keys drawn at random when the process starts: without them, IDs cannot be chosen to collide.
+    @usableFromInline static let seeds: (UInt64, UInt64, UInt64) = {
+        var generator = SystemRandomNumberGenerator()
+        return (generator.next(), generator.next(), generator.next())
+    }()
+
+    /// 32 bits of a keyed hash of `id`: wyhash's multiply-and-fold over the ID's two words, each mixed with a
+    /// per-process key (Swift's `Hasher` cost a full replay of 1,000,000 changes about a third more).
     @inlinable @inline(__always)
     static func hash(_ id: ObjectID) -> UInt64 {
-        var hasher = Hasher()
-        hasher.combine(id.high)
-        hasher.combine(id.low)
-        return UInt64(truncatingIfNeeded: hasher.finalize()) & 0xFFFF_FFFF
+        let seeds = Self.seeds
+        let first = (id.high ^ seeds.0).multipliedFullWidth(by: id.low ^ seeds.1)
+        let folded = first.high ^ first.low
+        let second = (folded ^ seeds.2).multipliedFullWidth(by: 0x9E37_79B9_7F4A_7C15)
+        return (second.high ^ second.low) & 0xFFFF_FFFF
     }
 
     @inlinable @inline(__always)
@@ -30,14 +40,14 @@ struct SlotIndex: Sendable {
 
     /// The bucket holding `id` (whose IDs by slot are `ids`), or the empty bucket where it would go.
     @inlinable
-    func find(_ id: ObjectID, hash: UInt64, in ids: ChunkedArray<ObjectID>) -> (bucket: Int, found: Bool) {
+    func find<Record>(_ id: ObjectID, hash: UInt64, in entries: ChunkedArray<RecordTableEntry<Record>>) -> (bucket: Int, found: Bool) {
         let mask = buckets.count - 1
         var index = Int(truncatingIfNeeded: hash) & mask
         return buckets.withUnsafeBufferPointer { buckets in
             while true {
                 let bucket = buckets[index]
                 if bucket == 0 { return (index, false) }
-                if bucket >> 32 == hash && ids[Self.slot(of: bucket)] == id { return (index, true) }
+                if bucket >> 32 == hash && entries[Self.slot(of: bucket)].id == id { return (index, true) }
                 index = (index + 1) & mask
             }
         }
@@ -45,19 +55,19 @@ struct SlotIndex: Sendable {
 
     /// The slot of `id`, nil when the table holds none.
     @inlinable
-    func slot(of id: ObjectID, in ids: ChunkedArray<ObjectID>) -> Int? {
+    func slot<Record>(of id: ObjectID, in entries: ChunkedArray<RecordTableEntry<Record>>) -> Int? {
         guard count > 0 else { return nil }
-        let found = find(id, hash: Self.hash(id), in: ids)
+        let found = find(id, hash: Self.hash(id), in: entries)
         return found.found ? Self.slot(of: buckets[found.bucket]) : nil
     }
 
     /// Records `id` at `slot`; the caller knows the table does not hold `id`.
     @usableFromInline
-    mutating func insert(_ id: ObjectID, slot: Int, in ids: ChunkedArray<ObjectID>) {
+    mutating func insert<Record>(_ id: ObjectID, slot: Int, in entries: ChunkedArray<RecordTableEntry<Record>>) {
         precondition(slot >= 0 && slot < Int(UInt32.max), "a RecordTable holds fewer than 2^32 - 1 records")
         if (count + 1) * 4 > buckets.count * 3 { grow() }
         let hash = Self.hash(id)
-        let place = find(id, hash: hash, in: ids)
+        let place = find(id, hash: hash, in: entries)
         precondition(!place.found, "SlotIndex.insert of an ID it holds")
         buckets[place.bucket] = hash << 32 | UInt64(slot + 1)
         count += 1
@@ -65,8 +75,8 @@ struct SlotIndex: Sendable {
 
     /// Points `id`, which the table holds, at `slot`.
     @usableFromInline
-    mutating func move(_ id: ObjectID, to slot: Int, in ids: ChunkedArray<ObjectID>) {
-        let place = find(id, hash: Self.hash(id), in: ids)
+    mutating func move<Record>(_ id: ObjectID, to slot: Int, in entries: ChunkedArray<RecordTableEntry<Record>>) {
+        let place = find(id, hash: Self.hash(id), in: entries)
         precondition(place.found, "SlotIndex.move of an ID it does not hold")
         buckets[place.bucket] = buckets[place.bucket] & ~0xFFFF_FFFF | UInt64(slot + 1)
     }
@@ -74,8 +84,8 @@ struct SlotIndex: Sendable {
     /// Forgets `id`, which the table holds. The buckets after it in its probe run are shifted back into the
     /// hole where their own run allows, so that no lookup stops early at it.
     @usableFromInline
-    mutating func remove(_ id: ObjectID, in ids: ChunkedArray<ObjectID>) {
-        let place = find(id, hash: Self.hash(id), in: ids)
+    mutating func remove<Record>(_ id: ObjectID, in entries: ChunkedArray<RecordTableEntry<Record>>) {
+        let place = find(id, hash: Self.hash(id), in: entries)
         precondition(place.found, "SlotIndex.remove of an ID it does not hold")
         let mask = buckets.count - 1
         var hole = place.bucket
