@@ -23,7 +23,7 @@ public enum ReadOutputs {
         return StatusOutput(
             baseline: baseline.map { $0.summary.description }, changes: changes,
             device: try? device.get(), deviceProblem: problem, digest: digest, home: home.path,
-            items: state.items.count(where: { !$0.deleted }), lists: state.liveListIDs.count,
+            items: state.liveItemCount, lists: state.liveListIDs.count,
             name: home.deviceName, summary: summary.description, timeline: timeline.description, unknown: unknown,
             copied: try home.copiedHomeReports())
     }

@@ -1007,7 +1007,7 @@ public final class Replica: @unchecked Sendable {
             return DerivedStateRebuild(
                 problem: problem, matched: stored == digest, changes: replay.changes, fromBaseline: replay.fromBaseline,
                 checkpointsDropped: dropped, checkpointsWritten: written, lists: engine.state.liveListIDs.count,
-                items: engine.state.items.count(where: { !$0.deleted }), digest: digest)
+                items: engine.state.liveItemCount, digest: digest)
         }
     }
 

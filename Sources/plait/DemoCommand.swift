@@ -201,7 +201,7 @@ extension Plait {
                         format: "converged in %.2f s after the last edit (%.2f s in all, set-up included)",
                         convergence.seconds, outcome.convergedAt!.seconds))
                 let state = run.devices[0].view.replica.state
-                let items = state.items.count(where: { !$0.deleted })
+                let items = state.liveItemCount
                 print(
                     "every device: \(reading.changes) changes, \(state.liveListIDs.count) lists, \(items) items, "
                         + "digest \(DemoTable.shortDigest(reading.digest))")
@@ -260,7 +260,7 @@ extension Plait {
                 converged: outcome.converged, devices: devices,
                 digest: outcome.converged ? first?.digest.hexString : nil, directory: run.directory,
                 editingSeconds: outcome.editing.seconds, edits: outcome.made.reduce(0, +), editsPerDevice: edits,
-                items: state.items.count(where: { !$0.deleted }), kept: keep, lists: state.liveListIDs.count,
+                items: state.liveItemCount, kept: keep, lists: state.liveListIDs.count,
                 mode: network.rawValue, namespaces: run.lan?.hosts.map(\.namespace) ?? [], seed: seed,
                 staticPeers: network == .loopback || staticPeers,
                 summary: outcome.converged ? first?.summary.description : nil,

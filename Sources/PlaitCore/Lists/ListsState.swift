@@ -161,6 +161,9 @@ public struct ListsState: Sendable {
     /// Live lists in display order.
     public var liveListIDs: [ObjectID] { orderedListIDs.filter { lists[$0]?.deleted == false } }
 
+    /// How many items are live (not deleted), counted in place.
+    public var liveItemCount: Int { items.count(where: { !$0.deleted }) }
+
     public func itemIDs(in list: ObjectID, completed: Bool) -> [ObjectID] {
         guard let record = lists[list] else { return [] }
         var out: [ObjectID] = []

@@ -8,8 +8,9 @@
 /// of the record it is after.
 ///
 /// The hash is keyed by random numbers drawn per process, as a `Dictionary`'s `Hasher` is, so IDs chosen by a
-/// hostile peer cannot be made to collide (a HashDoS) without knowing them. Linear probing; the bucket is chosen by the stored 32 bits, so growing
-/// moves buckets without hashing the IDs again; removal shifts the probe run back instead of leaving markers.
+/// hostile peer cannot be made to collide (a HashDoS) without knowing them. Linear probing; the bucket is chosen
+/// by the stored 32 bits, so growing moves buckets without hashing the IDs again; removal shifts the probe run
+/// back instead of leaving markers.
 @usableFromInline
 struct SlotIndex: Sendable {
     /// 0 when empty; else the ID's 32 hash bits above the slot + 1.
@@ -18,7 +19,7 @@ struct SlotIndex: Sendable {
 
     @usableFromInline init() {}
 
-    /// Two keys drawn at random when the process starts: without them, IDs cannot be chosen to collide.
+    /// Three keys drawn at random when the process starts: without them, IDs cannot be chosen to collide.
     @usableFromInline static let seeds: (UInt64, UInt64, UInt64) = {
         var generator = SystemRandomNumberGenerator()
         return (generator.next(), generator.next(), generator.next())
@@ -38,7 +39,7 @@ struct SlotIndex: Sendable {
     @inlinable @inline(__always)
     static func slot(of bucket: UInt64) -> Int { Int(truncatingIfNeeded: bucket & 0xFFFF_FFFF) - 1 }
 
-    /// The bucket holding `id` (whose IDs by slot are `ids`), or the empty bucket where it would go.
+    /// The bucket holding `id` (the table's slots being `entries`), or the empty bucket where it would go.
     @inlinable
     func find<Record>(_ id: ObjectID, hash: UInt64, in entries: ChunkedArray<RecordTableEntry<Record>>) -> (bucket: Int, found: Bool) {
         let mask = buckets.count - 1
