@@ -109,22 +109,23 @@ let package = Package(
         // Fixtures shared by the tests that work on real stores, and the stranger flood of the admission tests.
         // COpenSSL: test key pairs (P-256 and the key types a verifier must refuse) without a PlaitTLS identity.
         .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore", "PlaitTLS", "COpenSSL"]),
-        // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon. Foundation only,
-        // so any test target (and `plait demo`) can use it.
+        // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon, and `Spawn`, how tests
+        // start processes. Foundation only, so any test target (and `plait demo`) can use it.
         .target(name: "PlaitNetnsSupport"),
         // Test helper, in no product: publishes and browses with PlaitDiscovery inside a test host and prints
         // what it sees as JSON lines (a test process can be in one network namespace only).
         .executableTarget(
             name: "plait-discovery-probe",
             dependencies: ["PlaitDiscovery", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore"]),
+        .testTarget(name: "PlaitCoreTests", dependencies: ["PlaitCore", "PlaitNetnsSupport"]),
         .testTarget(name: "PlaitOutputTests", dependencies: ["PlaitOutput", "PlaitCore"]),
         .testTarget(
             name: "PlaitStoreTests",
             dependencies: [
-                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+                "PlaitCore", "PlaitStore", "PlaitTLS", "PlaitTestSupport", "PlaitNetnsSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]),
-        .testTarget(name: "PlaitTLSTests", dependencies: ["PlaitTLS", "PlaitCore"]),
+        .testTarget(name: "PlaitTLSTests", dependencies: ["PlaitTLS", "PlaitCore", "PlaitNetnsSupport"]),
         .testTarget(
             name: "PlaitWireTests",
             dependencies: ["PlaitWire", "PlaitCore", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
@@ -132,7 +133,7 @@ let package = Package(
             name: "PlaitSyncTests",
             dependencies: [
                 "PlaitSync", "PlaitSession", "PlaitPairing", "PlaitStore", "PlaitWire", "PlaitCore", "PlaitTLS",
-                "PlaitTestSupport", "PlaitDiscovery",
+                "PlaitTestSupport", "PlaitDiscovery", "PlaitNetnsSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built `plait` binary; the LAN tests also read the stores and build namespaces.

@@ -9,12 +9,8 @@ import Musl
 /// A process a test started (usually inside a test host): its PID, its output as lines, its standard
 /// input, and a `stop` that signals exactly that PID.
 ///
-/// Started with `posix_spawn`, not Foundation's `Process`: a child inherits the signal mask of the thread
-/// that spawns it, and test code runs on Dispatch threads that block nearly every signal, so a child
-/// spawned by `Process` from a test ignores SIGTERM (seen: `SigBlk: fffffffe3bfbea27`); and `Process`
-/// sometimes never noticed such a child exit. Here the child starts with no signal blocked and the
-/// usual signals at their default action (SIGPIPE too, which the harness ignores in the test process),
-/// and a thread of its own waits for exactly this PID.
+/// Started by `Spawn` (posix_spawn, not Foundation's `Process`; `Spawn` says why): no signal blocked, the
+/// usual signals at their default action, and a thread of its own waiting for exactly this PID.
 ///
 /// Standard output and standard error are read by threads of their own into lines, so a chatty
 /// process never blocks on a full pipe; `nextLine` waits for the next one with a deadline, which is how
@@ -66,45 +62,18 @@ public final class HostProcess: @unchecked Sendable {
             throw NetnsError.command(arguments: [executable] + arguments, status: -1, output: "pipe: \(reason)")
         }
         for fd in stdinPipe + stdoutPipe + stderrPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // dup2 clears close-on-exec on 0, 1 and 2; every other descriptor of ours is close-on-exec, and
-        // the rest of the test process's (another test's pipes) are closed, where glibc can.
-        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, stderrPipe[1], 2)
-        _ = Self.addCloseFrom?(&actions, 3)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2] {
-            sigaddset(&defaults, signal)
+        let child: pid_t
+        do {
+            child = try Spawn.start(
+                executable, arguments, environment: environment,
+                streams: (stdinPipe[0], stdoutPipe[1], stderrPipe[1]))
+        } catch {
+            for fd in stdinPipe + stdoutPipe + stderrPipe { close(fd) }
+            throw NetnsError.command(arguments: [executable] + arguments, status: -1, output: error.description)
         }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for pointer in argv + envp { free(pointer) }
-        }
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
         close(stdinPipe[0])
         close(stdoutPipe[1])
         close(stderrPipe[1])
-        guard spawned == 0 else {
-            for fd in [stdinPipe[1], stdoutPipe[0], stderrPipe[0]] { close(fd) }
-            throw NetnsError.command(
-                arguments: [executable] + arguments, status: -1,
-                output: "cannot start: \(String(cString: strerror(spawned)))")
-        }
         pid = child
         input = stdinPipe[1]
         Self.startReading(stdoutPipe[0], into: .stdout, shared)
@@ -118,35 +87,19 @@ public final class HostProcess: @unchecked Sendable {
 
     private static let spawnLock = NSLock()
 
-    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
-
-    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), looked up at run time because
-    /// Swift's Glibc module does not declare it; nil where it does not exist.
-    private static let addCloseFrom: AddCloseFrom? = {
-        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
-        return unsafeBitCast(symbol, to: AddCloseFrom.self)
-    }()
-
     private static func startWaiting(for pid: pid_t, _ shared: Shared) {
-        let thread = Thread {
-            var status: Int32 = 0
-            var result: pid_t
-            repeat { result = waitpid(pid, &status, 0) } while result == -1 && errno == EINTR
+        Spawn.onExit(of: pid) { termination in
             let code: Int32
-            if result != pid {
-                code = -1
-            } else if status & 0x7f == 0 {
-                code = (status >> 8) & 0xff
-            } else {
-                code = 128 + (status & 0x7f)
+            switch termination {
+            case .exited(let status): code = status
+            case .signaled(let signal): code = 128 + signal
+            case .unknown: code = -1
             }
             shared.condition.lock()
             shared.exitStatus = code
             shared.condition.broadcast()
             shared.condition.unlock()
         }
-        thread.name = "HostProcess waitpid \(pid)"
-        thread.start()
     }
 
     private static func startReading(_ descriptor: Int32, into stream: Stream, _ shared: Shared) {

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import PlaitCore
+import PlaitNetnsSupport
 import PlaitStore
 import PlaitSession
 import PlaitSync
@@ -66,16 +67,19 @@ struct ChildMeasurement {
     /// Runs `arguments` (an executable path and its arguments) through the measuring helper. Its standard
     /// output is captured when `captureOutput`, else sent to /dev/null.
     static func run(_ arguments: [String], captureOutput: Bool, scratch: String) throws -> ChildMeasurement {
-        let resultPath = scratch + "/measure-\(UUID().uuidString).json"
-        defer { try? FileManager.default.removeItem(atPath: resultPath) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["bench", "--measure-child", resultPath, "--"] + arguments
-        let pipe = Pipe()
-        process.standardOutput = captureOutput ? pipe : FileHandle.nullDevice
-        try process.run()
-        let output = captureOutput ? pipe.fileHandleForReading.readDataToEndOfFile() : Data()
+        let base = scratch + "/measure-\(UUID().uuidString)"
+        let (resultPath, outputPath) = (base + ".json", base + ".out")
+        defer { for path in [resultPath, outputPath] { try? FileManager.default.removeItem(atPath: path) } }
+        let output = open(captureOutput ? outputPath : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard output >= 0 else { throw PlaitError.usage("cannot create \(outputPath): \(String(cString: strerror(errno)))") }
+        defer { close(output) }
+        // ChildProcess, not Foundation's Process, whose run() can crash this process (`Spawn` says why). Standard
+        // input and error are this process's.
+        let process = try ChildProcess(
+            executable, ["bench", "--measure-child", resultPath, "--"] + arguments,
+            streams: (STDIN_FILENO, output, STDERR_FILENO))
         process.waitUntilExit()
+        let printed = captureOutput ? FileManager.default.contents(atPath: outputPath) ?? Data() : Data()
         guard let data = FileManager.default.contents(atPath: resultPath),
             let json = try JSONSerialization.jsonObject(with: data) as? [String: Any],
             let seconds = json["seconds"] as? Double, let peak = json["max_rss_kib"] as? Int,
@@ -86,7 +90,7 @@ struct ChildMeasurement {
         }
         return ChildMeasurement(
             seconds: seconds, peakKiB: peak, cpuSeconds: cpu, exitStatus: Int32(status), floorKiB: floor,
-            output: output)
+            output: printed)
     }
 
     /// The helper's side: spawns `command`, waits for it with `wait4`, writes the figures to `resultPath`.
@@ -225,31 +229,21 @@ enum PycrdtAnchor {
     static func unavailable(script: String?) -> String? {
         guard let script else { return "scripts/pycrdt-anchor.py not found (pass --pycrdt-script)" }
         guard FileManager.default.fileExists(atPath: script) else { return "\(script) does not exist" }
-        let probe = Process()
-        probe.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        probe.arguments = ["python3", "-c", "import pycrdt"]
-        probe.standardOutput = FileHandle.nullDevice
-        probe.standardError = FileHandle.nullDevice
-        guard (try? probe.run()) != nil else { return "python3 is not installed" }
-        probe.waitUntilExit()
-        return probe.terminationStatus == 0 ? nil : "python3 cannot import pycrdt (`pip install pycrdt`)"
+        guard let probe = try? ChildProcess.run("/usr/bin/env", ["python3", "-c", "import pycrdt"]),
+            probe.termination != .exited(127)
+        else { return "python3 is not installed" }
+        return probe.succeeded ? nil : "python3 cannot import pycrdt (`pip install pycrdt`)"
     }
 
     static func run(script: String, arguments: [String], runs: Int) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, "--runs", "\(runs)"] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0,
+        let process = try ChildProcess.run("/usr/bin/env", ["python3", script, "--runs", "\(runs)"] + arguments)
+        let data = Data(process.output.utf8)
+        guard process.succeeded,
             let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             let operations = json["operations"] as? Int, let bytes = json["update_bytes"] as? Int,
             let seconds = json["apply_seconds"] as? [Double]
         else {
-            throw PlaitError.usage("the pycrdt anchor failed: \(String(decoding: data, as: UTF8.self))")
+            throw PlaitError.usage("the pycrdt anchor failed: \(process.output)\(process.errors)")
         }
         return Result(
             operations: operations, updateBytes: bytes, apply: Sample(seconds),

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitNetnsSupport
 import PlaitSync
 
 #if canImport(Glibc)
@@ -88,15 +89,8 @@ enum IdleBench {
     }
 
     /// Stops a process it started by its PID: SIGTERM, then SIGKILL if it has not exited within 10 s.
-    static func stop(_ process: Process) {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+    static func stop(_ process: ChildProcess) {
+        process.stop(grace: 10)
     }
 
     static func agentExecutable() throws -> String {
@@ -113,37 +107,17 @@ enum IdleBench {
     static func runToEnd(
         _ executable: String, _ arguments: [String], _ environment: [String: String], input: String? = nil
     ) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = environment
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let feed = input.map { _ in Pipe() }
-        if let feed { process.standardInput = feed } else { process.standardInput = FileHandle.nullDevice }
-        try process.run()
-        if let feed, let input {
-            // Small inputs (a pipe holds 64 KiB): written whole before reading the answer.
-            feed.fileHandleForWriting.write(Data(input.utf8))
-            try? feed.fileHandleForWriting.close()
+        let run = try ChildProcess.run(executable, arguments, environment: environment, input: input)
+        guard run.succeeded else {
+            throw Failure("`plait \(arguments.joined(separator: " "))` failed: \(run.errors)")
         }
-        // Small outputs: read standard error once standard output closed (neither fills its pipe).
-        let printed = output.fileHandleForReading.readDataToEndOfFile()
-        let complaint = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failure("`plait \(arguments.joined(separator: " "))` failed: "
-                + String(decoding: complaint, as: UTF8.self))
-        }
-        return String(decoding: printed, as: UTF8.self)
+        return run.output
     }
 }
 
 /// One `plait agent` process, its log in a file; stopped by its PID.
 final class AgentProcess {
-    let process = Process()
+    let process: ChildProcess
     let logPath: String
 
     init(
@@ -151,16 +125,11 @@ final class AgentProcess {
         extra: [String] = []
     ) throws {
         logPath = log
-        guard FileManager.default.createFile(atPath: log, contents: nil) else {
-            throw IdleBench.Failure("cannot create \(log)")
-        }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["agent", "--home", home, "--listen", "127.0.0.1:0", "--no-discovery"]
-            + (peer.map { ["--peer", "127.0.0.1:\($0)"] } ?? []) + extra
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        try process.run()
+        process = try ChildProcess(
+            executable,
+            ["agent", "--home", home, "--listen", "127.0.0.1:0", "--no-discovery"]
+                + (peer.map { ["--peer", "127.0.0.1:\($0)"] } ?? []) + extra,
+            environment: environment, stderr: log)
     }
 
     var logText: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
@@ -188,7 +157,7 @@ final class AgentProcess {
 
     /// User plus system CPU time so far, in clock ticks (fields 14 and 15 of /proc/PID/stat).
     func cpuTicks() throws -> Int {
-        let path = "/proc/\(process.processIdentifier)/stat"
+        let path = "/proc/\(process.pid)/stat"
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
             let close = text.lastIndex(of: ")")
         else { throw IdleBench.Failure("cannot read \(path)") }

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitAPI
+import PlaitNetnsSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -75,7 +76,7 @@ enum PageBench {
         let options: [String: Any] = [
             "devtools_port": browser.devtoolsPort, "login_url": loginURL,
             "page_url": "http://\(client.authority)/", "items": lists * itemsPerList, "loads": loadsPerRun,
-            "runs": runs, "idle_seconds": seconds, "agent_pid": Int(agent.process.processIdentifier),
+            "runs": runs, "idle_seconds": seconds, "agent_pid": Int(agent.process.pid),
         ]
         let argument = String(decoding: try JSONSerialization.data(withJSONObject: options), as: UTF8.self)
         let printed = try IdleBench.runToEnd(python()!, [driver, argument], environment)
@@ -138,13 +139,12 @@ enum PageBench {
 /// A headless Chromium with its own profile, DevTools on a free loopback port, and every host name but 127.0.0.1
 /// unresolvable; stopped by its PID.
 final class BrowserProcess {
-    let process = Process()
+    let process: ChildProcess
     let devtoolsPort: Int
 
     init(_ executable: String, profile: String, _ environment: [String: String]) throws {
         try FileManager.default.createDirectory(atPath: profile, withIntermediateDirectories: true)
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = [
+        let arguments = [
             "--headless=new", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
             "--user-data-dir=" + profile, "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
             "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
@@ -153,10 +153,7 @@ final class BrowserProcess {
         ]
         var environment = environment
         environment["HOME"] = profile
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(executable, arguments, environment: environment)
         var port = 0
         let deadline = Date().addingTimeInterval(30)
         while port == 0, Date() < deadline, process.isRunning {

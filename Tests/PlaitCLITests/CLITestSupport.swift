@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitNetnsSupport
 import Testing
 
 #if canImport(Glibc)
@@ -151,37 +152,18 @@ final class Sandbox {
         var environment = baseEnvironment
         for (key, value) in overrides { environment[key] = value }
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = environment
-        process.currentDirectoryURL = URL(fileURLWithPath: root, isDirectory: true)
-        let input = try FileHandle(forReadingFrom: URL(fileURLWithPath: io + ".in"))
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: io + ".out"))
-        let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: io + ".err"))
-        defer {
-            try? input.close()
-            try? output.close()
-            try? errors.close()
-        }
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
-        try process.run()
-        if exited.wait(timeout: .now() + timeout) == .timedOut {
-            process.terminate()
-            if exited.wait(timeout: .now() + 5) == .timedOut {
-                kill(process.processIdentifier, SIGKILL)
-                exited.wait()
-            }
+        // ChildProcess, not Foundation's Process, whose run() can crash the test process (`Spawn` says why).
+        let process = try ChildProcess(
+            executable, arguments, environment: environment, stdin: io + ".in", stdout: io + ".out",
+            stderr: io + ".err", directory: root, ownProcessGroup: true)
+        if process.wait(seconds: timeout) == nil {
+            process.stop(grace: 5)
             throw CLITestFailure("`plait \(arguments.joined(separator: " "))` ran over \(timeout) s and was killed")
         }
         let read = { (path: String) in String(decoding: manager.contents(atPath: path) ?? Data(), as: UTF8.self) }
         return PlaitRun(
             arguments: arguments, status: process.terminationStatus, stdout: read(io + ".out"),
-            stderr: read(io + ".err"), signaled: process.terminationReason == .uncaughtSignal)
+            stderr: read(io + ".err"), signaled: process.wasSignaled)
     }
 
     /// Homes named `names` under the sandbox, each made by `plait init --name`: their paths and Device IDs.

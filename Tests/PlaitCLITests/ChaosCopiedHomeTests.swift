@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitNetnsSupport
 import PlaitStore
 import Testing
 
@@ -70,11 +71,8 @@ struct ForkBranchChainTests {
         let homes = try sandbox.pairedHomes(["x", "y"]).map(\.home)
         try sandbox.ok(["batch", "--home", homes[0]], stdin: "list add Groceries\nadd Groceries milk\n")
         let copy = sandbox.root + "/x-copy"
-        let cp = Process()
-        cp.executableURL = URL(fileURLWithPath: "/bin/cp")
-        cp.arguments = ["-a", homes[0], copy]
-        try cp.run()
-        cp.waitUntilExit()
+        let copied = try ChildProcess.run("/bin/cp", ["-a", homes[0], copy])
+        guard copied.succeeded else { throw CLITestFailure("cp -a: \(copied.errors)") }
         try sandbox.ok(["add", "Groceries", "from-original", "--home", homes[0]])
         try sandbox.ok(["add", "Groceries", "from-copy", "--home", copy])
         return (homes, copy)
@@ -148,64 +146,34 @@ struct LosingCopyTests {
 
 /// A `plait` process of the test, with its output in files; stopped by its PID.
 final class LoopbackPlait: @unchecked Sendable {
-    let process = Process()
+    let process: ChildProcess
     let outPath: String
     let errPath: String
-    private let exited = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
-    private var ended = false
 
     init(_ arguments: [String], sandbox: Sandbox, stdin: String? = nil) throws {
         let io = sandbox.root + "/io/" + UUID().uuidString
         outPath = io + ".out"
         errPath = io + ".err"
-        guard FileManager.default.createFile(atPath: outPath, contents: nil),
-            FileManager.default.createFile(atPath: errPath, contents: nil)
-        else { throw CLITestFailure("cannot create \(io).out or .err") }
-        process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
-        process.arguments = arguments
-        process.environment = sandbox.baseEnvironment
-        // The parent's ends are closed once the child has its own: a run starts hundreds of processes, and leaked
-        // descriptors made Foundation's spawn crash a few seeds in.
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        var input: FileHandle?
-        defer {
-            try? output.close()
-            try? errors.close()
-            try? input?.close()
-        }
-        process.standardOutput = output
-        process.standardError = errors
         if let stdin {
             guard FileManager.default.createFile(atPath: io + ".in", contents: Data(stdin.utf8)) else {
                 throw CLITestFailure("cannot create \(io).in")
             }
-            input = try FileHandle(forReadingFrom: URL(fileURLWithPath: io + ".in"))
-            process.standardInput = input
-        } else {
-            process.standardInput = FileHandle.nullDevice
         }
-        process.terminationHandler = { [exited] _ in exited.signal() }
-        try process.run()
+        process = try ChildProcess(
+            try PlaitExecutable.path.get(), arguments, environment: sandbox.baseEnvironment,
+            stdin: stdin == nil ? nil : io + ".in", stdout: outPath, stderr: errPath)
     }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
     var stdout: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
     var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
 
-    func deliver(_ signal: Int32) { _ = kill(pid, signal) }
+    func deliver(_ signal: Int32) { process.send(signal) }
 
     /// The exit status (128 + the signal when a signal ended it), or nil while it still runs after `timeout`.
     func waitForExit(timeout: Double) -> Int32? {
-        lock.lock()
-        defer { lock.unlock() }
-        if !ended {
-            guard exited.wait(timeout: .now() + timeout) == .success else { return nil }
-            ended = true
-        }
-        return process.terminationReason == .uncaughtSignal
-            ? 128 + process.terminationStatus : process.terminationStatus
+        guard let termination = process.wait(seconds: timeout) else { return nil }
+        return termination.bySignal ? 128 + termination.status : termination.status
     }
 
     /// SIGTERM, then SIGKILL after 10 s; returns the exit status.
@@ -424,13 +392,10 @@ final class CopiedHomeChaos: @unchecked Sendable {
             guard eventually(10, { Self.isStopped(agent.pid) }) else { throw CLITestFailure("x's agent did not stop") }
         }
         let home = sandbox.root + "/x-copy"
-        let cp = Process()
-        cp.executableURL = URL(fileURLWithPath: "/bin/cp")
-        cp.arguments = ["-a", source.home, home]
-        try cp.run()
-        cp.waitUntilExit()
+        let copied = Result { try ChildProcess.run("/bin/cp", ["-a", source.home, home]) }
         agent?.deliver(SIGCONT)
-        guard cp.terminationStatus == 0 else { throw CLITestFailure("cp -a exited \(cp.terminationStatus)") }
+        let finished = try copied.get()
+        guard finished.succeeded else { throw CLITestFailure("cp -a ended \(finished.termination): \(finished.errors)") }
         sharedTimeline = try timeline(of: Self.x)
         let address = source.address.replacingOccurrences(of: ".1:\(port)", with: ".3:\(port)")
         lock.withLock {

@@ -89,26 +89,19 @@ import Glibc
         try withSandbox("demo") { sandbox in
             let tmp = try temporary(sandbox)
             let output = sandbox.root + "/demo.out"
-            FileManager.default.createFile(atPath: output, contents: nil)
             var environment = sandbox.baseEnvironment
             environment["TMPDIR"] = tmp
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
-            process.arguments = ["demo", "--mode", "loopback", "--edits", "100000", "--interval", "5"]
-            process.environment = environment
-            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-            process.standardError = FileHandle.nullDevice
-            let exited = DispatchSemaphore(value: 0)
-            process.terminationHandler = { _ in exited.signal() }
-            try process.run()
+            let process = try ChildProcess(
+                try PlaitExecutable.path.get(), ["demo", "--mode", "loopback", "--edits", "100000", "--interval", "5"],
+                environment: environment, stdout: output)
             let text = { String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self) }
             // Interrupt once the edits are under way (a table line shows changes).
             let editing = eventually(60) { text().contains("missing") || text().contains("has all") }
             #expect(editing, "\(text())")
-            kill(process.processIdentifier, SIGINT)
-            if exited.wait(timeout: .now() + 30) == .timedOut {
-                kill(process.processIdentifier, SIGKILL)
-                exited.wait()
+            process.send(SIGINT)
+            if process.wait(seconds: 30) == nil {
+                process.send(SIGKILL)
+                process.waitUntilExit()
                 Issue.record("the demo did not stop within 30 s of SIGINT")
             }
             #expect(process.terminationStatus == 130)
@@ -127,16 +120,15 @@ import Glibc
             let tmp = try temporary(sandbox)
             var environment = sandbox.baseEnvironment
             environment["TMPDIR"] = tmp
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
-            process.arguments = ["demo", "--mode", "loopback", "--edits", "100000", "--interval", "5"]
-            process.environment = environment
             let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            let exited = DispatchSemaphore(value: 0)
-            process.terminationHandler = { _ in exited.signal() }
-            try process.run()
+            let nothing = open("/dev/null", O_RDWR | O_CLOEXEC)
+            defer { close(nothing) }
+            let process = try ChildProcess(
+                try PlaitExecutable.path.get(), ["demo", "--mode", "loopback", "--edits", "100000", "--interval", "5"],
+                environment: environment,
+                streams: (nothing, pipe.fileHandleForWriting.fileDescriptor, nothing))
+            // Only the demo holds the write end now: its reader going away is this end being closed.
+            try pipe.fileHandleForWriting.close()
             var text = ""
             while !text.contains("\nagents: ") || !text.hasSuffix("\n") {
                 let chunk = pipe.fileHandleForReading.availableData
@@ -144,9 +136,9 @@ import Glibc
                 text += String(decoding: chunk, as: UTF8.self)
             }
             try pipe.fileHandleForReading.close()
-            if exited.wait(timeout: .now() + 30) == .timedOut {
-                kill(process.processIdentifier, SIGKILL)
-                exited.wait()
+            if process.wait(seconds: 30) == nil {
+                process.send(SIGKILL)
+                process.waitUntilExit()
                 Issue.record("the demo did not stop within 30 s of its reader going away")
             }
             #expect(process.terminationStatus == 128 + SIGPIPE, "\(text)")
@@ -197,14 +189,7 @@ import Glibc
             expectConvergedAndClean(figures, devices: 3, edits: 50, tmp: tmp)
             let namespaces = figures["namespaces"] as? [String] ?? []
             #expect(namespaces.count == 3)
-            let listed = Process()
-            listed.executableURL = URL(fileURLWithPath: NetnsLAN.findExecutable("ip") ?? "/usr/sbin/ip")
-            listed.arguments = ["netns", "list"]
-            let pipe = Pipe()
-            listed.standardOutput = pipe
-            try listed.run()
-            let names = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            listed.waitUntilExit()
+            let names = try ChildProcess.run(NetnsLAN.findExecutable("ip") ?? "/usr/sbin/ip", ["netns", "list"]).output
             // Host namespaces are <base>-h<i>, the bridge's <base>-br: nothing with the base may be left.
             for base in Set(namespaces.map { $0.components(separatedBy: "-h").dropLast().joined(separator: "-h") }) {
                 #expect(!names.contains(base), "namespaces left: \(names)")

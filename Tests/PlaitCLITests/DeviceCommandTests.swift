@@ -1,4 +1,5 @@
 import Foundation
+import PlaitNetnsSupport
 import Testing
 
 /// `init`, `id`, `status`, `compact`, `rejoin`, `log`, and where the home and config come from.
@@ -296,14 +297,8 @@ import Testing
 func runSQLite(_ path: String, _ sql: String) throws {
     guard let tool = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3"].first(where: FileManager.default.isExecutableFile)
     else { throw CLITestFailure("this test needs the sqlite3 shell (apt-get install -y sqlite3)") }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = [path, sql]
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw CLITestFailure("sqlite3 \(path) failed with \(process.terminationStatus)")
+    let shell = try ChildProcess.run(tool, [path, sql])
+    guard shell.succeeded else {
+        throw CLITestFailure("sqlite3 \(path) failed (\(shell.termination)): \(shell.errors)")
     }
 }

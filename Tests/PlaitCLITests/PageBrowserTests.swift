@@ -1,4 +1,5 @@
 import Foundation
+import PlaitNetnsSupport
 import PlaitAPI
 import Testing
 
@@ -47,14 +48,7 @@ enum DriverPython {
         candidates.append((environment["PLAIT_BROWSER_VENV"] ?? "/opt/plait/browser-venv") + "/bin/python3")
         candidates += (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { $0 + "/python3" }
         for candidate in candidates where PlaitExecutable.isExecutableFile(candidate) {
-            let probe = Process()
-            probe.executableURL = URL(fileURLWithPath: candidate)
-            probe.arguments = ["-c", "import websocket"]
-            probe.standardOutput = FileHandle.nullDevice
-            probe.standardError = FileHandle.nullDevice
-            try probe.run()
-            probe.waitUntilExit()
-            if probe.terminationStatus == 0 { return candidate }
+            if try ChildProcess.run(candidate, ["-c", "import websocket"]).succeeded { return candidate }
         }
         throw CLITestFailure(
             "Chromium is here but no Python with websocket-client (the driver's CDP client): run "
@@ -67,19 +61,16 @@ enum DriverPython {
 /// and every host name but 127.0.0.1 unresolvable (nothing leaves the machine). Stopped by its PID, always.
 /// `launcher` runs it through a command that execs it in place (`ip netns exec NS`: in a test's namespace).
 final class HeadlessChromium {
-    let process = Process()
+    let process: ChildProcess
     let profile: String
     let logPath: String
-    let exited = DispatchSemaphore(value: 0)
     private(set) var devtoolsPort = 0
 
     init(sandbox: Sandbox, executable: String, launcher: [String] = []) throws {
         profile = sandbox.root + "/chromium-profile"
         logPath = sandbox.root + "/chromium.log"
         try FileManager.default.createDirectory(atPath: profile, withIntermediateDirectories: true)
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: launcher.first ?? executable)
-        process.arguments = launcher.dropFirst() + (launcher.isEmpty ? [] : [executable]) + [
+        let arguments = launcher.dropFirst() + (launcher.isEmpty ? [] : [executable]) + [
             "--headless=new", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
             "--user-data-dir=" + profile,
             // As root (CI containers) Chromium's sandbox cannot start; the browser only ever loads our own page.
@@ -90,11 +81,8 @@ final class HeadlessChromium {
             "about:blank",
         ]
         // The sandbox's HOME and XDG directories: nothing of the machine's own browser profile is read.
-        process.environment = sandbox.baseEnvironment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.terminationHandler = { [exited] _ in exited.signal() }
-        try process.run()
+        process = try ChildProcess(
+            launcher.first ?? executable, Array(arguments), environment: sandbox.baseEnvironment, stderr: logPath)
         // With port 0 the browser writes the port it bound to DevToolsActivePort in its profile.
         var port = 0
         let ready = eventually(30) {
@@ -111,21 +99,9 @@ final class HeadlessChromium {
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    private var reaped = false
-
     /// SIGTERM, then SIGKILL after 10 s. Its helper processes (renderer, zygote) exit with it.
     func stop() {
-        guard !reaped else { return }
-        reaped = true
-        if process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            if exited.wait(timeout: .now() + 10) == .timedOut {
-                kill(process.processIdentifier, SIGKILL)
-                exited.wait()
-            }
-        } else {
-            exited.wait()
-        }
+        process.stop(grace: 10)
     }
 }
 
@@ -215,9 +191,9 @@ final class HeadlessChromium {
 
             // At the end the page stays open and idle: the laptop's agent's CPU time over that interval.
             let idle = eventually(90) { driver.stdout.contains(#"{"phase": "idle"}"#) || !driver.isRunning }
-            let cpuBefore = try CPUTime(pid: laptopAgent.process.processIdentifier)
+            let cpuBefore = try CPUTime(pid: laptopAgent.process.pid)
             let status = driver.wait(seconds: 120)
-            let cpuAfter = try CPUTime(pid: laptopAgent.process.processIdentifier)
+            let cpuAfter = try CPUTime(pid: laptopAgent.process.pid)
             try #require(
                 idle && status == 0,
                 "the page driver failed (exit \(status)): \(driver.output)\nbrowser: \(browser.log)")
@@ -273,8 +249,7 @@ struct CPUTime {
 /// A driver in tests/browser/ (page_driver.py unless `script` says otherwise) run by the test's Python, its output in
 /// files; stopped by its PID. `launcher` as for HeadlessChromium.
 final class PythonDriver {
-    let process = Process()
-    let exited = DispatchSemaphore(value: 0)
+    let process: ChildProcess
     let outPath: String
     let errPath: String
 
@@ -283,17 +258,14 @@ final class PythonDriver {
     ) throws {
         outPath = sandbox.root + "/driver.out"
         errPath = sandbox.root + "/driver.err"
-        for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        process.executableURL = URL(fileURLWithPath: launcher.first ?? python)
         // -B: no __pycache__ written into the checkout.
-        process.arguments =
+        let arguments =
             launcher.dropFirst() + (launcher.isEmpty ? [] : [python])
             + ["-B", Repository.root + "/tests/browser/" + script, options]
-        process.environment = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "NO_PROXY": "*"]
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-        process.terminationHandler = { [exited] _ in exited.signal() }
-        try process.run()
+        process = try ChildProcess(
+            launcher.first ?? python, Array(arguments),
+            environment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "NO_PROXY": "*"],
+            stdout: outPath, stderr: errPath)
     }
 
     var isRunning: Bool { process.isRunning }
@@ -301,22 +273,17 @@ final class PythonDriver {
     var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
     var output: String { "stdout: \(stdout)\nstderr: \(stderr)" }
 
-    private var reaped = false
-
     /// Waits for the driver to exit; kills it after `seconds`. Its exit status (-1 if it had to be killed).
     func wait(seconds: Double) -> Int32 {
-        if exited.wait(timeout: .now() + seconds) == .timedOut {
+        guard process.wait(seconds: seconds) != nil else {
             stop()
             return -1
         }
-        reaped = true
         return process.terminationStatus
     }
 
     func stop() {
-        guard !reaped else { return }
-        reaped = true
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        exited.wait()
+        process.send(SIGKILL)
+        process.waitUntilExit()
     }
 }

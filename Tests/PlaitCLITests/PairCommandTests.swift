@@ -1,4 +1,5 @@
 import Foundation
+import PlaitNetnsSupport
 import PlaitPairing
 import Testing
 
@@ -8,27 +9,20 @@ import Glibc
 
 /// A `plait pair` process started by a test, with its answer on standard input; always stopped by its PID.
 final class RunningPair {
-    let process = Process()
+    let process: ChildProcess
     let arguments: [String]
     let outputPath: String
     let errorPath: String
-    let exited = DispatchSemaphore(value: 0)
 
     init(sandbox: Sandbox, _ arguments: [String], answer: String) throws {
         self.arguments = arguments
         let base = sandbox.root + "/io/pair-\(UUID().uuidString)"
         outputPath = base + ".out"
         errorPath = base + ".err"
-        for path in [outputPath, errorPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         _ = FileManager.default.createFile(atPath: base + ".in", contents: Data(answer.utf8))
-        process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
-        process.arguments = arguments
-        process.environment = sandbox.baseEnvironment
-        process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: base + ".in"))
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        process.terminationHandler = { [exited] _ in exited.signal() }
-        try process.run()
+        process = try ChildProcess(
+            try PlaitExecutable.path.get(), arguments, environment: sandbox.baseEnvironment, stdin: base + ".in",
+            stdout: outputPath, stderr: errorPath)
     }
 
     var stdout: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
@@ -63,19 +57,12 @@ final class RunningPair {
 
     /// Stops the process if it still runs.
     func stop() {
-        guard !waitForExit(0) else { return }
-        kill(process.processIdentifier, SIGTERM)
-        if !waitForExit(5) {
-            kill(process.processIdentifier, SIGKILL)
-            _ = waitForExit(60)
-        }
+        process.stop(grace: 5)
     }
 
-    /// Whether the process exited within `seconds`; any number of calls may see the one exit.
+    /// Whether the process exited within `seconds`.
     private func waitForExit(_ seconds: Double) -> Bool {
-        guard exited.wait(timeout: .now() + seconds) == .success else { return false }
-        exited.signal()
-        return true
+        process.wait(seconds: seconds) != nil
     }
 
     var description: String {

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitNetnsSupport
 import PlaitStore
 import Testing
 
@@ -18,12 +19,8 @@ import Testing
     }
 
     func sqlite(_ path: String, _ sql: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path, sql]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CLITestFailure("sqlite3 failed: \(sql)") }
+        let shell = try ChildProcess.run("/usr/bin/sqlite3", [path, sql])
+        guard shell.succeeded else { throw CLITestFailure("sqlite3 failed: \(sql): \(shell.errors)") }
     }
 
     /// The `tl` column value of a timeline (sign bit flipped, see PlaitStore).
@@ -119,11 +116,8 @@ import Testing
             defer { agent.stop() }
             try sandbox.ok(["sync", "--peer", agent.address, "--home", x.home])
             let copy = sandbox.root + "/x-copy"
-            let cp = Process()
-            cp.executableURL = URL(fileURLWithPath: "/bin/cp")
-            cp.arguments = ["-a", x.home, copy]
-            try cp.run()
-            cp.waitUntilExit()
+            let copied = try ChildProcess.run("/bin/cp", ["-a", x.home, copy])
+            try #require(copied.succeeded, "cp -a: \(copied.errors)")
             try sandbox.ok(["add", "Groceries", "from-original", "--home", x.home])
             try sandbox.ok(["add", "Groceries", "from-copy", "--home", copy])
             try sandbox.ok(["sync", "--peer", agent.address, "--home", x.home])

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitNetnsSupport
 import Testing
 
 /// Characters a terminal acts on, as they may arrive in titles and texts from any paired peer: an SGR colour,
@@ -31,28 +32,15 @@ extension Sandbox {
         let words = arguments.map { bytes in
             "\"$(printf '" + bytes.map { "\\" + String($0, radix: 8) }.joined() + "')\""
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "exec \"$PLAIT_BIN\" " + words.joined(separator: " ") + " < \"$PLAIT_IN\""]
         var environment = baseEnvironment
         environment["PLAIT_BIN"] = executable
         environment["PLAIT_IN"] = io + ".in"
-        process.environment = environment
-        process.currentDirectoryURL = URL(fileURLWithPath: root, isDirectory: true)
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: io + ".out"))
-        let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: io + ".err"))
-        defer {
-            try? output.close()
-            try? errors.close()
-        }
-        process.standardOutput = output
-        process.standardError = errors
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
-        try process.run()
-        if exited.wait(timeout: .now() + timeout) == .timedOut {
-            kill(process.processIdentifier, SIGKILL)
-            exited.wait()
+        let process = try ChildProcess(
+            "/bin/sh", ["-c", "exec \"$PLAIT_BIN\" " + words.joined(separator: " ") + " < \"$PLAIT_IN\""],
+            environment: environment, stdout: io + ".out", stderr: io + ".err", directory: root)
+        if process.wait(seconds: timeout) == nil {
+            process.send(SIGKILL)
+            process.waitUntilExit()
             throw CLITestFailure("plait with raw arguments ran over \(timeout) s and was killed")
         }
         let read = { (path: String) in String(decoding: manager.contents(atPath: path) ?? Data(), as: UTF8.self) }

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitNetnsSupport
 import Testing
 
 #if canImport(Glibc)
@@ -20,24 +21,14 @@ import Glibc
     static func run(environment: [String: String], root: String, _ arguments: [String], asNobody: Bool = false)
         throws -> (status: Int32, stderr: String)
     {
-        let process = Process()
         let plait = try PlaitExecutable.path.get()
-        if asNobody {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", plait] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: plait)
-            process.arguments = arguments
-        }
-        process.environment = environment
         let errorPath = root + "/io/run-\(UUID().uuidString).err"
-        FileManager.default.createFile(atPath: errorPath, contents: nil)
-        let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        defer { try? errors.close() }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        let process =
+            asNobody
+            ? try ChildProcess(
+                "/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", plait] + arguments,
+                environment: environment, stderr: errorPath)
+            : try ChildProcess(plait, arguments, environment: environment, stderr: errorPath)
         process.waitUntilExit()
         let text = String(decoding: FileManager.default.contents(atPath: errorPath) ?? Data(), as: UTF8.self)
         return (process.terminationStatus, text)
@@ -131,7 +122,7 @@ import Glibc
             let started = Date()
             let second = try sandbox.fails(["agent", "--listen", "127.0.0.1:0", "--no-discovery"])
             #expect(Date().timeIntervalSince(started) < 10, "the second agent exits at once")
-            let pid = first.process.processIdentifier
+            let pid = first.process.pid
             #expect(second.stderr.contains("another plait agent (PID \(pid)) is already running on \(sandbox.home)"),
                 "\(second)")
             #expect(first.process.isRunning, "the first agent keeps running")
@@ -143,7 +134,7 @@ import Glibc
             // The PID, then the agent's instance nonce (a `plait sync` run beside it says the same one in Hello).
             let lines = try String(contentsOfFile: sandbox.home + "/agent.lock", encoding: .utf8)
                 .split(separator: "\n", omittingEmptySubsequences: false)
-            #expect(lines.count == 3 && lines[0] == "\(third.process.processIdentifier)" && lines[1].count == 32
+            #expect(lines.count == 3 && lines[0] == "\(third.process.pid)" && lines[1].count == 32
                 && lines[1].allSatisfy(\.isHexDigit) && lines[2].isEmpty, "\(lines)")
         }
     }
@@ -244,13 +235,11 @@ import Glibc
     }
 
     func mount(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: arguments.first == "-u" ? "/bin/umount" : "/bin/mount")
-        process.arguments = arguments.first == "-u" ? Array(arguments.dropFirst()) : arguments
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw CLITestFailure("mount \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        let mounted = try ChildProcess.run(
+            arguments.first == "-u" ? "/bin/umount" : "/bin/mount",
+            arguments.first == "-u" ? Array(arguments.dropFirst()) : arguments)
+        guard mounted.succeeded else {
+            throw CLITestFailure("mount \(arguments.joined(separator: " ")) ended \(mounted.termination): \(mounted.errors)")
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitNetnsSupport
 import PlaitStore
 import PlaitTLS
 import Testing
@@ -24,12 +25,8 @@ import Testing
     func peer(_ rows: [[String: Any]], _ id: String) -> [String: Any]? { rows.first { $0["device"] as? String == id } }
 
     func copyHome(_ from: String, to: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/cp")
-        process.arguments = ["-a", from, to]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CLITestFailure("cp -a \(from) \(to) failed") }
+        let copied = try ChildProcess.run("/bin/cp", ["-a", from, to])
+        guard copied.succeeded else { throw CLITestFailure("cp -a \(from) \(to) failed: \(copied.errors)") }
     }
 
     func mode(_ path: String) throws -> Int {

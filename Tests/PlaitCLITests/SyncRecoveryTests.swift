@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import PlaitNetnsSupport
 import PlaitStore
 import Testing
 
@@ -9,8 +10,7 @@ import Glibc
 
 /// A `plait` command running in the background, stopped by its PID at the latest when the test ends.
 final class BackgroundRun {
-    let process = Process()
-    private let exited = DispatchSemaphore(value: 0)
+    let process: ChildProcess
     private let outputPath: String
     private let errorPath: String
 
@@ -18,30 +18,23 @@ final class BackgroundRun {
         let io = sandbox.root + "/io/background-\(UUID().uuidString)"
         outputPath = io + ".out"
         errorPath = io + ".err"
-        for path in [outputPath, errorPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
-        process.arguments = arguments
-        process.environment = sandbox.baseEnvironment
-        process.standardInput = try stdinFile.map { try FileHandle(forReadingFrom: URL(fileURLWithPath: $0)) }
-            ?? FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        process.terminationHandler = { [exited] _ in exited.signal() }
-        try process.run()
+        process = try ChildProcess(
+            try PlaitExecutable.path.get(), arguments, environment: sandbox.baseEnvironment, stdin: stdinFile,
+            stdout: outputPath, stderr: errorPath)
     }
 
     /// Waits for the exit (killing it after `timeout` seconds); returns the status and output.
     func wait(timeout: Double = 300) -> (status: Int32, stdout: String, stderr: String) {
-        if exited.wait(timeout: .now() + timeout) == .timedOut {
-            kill(process.processIdentifier, SIGKILL)
-            exited.wait()
+        if process.wait(seconds: timeout) == nil {
+            process.send(SIGKILL)
+            process.waitUntilExit()
         }
         let read = { (path: String) in (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
         return (process.terminationStatus, read(outputPath), read(errorPath))
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.send(SIGKILL)
     }
 }
 
@@ -91,7 +84,7 @@ final class BackgroundRun {
                 started = try receiver.summary().count > 1
                 if !started { usleep(500) }
             }
-            kill(agent.process.processIdentifier, SIGKILL)
+            kill(agent.process.pid, SIGKILL)
             agent.stop()
             let interrupted = pull.wait()
             #expect(started, "no batch arrived")
@@ -162,7 +155,7 @@ final class BackgroundRun {
                 inWindow = now.changes > before.changes && now.applied == before.applied
                 if !inWindow { usleep(500) }
             }
-            kill(pull.process.processIdentifier, SIGKILL)
+            kill(pull.process.pid, SIGKILL)
             let killed = pull.wait()
             #expect(inWindow, "no batch was committed before the pull ended")
             #expect(killed.status != 0, "\(killed)")

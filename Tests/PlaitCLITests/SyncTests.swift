@@ -1,24 +1,20 @@
 import Foundation
+import PlaitNetnsSupport
 import Testing
 
 /// A `plait agent` started by a test: stopped with SIGTERM by its PID, always.
 final class RunningAgent {
-    let process = Process()
+    let process: ChildProcess
     let logPath: String
-    let exited = DispatchSemaphore(value: 0)
     private(set) var port: UInt16 = 0
 
     init(sandbox: Sandbox, home: String, extra: [String] = [], environment: [String: String] = [:]) throws {
         logPath = sandbox.root + "/agent-\(UUID().uuidString).log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: try PlaitExecutable.path.get())
         // Loopback tests never touch mDNS: a system avahi-daemon would announce on the real interfaces.
-        process.arguments = ["agent", "--home", home, "--listen", "127.0.0.1:0", "--no-discovery"] + extra
-        process.environment = sandbox.baseEnvironment.merging(environment) { $1 }
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardOutput = FileHandle.nullDevice
-        process.terminationHandler = { [exited] _ in exited.signal() }
-        try process.run()
+        process = try ChildProcess(
+            try PlaitExecutable.path.get(),
+            ["agent", "--home", home, "--listen", "127.0.0.1:0", "--no-discovery"] + extra,
+            environment: sandbox.baseEnvironment.merging(environment) { $1 }, stderr: logPath)
         // The agent logs the port it bound; wait for that line (or its death), up to 20 s.
         let deadline = Date().addingTimeInterval(20)
         while port == 0 {
@@ -40,23 +36,10 @@ final class RunningAgent {
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
     var address: String { "127.0.0.1:\(port)" }
 
-    private var reaped = false
-
     /// SIGTERM, then wait; SIGKILL after 10 s. Returns the exit status. Calling it again only returns it.
     @discardableResult
     func stop() -> Int32 {
-        if !reaped {
-            if process.isRunning {
-                kill(process.processIdentifier, SIGTERM)
-                if exited.wait(timeout: .now() + 10) == .timedOut {
-                    kill(process.processIdentifier, SIGKILL)
-                    exited.wait()
-                }
-            } else {
-                exited.wait()
-            }
-            reaped = true
-        }
+        process.stop(grace: 10)
         return process.terminationStatus
     }
 }

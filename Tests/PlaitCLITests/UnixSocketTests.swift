@@ -1,4 +1,5 @@
 import Foundation
+import PlaitNetnsSupport
 import Testing
 
 #if canImport(Glibc)
@@ -34,7 +35,7 @@ import Glibc
             let through = try sandbox.run(["lists"])
 
             // Killed: the socket file stays behind, nobody listens. The CLI opens the store, saying nothing more.
-            kill(first.process.processIdentifier, SIGKILL)
+            kill(first.process.pid, SIGKILL)
             first.stop()
             #expect(Self.socketMode(path)?.isSocket == true, "a killed agent leaves its socket file")
             let alone = try sandbox.run(["lists"])
@@ -208,23 +209,8 @@ func runWithStoreHidden(
 func runProcess(
     _ executable: String, _ arguments: [String], environment: [String: String], directory: String
 ) throws -> PlaitRun {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.environment = environment
-    process.currentDirectoryURL = URL(fileURLWithPath: directory, isDirectory: true)
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    // Small outputs: reading both to the end before waiting cannot fill a pipe.
-    let out = output.fileHandleForReading.readDataToEndOfFile()
-    let err = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    let run = try ChildProcess.run(executable, arguments, environment: environment, directory: directory)
     return PlaitRun(
-        arguments: [executable] + arguments, status: process.terminationStatus,
-        stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
-        signaled: process.terminationReason == .uncaughtSignal)
+        arguments: [executable] + arguments, status: run.termination.status, stdout: run.output,
+        stderr: run.errors, signaled: run.termination.bySignal)
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitNetnsSupport
 import PlaitTLS
 import Testing
 
@@ -108,12 +109,8 @@ import Testing
 
     /// `cp -a SOURCE DESTINATION`, the way a user copies a home.
     func copyHome(_ source: String, to destination: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/cp")
-        process.arguments = ["-a", source, destination]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CLITestFailure("cp -a \(source) failed") }
+        let copy = try ChildProcess.run("/bin/cp", ["-a", source, destination])
+        guard copy.succeeded else { throw CLITestFailure("cp -a \(source) failed: \(copy.errors)") }
     }
 
     func connections(_ agent: RunningAgent) -> Int { agent.log.components(separatedBy: "connected to ").count - 1 }

@@ -1,4 +1,5 @@
 import Foundation
+import PlaitNetnsSupport
 import Testing
 
 @testable import PlaitCore
@@ -122,16 +123,10 @@ struct ConformanceTests {
             print("python3 is not installed: scripts/check-vectors.py skipped")
             return
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [Self.repositoryRoot.appendingPathComponent("scripts/check-vectors.py").path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "scripts/check-vectors.py:\n\(text)")
+        let run = try ChildProcess.run(
+            python, [Self.repositoryRoot.appendingPathComponent("scripts/check-vectors.py").path])
+        let text = run.output + run.errors
+        #expect(run.succeeded, "scripts/check-vectors.py:\n\(text)")
         #expect(text.contains("checks agree with PROTOCOL.md"), "\(text)")
     }
 

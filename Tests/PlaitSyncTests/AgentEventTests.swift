@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PlaitCore
+import PlaitNetnsSupport
 @testable import PlaitSync
 import PlaitTLS
 import PlaitTestSupport
@@ -227,21 +228,10 @@ import Glibc
 
     /// Runs the built `plait` (beside this test binary, or `PLAIT_EXECUTABLE`) to completion; it must succeed.
     func runPlait(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try plaitExecutable())
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=/nonexistent/plait-tests-bus"
-        process.environment = environment
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        try #require(
-            process.terminationStatus == 0,
-            "plait \(arguments.joined(separator: " ")) failed: \(String(decoding: message, as: UTF8.self))")
+        let run = try ChildProcess.run(try plaitExecutable(), arguments, environment: environment)
+        try #require(run.succeeded, "plait \(arguments.joined(separator: " ")) failed: \(run.errors)")
     }
 
     func plaitExecutable() throws -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitNetnsSupport
 import PlaitSession
 @testable import PlaitSync
 import PlaitTestSupport
@@ -13,24 +14,17 @@ import Testing
             let home = directory.path
             let nonce: [UInt8] = Array(0..<16)
             // A live process other than this one stands for the agent.
-            let agent = Process()
-            agent.executableURL = URL(fileURLWithPath: "/bin/sleep")
-            agent.arguments = ["30"]
-            try agent.run()
-            var reaped = false
+            let agent = try ChildProcess("/bin/sleep", ["30"])
             defer {
-                if !reaped {
-                    kill(agent.processIdentifier, SIGKILL)
-                    agent.waitUntilExit()
-                }
+                agent.send(SIGKILL)
+                agent.waitUntilExit()
             }
             let lock = home + "/" + AgentLock.fileName
-            let text = "\(agent.processIdentifier)\n\(nonce.hexString)\n"
+            let text = "\(agent.pid)\n\(nonce.hexString)\n"
             try text.write(toFile: lock, atomically: true, encoding: .utf8)
             #expect(AgentLock.runningInstance(home: home) == nonce)
-            kill(agent.processIdentifier, SIGKILL)
+            agent.send(SIGKILL)
             agent.waitUntilExit()
-            reaped = true
             #expect(AgentLock.runningInstance(home: home) == nil, "a dead agent's nonce is not used")
             // This very process holding the lock (the agent itself) uses its own process nonce.
             let own = try AgentLock.acquire(home: home, instanceNonce: InstanceNonce.process)

@@ -1,5 +1,6 @@
 import Foundation
 import PlaitCore
+import PlaitNetnsSupport
 import PlaitSession
 import PlaitStore
 import PlaitSync
@@ -272,10 +273,6 @@ extension SadPathSessionTests {
 
 /// Runs one SQL statement on a store file with the sqlite3 shell, as a user (or bit rot) would.
 func sqlite(_ path: String, _ sql: String) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-    process.arguments = [path, sql]
-    try process.run()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0, "sqlite3 \(sql)")
+    let shell = try ChildProcess.run("/usr/bin/sqlite3", [path, sql])
+    #expect(shell.succeeded, "sqlite3 \(sql): \(shell.errors)")
 }

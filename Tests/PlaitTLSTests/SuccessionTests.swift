@@ -1,4 +1,5 @@
 import Foundation
+import PlaitNetnsSupport
 import Testing
 
 @testable import PlaitTLS
@@ -79,15 +80,7 @@ struct SuccessionTests {
         try Data(P256.derSignature(fromRaw: signature)!).write(to: directory.appendingPathComponent("sig"))
         try Data(old.certificateDER).write(to: directory.appendingPathComponent("cert.der"))
         func openssl(_ arguments: [String]) throws -> Int32 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            process.arguments = arguments
-            process.currentDirectoryURL = directory
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            return process.terminationStatus
+            try ChildProcess.run("/usr/bin/openssl", arguments, directory: directory.path).termination.status
         }
         let key = try openssl(["x509", "-inform", "DER", "-in", "cert.der", "-pubkey", "-noout", "-out", "pub.pem"])
         #expect(key == 0)
