@@ -395,7 +395,7 @@ public struct Intake<D: Domain>: Sendable {
                 // A branch's refusal is its timeline's: the author wrote the change there.
                 result.refused.append(RefusedTimeline(timeline: run.branch?.root ?? timeline, refusal: refusal))
             }
-            result.heldBack += run.candidates[run.taken...].map(\.encoded)
+            result.heldBack += run.candidates[run.taken...].map { $0.encoded }
             let taken = run.candidates.prefix(run.taken)
             guard let last = taken.last else { continue }
             if let branch = run.branch, run.newBranch {

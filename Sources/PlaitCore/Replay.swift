@@ -177,7 +177,7 @@ public struct ReplayEngine<D: Domain>: Sendable {
     ) throws -> ReplayStats {
         var stats = ReplayStats()
         guard !decodedBatch.isEmpty else { return stats }
-        guard rollbackPoint(of: decodedBatch.lazy.map(\.change)) != nil else {
+        guard rollbackPoint(of: decodedBatch.lazy.map { $0.change }) != nil else {
             for decoded in decodedBatch.sorted(by: { $0.change.orderKey < $1.change.orderKey }) {
                 if decoded.change.orderKey > position {
                     count(applyNext(decoded), in: &stats)
@@ -189,7 +189,7 @@ public struct ReplayEngine<D: Domain>: Sendable {
             }
             return stats
         }
-        let batch = decodedBatch.map(\.change)
+        let batch = decodedBatch.map { $0.change }
         // Rolled back to before every change of the batch (inert ones too), so each is counted as it replays.
         var earliest = batch[0].orderKey
         for change in batch where change.orderKey < earliest { earliest = change.orderKey }
@@ -206,13 +206,13 @@ public struct ReplayEngine<D: Domain>: Sendable {
             position = restart.key
         }
         sinceCheckpoint = 0
-        let applied = Set(batch.map(\.orderKey))
+        let applied = Set(batch.map { $0.orderKey })
         // One checkpoint, where the batch ends, instead of one every interval: a stream arrives in replay order,
         // so the next late batch starts after this one's last change and rolls back exactly there. Periodic
         // checkpoints here were full state copies (the state shares storage with each one until it is next
         // mutated), and most were thinned away at once: two agents each catching up 100,000 interleaved
         // changes spent most of their time copying.
-        let last = batch.map(\.orderKey).max()!
+        let last = batch.map { $0.orderKey }.max()!
         try source.forEachChange(after: position) { change in
             // Taken just before the first change past the batch (the state then is the state at `last`), so
             // a batch that ends at the head copies nothing.

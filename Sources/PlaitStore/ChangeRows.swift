@@ -87,12 +87,12 @@ enum ChangeRows {
 
     /// Inserts changes with their signatures (only verified ones: a receiver stores no other).
     static func insert(_ changes: [EncodedChange], _ db: Database) throws {
-        try insert(changes.map(\.change), signatures: { changes[$0].signature }, db)
+        try insert(changes.map { $0.change }, signatures: { changes[$0].signature }, db)
     }
 
     /// Inserts changes the intake accepted, each with the signature it verified (nil: none).
     static func insert(_ accepted: [Intake<ListsDomain>.Accepted], _ db: Database) throws {
-        try insert(accepted.map(\.change), signatures: { accepted[$0].signature }, db)
+        try insert(accepted.map { $0.change }, signatures: { accepted[$0].signature }, db)
     }
 
     /// Inserts changes; `signatures(i)` is the signature to store with `changes[i]` (nil: none).

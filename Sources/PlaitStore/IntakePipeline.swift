@@ -70,7 +70,9 @@ public final class IntakePipeline: @unchecked Sendable {
             preliminary.refused += endOfStream()
         }
         guard !validated.verdict.accepted.isEmpty else { return preliminary }
-        let refs = validated.verdict.accepted.map(\.change.ref)
+        // Closures, not key paths, wherever each change is mapped: `map(\.change.ref)` went through the runtime's
+        // key path projection, copying every accepted change (about 4 % of a catch-up's CPU, perf).
+        let refs = validated.verdict.accepted.map { $0.change.ref }
         afterValidation?(validated.preliminary)
         try state.withLock {
             // One batch commits while the next is checked, no more: batches waiting to commit would pile up in

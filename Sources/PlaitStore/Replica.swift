@@ -696,7 +696,7 @@ public final class Replica: @unchecked Sendable {
                 result.duplicates = verdict.duplicates
                 result.refused = verdict.refused
             }
-            let fresh = verdict.accepted.map(\.change)
+            let fresh = verdict.accepted.map { $0.change }
             guard !fresh.isEmpty else { return result }
             try ChangeRows.insert(verdict.accepted, db)
             uninterpretableAdded = domain.uninterpretable(in: fresh)
@@ -734,7 +734,7 @@ public final class Replica: @unchecked Sendable {
             // Keep the old state only when replay will roll back: holding a copy makes the next mutation
             // copy the whole state.
             let before: ListsState? = late ? engine.state : nil
-            result.stats = try engine.integrate(verdict.accepted.map(\.decoded), source: StoredChanges(db: db)) { key in
+            result.stats = try engine.integrate(verdict.accepted.map { $0.decoded }, source: StoredChanges(db: db)) { key in
                 try self.restartPoint(db, before: key)
             }
             result.added = fresh.count

@@ -139,7 +139,7 @@ extension Store {
             try Self.missing(db, ranges: ranges, after: cursor, limit: limit, maxBytes: maxBytes) {
                 page.append(EncodedChange($0, signature: $1))
             }
-            return (baseline, page, try Self.damagedInPage(db, page.map(\.change)))
+            return (baseline, page, try Self.damagedInPage(db, page.map { $0.change }))
         }
     }
 

@@ -151,7 +151,7 @@ extension Store {
             try recordCertificate(db, change.timeline, try TimelineBegin(payload: change.payload).certificate)
         }
         for entry in superseded { try markSuperseded(db, entry.timeline, at: entry.seq) }
-        if let now { try noteArrival(db, Set(accepted.map(\.timeline)), at: now) }
+        if let now { try noteArrival(db, Set(accepted.map { $0.timeline }), at: now) }
     }
 
     /// Changes of one timeline from `seq` on, in sequence order, each with its canonical bytes and its stored
