@@ -187,7 +187,7 @@ public final class Replica: @unchecked Sendable {
                     // A checkpoint still encoding when the transaction fails: awaited and freed, not stored.
                     if let encoding = checkpointEncoding {
                         checkpointEncoding = nil
-                        encoding.wait().deallocate()
+                        _ = encoding.wait()
                     }
                 }
                 let result = try domain.bound(to: db) { try body(db) }
@@ -908,22 +908,21 @@ public final class Replica: @unchecked Sendable {
         }
     }
 
-    /// Stores a checkpoint at `key`: `encoded`, the snapshot of the state there, which this frees. Keeps the
-    /// newest `storedCheckpointLimit`.
+    /// Stores a checkpoint at `key`: `snapshot`, the state's snapshot there. Keeps the newest
+    /// `storedCheckpointLimit`.
     ///
-    /// The row is inserted with a zeroblob of the snapshot's size and the snapshot written into it by incremental
-    /// blob I/O, straight into its pages: bound to the insert, SQLite first built one record holding a copy of it
-    /// (9 MiB for 100,000 items, beside ours: the peak of a growing catch-up's memory).
-    private func storeCheckpoint(_ db: Database, encoded buffer: UnsafeMutableRawBufferPointer, at key: OrderKey) throws {
-        defer { buffer.deallocate() }
+    /// The row is inserted with a zeroblob of the snapshot's size and the snapshot's pieces written into it by
+    /// incremental blob I/O, straight into its pages: bound to the insert, SQLite first built one record holding a
+    /// copy of it (9 MiB for 100,000 items, beside ours: the peak of a growing catch-up's memory).
+    private func storeCheckpoint(_ db: Database, encoded snapshot: EncodedSnapshot, at key: OrderKey) throws {
         // Incremental blob I/O takes 32-bit sizes. A checkpoint only saves replay time: a state too large for
         // one (tens of millions of items) goes without.
-        guard buffer.count < Int(Int32.max) else { return }
+        guard snapshot.size < Int(Int32.max) else { return }
         try db.execute(
             sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, zeroblob(?))",
             arguments: [
                 Int64(bitPattern: key.lamport), timelineColumn(key.timeline.rawValue), Int64(bitPattern: key.seq),
-                buffer.count,
+                snapshot.size,
             ])
         var blob: OpaquePointer?
         let opened = sqlite3_blob_open(db.sqliteConnection, "main", "checkpoints", "snapshot", db.lastInsertedRowID, 1, &blob)
@@ -931,9 +930,15 @@ public final class Replica: @unchecked Sendable {
         guard opened == SQLITE_OK, let blob else {
             throw DatabaseError(resultCode: ResultCode(rawValue: opened), message: "opening the checkpoint's blob")
         }
-        let written = sqlite3_blob_write(blob, buffer.baseAddress, Int32(buffer.count), 0)
-        guard written == SQLITE_OK else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: written), message: "writing the checkpoint's blob")
+        var offset = 0
+        for piece in snapshot.pieces where !piece.isEmpty {
+            let written = piece.withUnsafeBytes {
+                sqlite3_blob_write(blob, $0.baseAddress, Int32($0.count), Int32(offset))
+            }
+            guard written == SQLITE_OK else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: written), message: "writing the checkpoint's blob")
+            }
+            offset += piece.count
         }
         try db.execute(
             sql: """
@@ -1128,47 +1133,47 @@ extension Replica.IntegrateResult {
     }
 }
 
+/// A state's snapshot as the pieces its writer handed over (about 64 KiB each), in order, and their total size.
+private struct EncodedSnapshot: Sendable {
+    var pieces: [[UInt8]] = []
+    var size = 0
+}
+
 /// A stored checkpoint's snapshot, encoded on a thread of its own.
 private final class SnapshotEncoding: @unchecked Sendable {
     /// The position of the state encoded.
     let position: OrderKey
     private let done = DispatchSemaphore(value: 0)
     /// Written by the encoding thread before `done` is signalled, read after.
-    private var buffer: UnsafeMutableRawBufferPointer?
+    private var snapshot = EncodedSnapshot()
 
     init(_ state: ListsState, at position: OrderKey) {
         self.position = position
         let thread = Thread { [self] in
-            buffer = Self.encode(state)
+            snapshot = Self.encode(state)
             done.signal()
         }
         thread.name = "plait-snapshot"
         thread.start()
     }
 
-    /// The encoding, once it is done; the caller frees it.
-    func wait() -> UnsafeMutableRawBufferPointer {
+    /// The encoding, once it is done.
+    func wait() -> EncodedSnapshot {
         done.wait()
-        return buffer!
+        return snapshot
     }
 
-    /// The snapshot of `state` in one buffer of exactly its size, which SQLite reads in place: encoded into a
-    /// growing array, copied into `Data` and bound as a copy, a 100,000-item snapshot was held four times over
-    /// when a catch-up ended. Encoded twice — once to measure, once into the buffer — so that it is never held
-    /// twice: kept in pieces and then copied, both were alive at once and the save's peak was the catch-up's
-    /// (about 9 MiB more for 100,000 items). The second pass costs about as much as the first, on this thread
-    /// while the rows are written on the other.
-    static func encode(_ state: ListsState) -> UnsafeMutableRawBufferPointer {
-        let writer = ListsSnapshotWriter(state, weight: 0)
-        let size = writer.size
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
-        var offset = 0
-        writer.write { piece in
-            precondition(offset + piece.count <= size, "a snapshot encoded to a different size the second time")
-            UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<(offset + piece.count)]).copyMemory(from: piece)
-            offset += piece.count
+    /// The snapshot of `state`, encoded once and kept in the writer's pieces, which `storeCheckpoint` writes into
+    /// the blob one by one: it is never held whole as well (encoded into a growing array, copied into `Data` and
+    /// bound as a copy, a 100,000-item snapshot was held four times over when a catch-up ended). Until the blob
+    /// took pieces, the state was encoded twice, to measure and then into one buffer of that size: the first
+    /// pass was about half of this thread's CPU, 7 % of a growing catch-up's.
+    static func encode(_ state: ListsState) -> EncodedSnapshot {
+        var snapshot = EncodedSnapshot()
+        ListsSnapshotWriter(state, weight: 0).write { piece in
+            snapshot.pieces.append(Array(piece))
+            snapshot.size += piece.count
         }
-        precondition(offset == size, "a snapshot encoded to a different size the second time")
-        return UnsafeMutableRawBufferPointer(rebasing: buffer[0..<size])
+        return snapshot
     }
 }
