@@ -62,7 +62,11 @@ public enum Spawn {
         posix_spawn_file_actions_adddup2(&actions, streams.input, 0)
         posix_spawn_file_actions_adddup2(&actions, streams.output, 1)
         posix_spawn_file_actions_adddup2(&actions, streams.error, 2)
-        _ = addCloseFrom?(&actions, 3)
+        // Required: without it a child inherits every descriptor of ours not marked close-on-exec (Foundation's
+        // `Pipe` does not mark its ends), and a pipe's reader then never sees end of file.
+        guard let addCloseFrom, addCloseFrom(&actions, 3) == 0 else {
+            throw Failure(description: "this C library cannot close a spawned process's inherited descriptors (posix_spawn_file_actions_addclosefrom_np, glibc 2.34 or later)")
+        }
         if let directory {
             guard let addChdir, addChdir(&actions, directory) == 0 else {
                 throw Failure(description: "this C library cannot start a process in a directory (posix_spawn_file_actions_addchdir_np)")
@@ -101,8 +105,20 @@ public enum Spawn {
     }
 
     /// Starts a thread that waits for `pid` (a child of ours) to end, then calls `handler` with how it ended.
-    public static func onExit(of pid: pid_t, _ handler: @escaping @Sendable (Termination) -> Void) {
+    ///
+    /// With `lock`, the child is reaped and `handler` called while holding it: whoever signals the child under the
+    /// same lock, having seen it not yet ended, signals the child itself, never a reaped PID the system has
+    /// given to another process. (The thread waits with `WNOWAIT` first, which leaves the child unreaped.)
+    public static func onExit(
+        of pid: pid_t, reapingUnder lock: (any NSLocking & Sendable)? = nil, _ handler: @escaping @Sendable (Termination) -> Void
+    ) {
         let thread = Thread {
+            if let lock {
+                var info = siginfo_t()
+                while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
+                lock.lock()
+            }
+            defer { lock?.unlock() }
             var status: Int32 = 0
             var result: pid_t
             repeat { result = waitpid(pid, &status, 0) } while result == -1 && errno == EINTR
@@ -144,13 +160,19 @@ public final class ChildProcess: @unchecked Sendable {
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: String? = nil,
         stdout: String? = nil, stderr: String? = nil, directory: String? = nil, ownProcessGroup: Bool = false
     ) throws(Spawn.Failure) {
-        let input = open(stdin ?? "/dev/null", O_RDONLY | O_CLOEXEC)
-        let output = open(stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        let errors = open(stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        let reason = String(cString: strerror(errno))
+        var problems: [String] = []
+        func opened(_ path: String, _ flags: Int32) -> Int32 {
+            let descriptor = open(path, flags | O_CLOEXEC, 0o644)
+            if descriptor < 0 { problems.append("\(path): \(String(cString: strerror(errno)))") }
+            return descriptor
+        }
+        let input = opened(stdin ?? "/dev/null", O_RDONLY)
+        let output = opened(stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC)
+        let errors = opened(stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC)
         defer { for fd in [input, output, errors] where fd >= 0 { close(fd) } }
-        guard input >= 0, output >= 0, errors >= 0 else {
-            throw Spawn.Failure(description: "cannot open the standard streams of \(executable): \(reason)")
+        guard problems.isEmpty else {
+            throw Spawn.Failure(
+                description: "cannot open the standard streams of \(executable): \(problems.joined(separator: "; "))")
         }
         try self.init(
             executable, arguments, environment: environment, streams: (input, output, errors), directory: directory,
@@ -165,11 +187,10 @@ public final class ChildProcess: @unchecked Sendable {
         pid = try Spawn.start(
             executable, arguments, environment: environment ?? ProcessInfo.processInfo.environment, streams: streams,
             directory: directory, ownProcessGroup: ownProcessGroup)
-        Spawn.onExit(of: pid) { [condition] termination in
-            condition.withLock {
-                self.ended = termination
-                condition.broadcast()
-            }
+        // Reaped under the condition's lock, which `send` holds while it signals: never a reused PID.
+        Spawn.onExit(of: pid, reapingUnder: condition) { [condition] termination in
+            self.ended = termination
+            condition.broadcast()
         }
     }
 
@@ -207,18 +228,21 @@ public final class ChildProcess: @unchecked Sendable {
         wait()
     }
 
-    /// Sends `signal` to it, if it still runs.
+    /// Sends `signal` to it, if it still runs (it is not reaped meanwhile, so the PID is still its own).
     public func send(_ signal: Int32) {
-        if isRunning { kill(pid, signal) }
+        condition.withLock {
+            if ended == nil { kill(pid, signal) }
+        }
     }
 
-    /// SIGTERM, then SIGKILL if it still runs `grace` seconds later; waits for it to end. Idempotent.
+    /// SIGTERM, then SIGKILL if it still runs `grace` seconds later; waits for it to end, at most 60 s after the
+    /// SIGKILL (a child stuck in the kernel: nil, rather than a test that never ends). Idempotent.
     @discardableResult
     public func stop(grace: Double = 5) -> Spawn.Termination? {
         send(SIGTERM)
         if wait(seconds: grace) == nil {
             send(SIGKILL)
-            wait()
+            return wait(seconds: 60)
         }
         return termination
     }
