@@ -109,15 +109,20 @@ struct ChildMeasurement {
         var usage = rusage()
         while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
         // WIFEXITED / WEXITSTATUS (macros Swift cannot import); a signal is reported as 128 + its number.
         let exitStatus = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         let result: [String: Any] = [
-            "seconds": seconds, "max_rss_kib": usage.ru_maxrss, "cpu_seconds": cpu, "exit_status": Int(exitStatus),
+            "seconds": seconds, "max_rss_kib": usage.ru_maxrss, "cpu_seconds": usage.cpuSeconds, "exit_status": Int(exitStatus),
             "helper_peak_kib": floor,
         ]
         try JSONSerialization.data(withJSONObject: result).write(to: URL(fileURLWithPath: resultPath))
+    }
+}
+
+extension rusage {
+    /// User plus system CPU time, in seconds.
+    var cpuSeconds: Double {
+        Double(ru_utime.tv_sec + ru_stime.tv_sec) + Double(ru_utime.tv_usec + ru_stime.tv_usec) / 1e6
     }
 }
 

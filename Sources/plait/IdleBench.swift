@@ -88,11 +88,6 @@ enum IdleBench {
         return environment
     }
 
-    /// Stops a process it started by its PID: SIGTERM, then SIGKILL if it has not exited within 10 s.
-    static func stop(_ process: ChildProcess) {
-        process.stop(grace: 10)
-    }
-
     static func agentExecutable() throws -> String {
         if let explicit = ProcessInfo.processInfo.environment["PLAIT_BENCH_AGENT"], !explicit.isEmpty {
             return explicit
@@ -170,5 +165,5 @@ final class AgentProcess {
     }
 
     /// SIGTERM, then SIGKILL if it has not exited within 10 s.
-    func stop() { IdleBench.stop(process) }
+    func stop() { process.stop(grace: 10) }
 }

@@ -242,8 +242,7 @@ enum NetworkBench {
     static func ownCPUSeconds() -> Double {
         var usage = rusage()
         getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1_000_000
+        return usage.cpuSeconds
     }
 
     /// Writes the workload's changes; returns how many.

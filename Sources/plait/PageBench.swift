@@ -169,5 +169,5 @@ final class BrowserProcess {
     }
 
     /// SIGTERM, then SIGKILL after 10 s.
-    func stop() { IdleBench.stop(process) }
+    func stop() { process.stop(grace: 10) }
 }

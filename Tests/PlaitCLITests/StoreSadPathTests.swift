@@ -23,12 +23,11 @@ import Glibc
     {
         let plait = try PlaitExecutable.path.get()
         let errorPath = root + "/io/run-\(UUID().uuidString).err"
-        let process =
+        let (executable, fullArguments) =
             asNobody
-            ? try ChildProcess(
-                "/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", plait] + arguments,
-                environment: environment, stderr: errorPath)
-            : try ChildProcess(plait, arguments, environment: environment, stderr: errorPath)
+            ? ("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", plait] + arguments)
+            : (plait, arguments)
+        let process = try ChildProcess(executable, fullArguments, environment: environment, stderr: errorPath)
         process.waitUntilExit()
         let text = String(decoding: FileManager.default.contents(atPath: errorPath) ?? Data(), as: UTF8.self)
         return (process.terminationStatus, text)
