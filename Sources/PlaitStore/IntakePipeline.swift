@@ -94,7 +94,7 @@ public final class IntakePipeline: @unchecked Sendable {
             var error: (any Error)?
             do {
                 beforeCommit?()
-                outcome = try replica.commit(validated)
+                outcome = try replica.commit(validated, applyingLater: true)
             } catch let thrown {
                 error = thrown
             }

@@ -63,7 +63,10 @@ enum MaterializedRows {
 
     /// Writes the rows of the records `state` marks changed, and forgets the marks.
     static func save(_ state: inout ListsState, _ db: Database) throws {
-        let changed = state.takeChanges()
+        var changed = state.takeChanges()
+        // Sorted here, where the array is not shared: sorting the parameter below copied it (1.6 MiB after a
+        // catch-up of 100,000 items, at the peak of its memory).
+        changed.items.sort()
         try save(state, lists: changed.lists, items: changed.items, db)
     }
 
@@ -105,9 +108,8 @@ enum MaterializedRows {
             // In key order: the rows' primary keys are random IDs, and rows written in hash order land on random
             // pages of the table, which spill from SQLite's cache and are read back (after a catch-up, 100,000
             // rows cost more than the changes). In order, each page is filled once.
-            var items = items
-            items.sort()
-            for id in items {
+            let ordered = zip(items, items.dropFirst()).allSatisfy { $0 < $1 } ? items : items.sorted()
+            for id in ordered {
                 // Bound from the record in place (a copy retained and released its text).
                 try state.items.withRecord(id) { item in
                     sqlite3_reset(handle)

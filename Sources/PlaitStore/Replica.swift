@@ -39,6 +39,15 @@ public final class Replica: @unchecked Sendable {
     public var deferDerivedFrom = 64
     /// Deferred changes after which the state is saved anyway: bounds what a crash leaves to replay forward.
     public var deferDerivedLimit = 200_000
+    /// Committed changes the engine has not applied yet: a pull's batches in replay order were stored and their
+    /// state left to be applied from the rows when it is next needed (`catchUp`). All of them sort after the
+    /// engine's position.
+    ///
+    /// A fresh device catching up 100,000 new items otherwise held the whole state in memory while every batch
+    /// was decoded and committed (what a pull keeps in flight, plus what the allocator keeps of its freed
+    /// batches): 83 – 85 MiB at the peak, against 64 for the goal. Applied from the rows once the pull ends,
+    /// the state grows where the batches were.
+    private(set) var lagging = false
     /// Damaged derived data healed, not yet handed to `onDerivedStateRepair`'s handler.
     private var pendingRepairs: [DerivedStateRepair] = []
     private var repairHandler: (@Sendable (DerivedStateRepair) -> Void)?
@@ -82,18 +91,37 @@ public final class Replica: @unchecked Sendable {
     }
 
     /// The materialized state as of the last transaction or `refresh()`.
-    public var state: ListsState { lock.withLock { engine.state } }
-    public var position: OrderKey { lock.withLock { engine.position } }
-    public var digest: [UInt8] { lock.withLock { engine.currentDigest() } }
+    public var state: ListsState { caughtUp { engine.state } }
+    public var position: OrderKey { caughtUp { engine.position } }
+    public var digest: [UInt8] { caughtUp { engine.currentDigest() } }
 
-    /// Reloads the state if another process wrote since.
+    /// `body` under the lock, with the engine first brought up to the changes committed ahead of it (`lagging`).
+    /// A store that cannot be read then leaves the state where it was applied: the next transaction tries again,
+    /// and fails with the store's error.
+    private func caughtUp<T>(_ body: () -> T) -> T {
+        if lock.withLock({ lagging }) { try? refresh() }
+        return lock.withLock(body)
+    }
+
+    /// Reloads the state if another process wrote since, and applies the changes committed ahead of it.
     public func refresh() throws {
         try store.read { db in
             try lock.withLock {
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
-                if current != generation { try reload(db) }
+                if current != generation { try reload(db) } else { try catchUp(db) }
             }
         }
+    }
+
+    /// Applies the stored changes beyond the engine's position, in replay order, read from the rows (each payload
+    /// decoded again: the batch that brought it is gone). Called with the lock held, in a read or a transaction
+    /// that saw this process's last commit.
+    private func catchUp(_ db: Database) throws {
+        guard lagging else { return }
+        try domain.bound(to: db) {
+            try StoredChanges(db: db).forEachChange(after: engine.position) { change in engine.applyNext(change) }
+        }
+        lagging = false
     }
 
     /// The summary, baseline digest, state digest and count of uninterpretable changes, consistent with each
@@ -103,7 +131,7 @@ public final class Replica: @unchecked Sendable {
         return try store.read { db in
             try lock.withLock {
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
-                if current != generation { try reload(db) }
+                if current != generation { try reload(db) } else { try catchUp(db) }
                 return ReplicaStatus(
                     view: try Store.localView(db), stateDigest: engine.currentDigest(), uninterpretable: unknown)
             }
@@ -116,6 +144,7 @@ public final class Replica: @unchecked Sendable {
         do {
             let loaded = try DerivedState.load(db, domain: domain) { key in try self.restartPoint(db, before: key) }
             engine = ReplayEngine(domain: domain, state: loaded.state, position: loaded.position)
+            lagging = false
             rebuiltUnsaved = false
             // Changes committed beyond the rows were replayed onto them: the next write saves them.
             derivedUnsaved = loaded.replayedForward > 0
@@ -123,6 +152,7 @@ public final class Replica: @unchecked Sendable {
             let problem = DerivedState.problem(error)
             let replay = try DerivedState.replay(db, domain: domain)
             engine = replay.engine
+            lagging = false
             rebuiltUnsaved = true
             derivedUnsaved = true
             report(.rebuilt(problem: problem, changes: replay.changes, fromBaseline: replay.fromBaseline))
@@ -174,7 +204,10 @@ public final class Replica: @unchecked Sendable {
     /// The body may ask (through `deferDerived`) to commit only the source: the change rows, heads and summary,
     /// durably; the materialized rows then stay at the "applied up to" marker and are saved by a later
     /// transaction (`saveDerivedState`, or any write), and after a crash the state is replayed forward from it.
-    func transaction<T>(_ body: (Database) throws -> T) throws -> T {
+    ///
+    /// The engine is brought up to the stored changes first, unless `lagging` (a pull's commit): then the body
+    /// applies what it commits or leaves it to `catchUp`.
+    func transaction<T>(lagging mayLag: Bool = false, _ body: (Database) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         deferDerived = false
@@ -182,7 +215,7 @@ public final class Replica: @unchecked Sendable {
         do {
             let saved = try store.write { db -> (result: T, deferred: Bool, generationBefore: Int64) in
                 let current: Int64 = try Meta.get(db, .generation) ?? 0
-                if current != generation { try reload(db) }
+                if current != generation { try reload(db) } else if !mayLag { try catchUp(db) }
                 defer {
                     // A checkpoint still encoding when the transaction fails: awaited and freed, not stored.
                     if let encoding = checkpointEncoding {
@@ -195,7 +228,8 @@ public final class Replica: @unchecked Sendable {
                 if !deferring { try saveDerived(db) }
                 if let encoding = checkpointEncoding {
                     checkpointEncoding = nil
-                    try storeCheckpoint(db, encoded: encoding.wait(), at: encoding.position)
+                    let measured = encoding.wait()
+                    try storeCheckpoint(db, measured.writer, size: measured.size, at: encoding.position)
                 }
                 try Meta.set(db, .generation, current + 1)
                 generation = current + 1
@@ -221,6 +255,7 @@ public final class Replica: @unchecked Sendable {
 
     /// Writes the materialized rows (what changed since the last save), the position and the marker.
     private func saveDerived(_ db: Database) throws {
+        try catchUp(db)
         if rebuiltUnsaved {
             // The rows were damaged and the state was rebuilt from the source: rewrite them all.
             try engine.modifyState { state in try MaterializedRows.replaceAll(&state, db) }
@@ -681,11 +716,14 @@ public final class Replica: @unchecked Sendable {
 
     /// Commits a validated batch in one transaction, checking it again first if a head it was checked against
     /// moved (another process wrote, or a batch validated before it was not committed).
-    func commit(_ validated: ValidatedBatch) throws -> IntegrateResult {
+    ///
+    /// `applyingLater` (a pull's pipeline): a large batch in replay order is only stored, its state applied from
+    /// the rows when it is next needed (`lagging`); its `stats` then stay empty.
+    func commit(_ validated: ValidatedBatch, applyingLater mayLag: Bool = false) throws -> IntegrateResult {
         var result = validated.preliminary
         result.added = 0
         guard !validated.verdict.accepted.isEmpty else { return result }
-        return try transaction { db in
+        return try transaction(lagging: mayLag) { db in
             var verdict = validated.verdict
             // Validated in a read before this transaction: another writer (a session with another peer, an edit)
             // may have moved a head since, or recorded a fork branch and renamed changes under the same numbers.
@@ -698,6 +736,15 @@ public final class Replica: @unchecked Sendable {
             }
             let fresh = verdict.accepted.map { $0.change }
             guard !fresh.isEmpty else { return result }
+            // (A store without the marker yet, new or written before it, saves once to set it.)
+            let marked = (try Meta.get(db, .appliedSummary) as String?) != nil
+            // Applied later from the rows: a large batch that neither forks nor sorts before what the engine
+            // applied (changes committed ahead of the engine are read back in replay order with it).
+            let applyLater = mayLag && marked && !rebuiltUnsaved && fresh.count >= deferDerivedFrom
+                && unsavedChanges + fresh.count < deferDerivedLimit && verdict.branches.isEmpty
+                && !fresh.contains(where: { $0.origin != nil }) && engine.rollbackPoint(of: fresh) == nil
+            // Otherwise the engine applies the changes before these first (they are not in the table yet).
+            if !applyLater { try catchUp(db) }
             try ChangeRows.insert(verdict.accepted, db)
             uninterpretableAdded = domain.uninterpretable(in: fresh)
             var healed: Set<TimelineID> = []
@@ -717,7 +764,7 @@ public final class Replica: @unchecked Sendable {
             }
             // Late changes that are inert (a new device's `timeline.begin`) are skipped where they stand; any
             // other late change rolls replay back to before the batch.
-            let late = engine.rollbackPoint(of: fresh) != nil
+            let late = !applyLater && engine.rollbackPoint(of: fresh) != nil
             if late {
                 var earliest = fresh[0].orderKey
                 for change in fresh where change.orderKey < earliest { earliest = change.orderKey }
@@ -734,8 +781,12 @@ public final class Replica: @unchecked Sendable {
             // Keep the old state only when replay will roll back: holding a copy makes the next mutation
             // copy the whole state.
             let before: ListsState? = late ? engine.state : nil
-            result.stats = try engine.integrate(verdict.accepted.map { $0.decoded }, source: StoredChanges(db: db)) { key in
-                try self.restartPoint(db, before: key)
+            if applyLater {
+                lagging = true
+            } else {
+                result.stats = try engine.integrate(verdict.accepted.map { $0.decoded }, source: StoredChanges(db: db)) {
+                    key in try self.restartPoint(db, before: key)
+                }
             }
             result.added = fresh.count
             if result.stats.rolledBack, let before {
@@ -765,9 +816,7 @@ public final class Replica: @unchecked Sendable {
             // of the cost of two devices catching up on each other. Rolled-back batches store one less often.
             // A large batch in replay order commits its source now and its state shortly after (DESIGN §12).
             unsavedChanges += fresh.count
-            // (A store without the marker yet, new or written before it, saves once to set it.)
-            let marked = (try Meta.get(db, .appliedSummary) as String?) != nil
-            deferDerived = !result.stats.rolledBack && (fresh.count >= deferDerivedFrom || derivedUnsaved)
+            deferDerived = applyLater || !result.stats.rolledBack && (fresh.count >= deferDerivedFrom || derivedUnsaved)
                 && unsavedChanges < deferDerivedLimit && marked
             // Stored checkpoints (a snapshot of the whole state each) are derived state too: while it is deferred
             // they are counted, and the save that ends the deferral stores the one that is due.
@@ -908,21 +957,22 @@ public final class Replica: @unchecked Sendable {
         }
     }
 
-    /// Stores a checkpoint at `key`: `snapshot`, the state's snapshot there. Keeps the newest
+    /// Stores a checkpoint at `key`: the snapshot `writer` writes, of `size` bytes. Keeps the newest
     /// `storedCheckpointLimit`.
     ///
-    /// The row is inserted with a zeroblob of the snapshot's size and the snapshot's pieces written into it by
-    /// incremental blob I/O, straight into its pages: bound to the insert, SQLite first built one record holding a
-    /// copy of it (9 MiB for 100,000 items, beside ours: the peak of a growing catch-up's memory).
-    private func storeCheckpoint(_ db: Database, encoded snapshot: EncodedSnapshot, at key: OrderKey) throws {
+    /// The row is inserted with a zeroblob of the snapshot's size and the writer's pieces (about 64 KiB each) go
+    /// into it by incremental blob I/O as they are encoded, straight into its pages: the snapshot is never held
+    /// whole. Bound to the insert, SQLite first built one record holding a copy of it (9 MiB for 100,000 items,
+    /// beside ours); encoded into pieces kept until the write, it was 10 MiB at the end of a growing catch-up,
+    /// then the peak of its memory.
+    private func storeCheckpoint(_ db: Database, _ writer: ListsSnapshotWriter, size: Int, at key: OrderKey) throws {
         // Incremental blob I/O takes 32-bit sizes. A checkpoint only saves replay time: a state too large for
         // one (tens of millions of items) goes without.
-        guard snapshot.size < Int(Int32.max) else { return }
+        guard size < Int(Int32.max) else { return }
         try db.execute(
             sql: "INSERT OR REPLACE INTO checkpoints (lamport, tl, seq, snapshot) VALUES (?, ?, ?, zeroblob(?))",
             arguments: [
-                Int64(bitPattern: key.lamport), timelineColumn(key.timeline.rawValue), Int64(bitPattern: key.seq),
-                snapshot.size,
+                Int64(bitPattern: key.lamport), timelineColumn(key.timeline.rawValue), Int64(bitPattern: key.seq), size,
             ])
         var blob: OpaquePointer?
         let opened = sqlite3_blob_open(db.sqliteConnection, "main", "checkpoints", "snapshot", db.lastInsertedRowID, 1, &blob)
@@ -931,14 +981,20 @@ public final class Replica: @unchecked Sendable {
             throw DatabaseError(resultCode: ResultCode(rawValue: opened), message: "opening the checkpoint's blob")
         }
         var offset = 0
-        for piece in snapshot.pieces where !piece.isEmpty {
-            let written = piece.withUnsafeBytes {
-                sqlite3_blob_write(blob, $0.baseAddress, Int32($0.count), Int32(offset))
+        try writer.write { piece in
+            // The writer encodes the same state the same way twice; a piece beyond the measured size would be a
+            // bug in it, refused here rather than stored as a truncated snapshot.
+            guard offset + piece.count <= size else {
+                throw StoreError.inconsistent("a checkpoint's snapshot came out longer than it measured")
             }
+            let written = sqlite3_blob_write(blob, piece.baseAddress, Int32(piece.count), Int32(offset))
             guard written == SQLITE_OK else {
                 throw DatabaseError(resultCode: ResultCode(rawValue: written), message: "writing the checkpoint's blob")
             }
             offset += piece.count
+        }
+        guard offset == size else {
+            throw StoreError.inconsistent("a checkpoint's snapshot came out shorter than it measured")
         }
         try db.execute(
             sql: """
@@ -1004,7 +1060,8 @@ public final class Replica: @unchecked Sendable {
             try db.execute(sql: "DELETE FROM checkpoints")
             var written = 0
             if engine.position > .zero {
-                try storeCheckpoint(db, encoded: SnapshotEncoding.encode(engine.state), at: engine.position)
+                let writer = ListsSnapshotWriter(engine.state, weight: 0)
+                try storeCheckpoint(db, writer, size: writer.size, at: engine.position)
                 written = 1
             }
             try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('since_checkpoint', 0)")
@@ -1133,47 +1190,29 @@ extension Replica.IntegrateResult {
     }
 }
 
-/// A state's snapshot as the pieces its writer handed over (about 64 KiB each), in order, and their total size.
-private struct EncodedSnapshot: Sendable {
-    var pieces: [[UInt8]] = []
-    var size = 0
-}
-
-/// A stored checkpoint's snapshot, encoded on a thread of its own.
+/// A stored checkpoint's snapshot, measured on a thread of its own (while the transaction saves the rows); the
+/// transaction then has the same writer encode it into the blob (`storeCheckpoint`).
 private final class SnapshotEncoding: @unchecked Sendable {
     /// The position of the state encoded.
     let position: OrderKey
     private let done = DispatchSemaphore(value: 0)
-    /// Written by the encoding thread before `done` is signalled, read after.
-    private var snapshot = EncodedSnapshot()
+    /// Written by the measuring thread before `done` is signalled, read after.
+    private var measured: (writer: ListsSnapshotWriter, size: Int)?
 
     init(_ state: ListsState, at position: OrderKey) {
         self.position = position
         let thread = Thread { [self] in
-            snapshot = Self.encode(state)
+            let writer = ListsSnapshotWriter(state, weight: 0)
+            measured = (writer, writer.size)
             done.signal()
         }
         thread.name = "plait-snapshot"
         thread.start()
     }
 
-    /// The encoding, once it is done.
-    func wait() -> EncodedSnapshot {
+    /// The writer and the size of what it writes, once measured.
+    func wait() -> (writer: ListsSnapshotWriter, size: Int) {
         done.wait()
-        return snapshot
-    }
-
-    /// The snapshot of `state`, encoded once and kept in the writer's pieces, which `storeCheckpoint` writes into
-    /// the blob one by one: it is never held whole as well (encoded into a growing array, copied into `Data` and
-    /// bound as a copy, a 100,000-item snapshot was held four times over when a catch-up ended). Until the blob
-    /// took pieces, the state was encoded twice, to measure and then into one buffer of that size: the first
-    /// pass was about half of this thread's CPU, 7 % of a growing catch-up's.
-    static func encode(_ state: ListsState) -> EncodedSnapshot {
-        var snapshot = EncodedSnapshot()
-        ListsSnapshotWriter(state, weight: 0).write { piece in
-            snapshot.pieces.append(Array(piece))
-            snapshot.size += piece.count
-        }
-        return snapshot
+        return measured!
     }
 }

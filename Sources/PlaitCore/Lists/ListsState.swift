@@ -83,6 +83,7 @@ public struct ListsState: Sendable {
     /// without repeats (in no particular order).
     public mutating func takeChanges() -> (lists: Set<ObjectID>, items: [ObjectID]) {
         var items: [ObjectID] = []
+        items.reserveCapacity(changedItemSlots.reduce(0) { $0 + $1.nonzeroBitCount })
         for (index, word) in changedItemSlots.enumerated() where word != 0 {
             var bits = word
             while bits != 0 {

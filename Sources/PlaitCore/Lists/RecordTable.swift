@@ -110,6 +110,10 @@ public struct RecordTable<Record: Sendable & Equatable>: Sendable, Equatable, Se
         return try entries.withElement(at: slot) { try body($0.record) }
     }
 
+    /// The ID in `slot`, read in place (the record is not copied).
+    @inlinable
+    public func id(atSlot slot: Int) -> ObjectID { entries[slot].id }
+
     /// Calls `body` with the record in `slot` (as `slot(of:)` and `forEachRecord` number them) in place.
     @inlinable
     public func withRecord<R>(atSlot slot: Int, _ body: (borrowing Record) throws -> R) rethrows -> R {
