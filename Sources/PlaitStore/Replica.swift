@@ -796,7 +796,7 @@ public final class Replica: @unchecked Sendable {
                     state.trackChanges = true
                     _ = state.takeChanges()
                 }
-                try MaterializedRows.save(engine.state, lists: differences.lists, items: Array(differences.items), db)
+                try MaterializedRows.save(engine.state, lists: differences.lists, items: differences.items.sorted(), db)
             }
             try Self.clearHealedSuspicion(db)
             let own = try Store.ownTimeline(db)
@@ -816,8 +816,9 @@ public final class Replica: @unchecked Sendable {
             // of the cost of two devices catching up on each other. Rolled-back batches store one less often.
             // A large batch in replay order commits its source now and its state shortly after (DESIGN §12).
             unsavedChanges += fresh.count
-            deferDerived = applyLater || !result.stats.rolledBack && (fresh.count >= deferDerivedFrom || derivedUnsaved)
-                && unsavedChanges < deferDerivedLimit && marked
+            deferDerived = applyLater
+                || (!result.stats.rolledBack && (fresh.count >= deferDerivedFrom || derivedUnsaved)
+                    && unsavedChanges < deferDerivedLimit && marked)
             // Stored checkpoints (a snapshot of the whole state each) are derived state too: while it is deferred
             // they are counted, and the save that ends the deferral stores the one that is due.
             try persistCheckpointIfDue(

@@ -151,10 +151,10 @@ public struct ListsSnapshotWriter {
         self.weight = weight
         // The versions as `snapshot` assigned them, an object met again replacing its earlier version (a
         // deleted item met linked and again as deleted): sorted by ID, the version met last kept.
-        var listOrder: [(id: ObjectID, met: Int, rank: UInt64, slot: UInt32)] = []
+        var listOrder: [(id: ObjectID, met: Int, rank: UInt64)] = []
         var ranks = [UInt32](repeating: Self.unmet, count: state.items.count)
         for (rank, listID) in state.orderedListIDs.enumerated() where state.lists[listID] != nil {
-            listOrder.append((listID, listOrder.count, UInt64(rank), 0))
+            listOrder.append((listID, listOrder.count, UInt64(rank)))
             for completed in [false, true] {
                 var itemRank: UInt32 = 0
                 state.forEachItem(in: listID, completed: completed) { itemID, _ in
@@ -178,7 +178,7 @@ public struct ListsSnapshotWriter {
     }
 
     /// Sorts `met` by ID and keeps, of each ID, the entry met last.
-    private static func keepLastByID(_ met: inout [(id: ObjectID, met: Int, rank: UInt64, slot: UInt32)]) {
+    private static func keepLastByID(_ met: inout [(id: ObjectID, met: Int, rank: UInt64)]) {
         met.sort { ($0.id, $0.met) < ($1.id, $1.met) }
         var kept = 0
         for index in met.indices where index + 1 == met.count || met[index + 1].id != met[index].id {
