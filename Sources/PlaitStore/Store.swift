@@ -318,31 +318,29 @@ public final class Store: @unchecked Sendable {
         try read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0 }
     }
 
-    /// Stored changes grouped by kind and version, to count those this build cannot interpret.
-    public func kindCounts() throws -> [(kind: String, version: UInt32, count: Int)] {
-        try read { db in
-            try Row.fetchAll(db, sql: "SELECT kind, version, count(*) FROM changes GROUP BY kind, version").map {
-                (
-                    kind: try $0.decode(String.self, atIndex: 0),
-                    version: UInt32(truncatingIfNeeded: try $0.decode(Int64.self, atIndex: 1)),
-                    count: try $0.decode(Int.self, atIndex: 2)
-                )
-            }
+    /// The distinct kinds and versions of the stored changes, the version as stored (a damaged row's may not
+    /// fit a `UInt32`).
+    static func kinds(_ db: Database) throws -> [(kind: String, version: Int64)] {
+        try Row.fetchAll(db, sql: "SELECT DISTINCT kind, version FROM changes").map {
+            (kind: try $0.decode(String.self, atIndex: 0), version: try $0.decode(Int64.self, atIndex: 1))
         }
+    }
+
+    /// How many stored changes have this kind and version.
+    static func changeCount(_ db: Database, kind: String, version: Int64) throws -> Int {
+        try Int.fetchOne(
+            db, sql: "SELECT count(*) FROM changes WHERE kind = ? AND version = ?", arguments: [kind, version]) ?? 0
     }
 
     /// The earliest stored change (in replay order) that `understands` rejects.
     static func earliestUninterpretable(_ db: Database, understands: (String, UInt32) -> Bool) throws -> OrderKey? {
-        let groups = try Row.fetchAll(db, sql: "SELECT DISTINCT kind, version FROM changes")
         var earliest: OrderKey?
-        for group in groups {
-            let kind: String = group[0]
-            let version = UInt32(group[1] as Int64)
-            if understands(kind, version) { continue }
+        for (kind, version) in try kinds(db) {
+            if let known = UInt32(exactly: version), understands(kind, known) { continue }
             if let row = try Row.fetchOne(
                 db,
                 sql: "SELECT lamport, tl, seq FROM changes WHERE kind = ? AND version = ? ORDER BY lamport, tl, seq LIMIT 1",
-                arguments: [kind, Int64(version)])
+                arguments: [kind, version])
             {
                 let key = OrderKey(
                     lamport: UInt64(row[0] as Int64), timeline: TimelineID(timelineFromColumn(row[1] as Int64)),
