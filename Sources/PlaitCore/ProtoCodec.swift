@@ -42,6 +42,15 @@ public struct ProtoWriter: Sendable {
         bytes.append(contentsOf: value.utf8)
     }
 
+    /// An item's text, from its bytes in place.
+    public mutating func string(_ field: UInt32, _ value: ItemText) {
+        value.withUTF8 { text in
+            tag(field, 2)
+            varint(UInt64(text.count))
+            bytes.append(contentsOf: text)
+        }
+    }
+
     public mutating func message(_ field: UInt32, _ build: (inout ProtoWriter) -> Void) {
         var inner = ProtoWriter()
         build(&inner)

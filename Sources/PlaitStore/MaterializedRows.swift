@@ -114,7 +114,7 @@ enum MaterializedRows {
                     sqlite3_reset(handle)
                     bind(handle, 1, id)
                     bind(handle, 2, item.list)
-                    bind(handle, 3, item.text)
+                    bind(handle, 3, item.textBytes)
                     sqlite3_bind_int64(handle, 4, item.completed ? 1 : 0)
                     sqlite3_bind_int64(handle, 5, item.deleted ? 1 : 0)
                     sqlite3_bind_int64(handle, 6, timelineColumn(item.placedBy.timeline.rawValue))
@@ -200,6 +200,18 @@ enum MaterializedRows {
         // Big-endian, as `ObjectID.bytes`, without allocating an array per column.
         var words = (id.high.bigEndian, id.low.bigEndian)
         withUnsafeBytes(of: &words) { _ = sqlite3_bind_blob(handle, index, $0.baseAddress, 16, sqliteTransient) }
+    }
+
+    /// An item's text from its bytes in place (SQLite copies them).
+    static func bind(_ handle: OpaquePointer, _ index: Int32, _ text: ItemText) {
+        text.withUTF8 { buffer in
+            if let base = buffer.baseAddress {
+                let characters = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
+                _ = sqlite3_bind_text(handle, index, characters, Int32(buffer.count), sqliteTransient)
+            } else {
+                _ = sqlite3_bind_text(handle, index, "", 0, sqliteTransient)
+            }
+        }
     }
 
     static func bind(_ handle: OpaquePointer, _ index: Int32, _ text: String?) {

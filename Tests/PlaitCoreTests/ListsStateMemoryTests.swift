@@ -59,7 +59,54 @@ import Glibc
             "lists state: \(Int(perItem)) bytes per live item (storage), resident memory grew \(Int(measured)) bytes per item; "
                 + "as a Dictionary of records: \(Int(dictionaryPerItem)) bytes per item")
         #expect(perItem <= 300, "\(perItem) bytes per live item")
-        #expect(MemoryLayout<ItemRecord>.stride <= 120)
+        #expect(MemoryLayout<ItemRecord>.stride <= 112)
+    }
+
+    /// An item's text keeps its bytes whatever their length (short ones inline, long ones in a block of their
+    /// own) and compares and hashes by them; a record's flags and links read back as they were set. What the
+    /// blocks save in memory is measured by `plait bench` (issue 9's catch-up peak), not here: other tests
+    /// allocate at the same time.
+    @Test func itemTextsKeepTheirBytesAndCostLessThanStrings() {
+        let samples = [
+            "", "milk", String(repeating: "x", count: 15), String(repeating: "y", count: 16), "item 12345 678901",
+            "Café crème — oat milk, 2 l", String(repeating: "long text ", count: 300), "a\u{0}b\n\"quoted\"",
+        ]
+        for sample in samples {
+            let text = ItemText(sample)
+            #expect(text.string == sample)
+            #expect(text.withUTF8 { Array($0) } == Array(sample.utf8), "\(sample.debugDescription)")
+            #expect(text == ItemText(String(decoding: Array(sample.utf8), as: UTF8.self)))
+            #expect(text.hashValue == ItemText(sample).hashValue)
+            var writer = ProtoWriter()
+            writer.string(3, text)
+            var reference = ProtoWriter()
+            reference.string(3, sample)
+            #expect(writer.bytes == reference.bytes, "the same protobuf field as the string")
+        }
+        // Bytes, not canonical equivalence: the two spellings of "é" are different data.
+        #expect("\u{E9}" == "e\u{301}")
+        #expect(ItemText("\u{E9}") != ItemText("e\u{301}"))
+        #expect(ItemText("abc") != ItemText("abd") && ItemText("abc") != ItemText("ab"))
+
+        // Records: the links' presence is part of the value, a zero ID is a link like any other.
+        let stamp = OrderKey(lamport: 1, timeline: TimelineID(1), seq: 1)
+        let zero = ObjectID(high: 0, low: 0)
+        var record = ItemRecord(
+            list: zero, text: "x", completed: false, deleted: false, placedBy: ChangeRef(timeline: TimelineID(1), seq: 1),
+            stamp: stamp)
+        let unlinked = record
+        record.previous = zero
+        #expect(record.previous == zero && record.next == nil && record != unlinked)
+        record.previous = nil
+        #expect(record == unlinked && record.hashValue == unlinked.hashValue)
+        record.completed = true
+        record.deleted = true
+        record.next = ObjectID(high: 1, low: 2)
+        #expect(record.completed && record.deleted && record.next == ObjectID(high: 1, low: 2) && record.previous == nil)
+        record.completed = false
+        #expect(!record.completed && record.deleted)
+
+        #expect(MemoryLayout<ItemText>.size <= 17, "a string's 16 bytes and the case")
     }
 
     /// Resident bytes of this process (/proc/self/statm).

@@ -64,7 +64,7 @@ extension ListsDomain {
     private func encodeItem(_ id: ObjectID, _ item: borrowing ItemRecord, _ out: inout ProtoWriter) {
         out.objectID(1, id)
         out.objectID(2, item.list)
-        out.string(3, item.text)
+        out.string(3, item.textBytes)
         out.bool(4, item.completed)
         out.bool(5, item.deleted)
         out.fixed64(6, item.placedBy.timeline.rawValue)
@@ -301,13 +301,17 @@ struct ItemVersion: ObjectVersion {
             rank: rank, weight: weight, &out)
     }
 
-    /// `ItemVersion(record, rank:, weight:).encode(id, &out)` without building the version.
+    /// `ItemVersion(record, rank:, weight:).encode(id, &out)` without building the version (the text written
+    /// from the record's bytes in place).
     static func encode(
         _ id: ObjectID, _ record: borrowing ItemRecord, rank: UInt64, weight: UInt64, _ out: inout ProtoWriter
     ) {
-        encode(
-            id, list: record.list, text: record.text, completed: record.completed, deleted: record.deleted,
-            placedBy: record.placedBy, stamp: record.stamp, rank: rank, weight: weight, &out)
+        out.objectID(1, id)
+        out.objectID(2, record.list)
+        out.string(3, record.textBytes)
+        encodeRest(
+            completed: record.completed, deleted: record.deleted, placedBy: record.placedBy, stamp: record.stamp,
+            rank: rank, weight: weight, &out)
     }
 
     private static func encode(
@@ -317,6 +321,15 @@ struct ItemVersion: ObjectVersion {
         out.objectID(1, id)
         out.objectID(2, list)
         out.string(3, text)
+        encodeRest(
+            completed: completed, deleted: deleted, placedBy: placedBy, stamp: stamp, rank: rank, weight: weight, &out)
+    }
+
+    /// Fields 4 – 10, in order.
+    private static func encodeRest(
+        completed: Bool, deleted: Bool, placedBy: ChangeRef, stamp: OrderKey, rank: UInt64, weight: UInt64,
+        _ out: inout ProtoWriter
+    ) {
         out.bool(4, completed)
         out.bool(5, deleted)
         out.fixed64(6, placedBy.timeline.rawValue)

@@ -4,7 +4,7 @@
 /// A `Dictionary<ObjectID, ItemRecord>` pays key and record (144 bytes) for every bucket, and keeps its buckets
 /// at most 3/4 full — as little as 3/8 just after it grew, which is where 100,000 items land: 377 bytes per
 /// item before any text. Here a bucket is 8 bytes (hash bits and slot) and the chunks hold records and IDs
-/// only, so an item costs about 120 + 16 + 8/0.375 bytes at worst (DESIGN §12's goal is ~300 bytes per live item).
+/// only, so an item costs about 112 + 16 + 8/0.375 bytes at worst (DESIGN §12's goal is ~300 bytes per live item).
 ///
 /// Each slot holds its ID beside its record (16 bytes a record): a lookup checks the ID it found on the cache
 /// lines it then reads the record from, two tables that share history — a state and the copy it was before a
