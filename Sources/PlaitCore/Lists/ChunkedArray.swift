@@ -15,10 +15,10 @@ struct ChunkedArray<Element> {
     @usableFromInline var chunks: [[Element]] = []
     @usableFromInline private(set) var count = 0
 
-    /// 1,024 elements a chunk: 128 KiB of item table entries (ID and record) and the array's header. That is just above glibc's initial
-    /// 128 KiB threshold for mapping an allocation on its own, which glibc raises once a larger mapped block is
-    /// freed (a batch's arrays are). 512 a chunk, below it, measured the same (2026-11-24, `plait bench
-    /// --catchup-only`, both workloads, 2 × 3 runs each: peaks and rates within the noise).
+    /// 1,024 elements a chunk: 128 KiB of item table entries (ID and record), plus the array's header. That is just
+    /// above glibc's initial 128 KiB threshold for mapping an allocation on its own, which glibc raises once a larger
+    /// mapped block is freed (a batch's arrays are). 512 a chunk, below it, measured the same (2026-11-24, `plait
+    /// bench --catchup-only`, both workloads, 2 × 3 runs each: peaks and rates within the noise).
     @usableFromInline static var defaultShift: Int { 10 }
 
     @usableFromInline
