@@ -204,14 +204,7 @@ enum MaterializedRows {
 
     /// An item's text from its bytes in place (SQLite copies them).
     static func bind(_ handle: OpaquePointer, _ index: Int32, _ text: ItemText) {
-        text.withUTF8 { buffer in
-            if let base = buffer.baseAddress {
-                let characters = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
-                _ = sqlite3_bind_text(handle, index, characters, Int32(buffer.count), sqliteTransient)
-            } else {
-                _ = sqlite3_bind_text(handle, index, "", 0, sqliteTransient)
-            }
-        }
+        text.withUTF8 { bindUTF8(handle, index, $0) }
     }
 
     static func bind(_ handle: OpaquePointer, _ index: Int32, _ text: String?) {
@@ -221,14 +214,16 @@ enum MaterializedRows {
         }
         // A native string's UTF-8 in place (SQLite copies it): no C string built per column.
         var native = text
-        native.withUTF8 { buffer in
-            if let base = buffer.baseAddress {
-                let characters = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
-                _ = sqlite3_bind_text(handle, index, characters, Int32(buffer.count), sqliteTransient)
-            } else {
-                // Empty: a null pointer would bind NULL, not "".
-                _ = sqlite3_bind_text(handle, index, "", 0, sqliteTransient)
-            }
+        native.withUTF8 { bindUTF8(handle, index, $0) }
+    }
+
+    private static func bindUTF8(_ handle: OpaquePointer, _ index: Int32, _ buffer: UnsafeBufferPointer<UInt8>) {
+        if let base = buffer.baseAddress {
+            let characters = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
+            _ = sqlite3_bind_text(handle, index, characters, Int32(buffer.count), sqliteTransient)
+        } else {
+            // Empty: a null pointer would bind NULL, not "".
+            _ = sqlite3_bind_text(handle, index, "", 0, sqliteTransient)
         }
     }
 
