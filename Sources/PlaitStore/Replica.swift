@@ -1136,7 +1136,7 @@ public final class Replica: @unchecked Sendable {
             }
             var allLimits = limits
             if let unknown = try Store.earliestUninterpretable(db, understands: { kind, version in
-                Change.isEngineKind(kind) || self.domain.canInterpret(kind: kind, version: version)
+                self.domain.understands(kind: kind, storedVersion: version)
             }) {
                 allLimits.append(.uninterpretable(lamport: unknown.lamport - 1))
             }
@@ -1174,10 +1174,7 @@ public final class Replica: @unchecked Sendable {
         let count = try store.read { db in
             // The distinct kinds first (a small temporary table, not a sort of every row: 2 MiB of SQLite's
             // sorter at the end of a catch-up), then only the kinds this build cannot interpret are counted.
-            try Store.kinds(db).filter { kind in
-                guard let version = UInt32(exactly: kind.version) else { return true }
-                return !domain.understands(kind: kind.kind, version: version)
-            }
+            try Store.kinds(db).filter { !domain.understands(kind: $0.kind, storedVersion: $0.version) }
                 .reduce(0) { total, kind in total + (try Store.changeCount(db, kind: kind.kind, version: kind.version)) }
         }
         lock.withLock {
@@ -1191,6 +1188,12 @@ public final class Replica: @unchecked Sendable {
 extension Domain {
     func understands(kind: String, version: UInt32) -> Bool {
         Change.isEngineKind(kind) || canInterpret(kind: kind, version: version)
+    }
+
+    /// A version as a row stores it: one that does not fit 32 bits (a damaged row) no build understands.
+    func understands(kind: String, storedVersion: Int64) -> Bool {
+        guard let version = UInt32(exactly: storedVersion) else { return false }
+        return understands(kind: kind, version: version)
     }
 
     /// How many of `changes` are of kinds this build cannot interpret.

@@ -333,10 +333,10 @@ public final class Store: @unchecked Sendable {
     }
 
     /// The earliest stored change (in replay order) that `understands` rejects.
-    static func earliestUninterpretable(_ db: Database, understands: (String, UInt32) -> Bool) throws -> OrderKey? {
+    static func earliestUninterpretable(_ db: Database, understands: (String, Int64) -> Bool) throws -> OrderKey? {
         var earliest: OrderKey?
         for (kind, version) in try kinds(db) {
-            if let known = UInt32(exactly: version), understands(kind, known) { continue }
+            if understands(kind, version) { continue }
             if let row = try Row.fetchOne(
                 db,
                 sql: "SELECT lamport, tl, seq FROM changes WHERE kind = ? AND version = ? ORDER BY lamport, tl, seq LIMIT 1",
