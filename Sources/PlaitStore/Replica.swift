@@ -671,7 +671,12 @@ public final class Replica: @unchecked Sendable {
         let verdict = try intake.check(
             batch, skip: skip,
             head: { timeline in
-                let head = try projected[timeline] ?? Self.heldHead(db, timeline)
+                // A projected head stands for a batch still committing, ahead of the store. Once the store is at
+                // or beyond it (that batch is in, and another session or process may have added more), the
+                // store's head is the one to continue: a stale projection refused the next change as a gap.
+                let stored = try Self.heldHead(db, timeline)
+                var head = stored
+                if let ahead = projected[timeline], ahead.seq > stored?.seq ?? 0 { head = ahead }
                 used[timeline] = head?.seq ?? 0
                 return head
             }, heldHash: { try pending[$0]?.hash ?? Store.hash(db, of: $0) },

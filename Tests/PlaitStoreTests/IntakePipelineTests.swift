@@ -53,6 +53,35 @@ import Testing
     /// Batch 1's commit fails (a real SQLite abort, from a trigger); batch 2 was validated against the heads
     /// batch 1 would have left while batch 1 waited to commit: it is discarded, nothing of either is stored,
     /// and the failure is reported. The store then takes both normally.
+    /// An agent's sessions with two peers share one replica, each with its pipeline. Session X pulls changes
+    /// 1 – 10 of timeline A; session Y pulls 11 – 20; X then pulls from where the store now is. X's pipeline
+    /// checked that batch against the head its own earlier batch left (10), not the stored head (20), and
+    /// refused A ("it sent change 21 where 11 was due (a gap)"). Seen in `plait demo`, whose devices then never
+    /// converged. A head projected by a batch already committed is no newer than the store's.
+    @Test(arguments: [0x919_0008 as UInt64])
+    func aPipelineChecksAgainstTheStoredHeadWhenAnotherSessionMovedIt(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let a = try Device("a", in: directory, timeline: TimelineID(0xA))
+            let b = try Device("b", in: directory, timeline: TimelineID(0xB))
+            try randomEdits(a.replica, count: 30, rng: &rng)
+            let changes = try a.changesMissing(from: b).map { EncodedChange($0) }
+            let all = [Array(changes[0..<10]), Array(changes[10..<20]), Array(changes[20...])]
+            let sessionX = b.replica.intakePipeline()
+            let sessionY = b.replica.intakePipeline()
+            #expect(try sessionX.submit(all[0]).added == 10)
+            try sessionX.finish()
+            #expect(try sessionY.submit(all[1]).added == 10)
+            try sessionY.finish()
+            let third = try sessionX.submit(all[2])
+            try sessionX.finish()
+            #expect(third.refused.isEmpty, "seed \(seed): \(third.refused.map(\.refusal))")
+            #expect(third.added == changes.count - 20, "seed \(seed)")
+            #expect(try b.summary == a.summary, "seed \(seed)")
+            #expect(b.digest == a.digest, "seed \(seed)")
+        }
+    }
+
     @Test(arguments: [0x919_0002 as UInt64])
     func aBatchWhoseCommitFailsDiscardsTheValidatedNextOne(seed: UInt64) throws {
         try withTemporaryDirectory { directory in
