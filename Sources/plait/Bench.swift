@@ -9,8 +9,8 @@ extension Plait {
         static let configuration = CommandConfiguration(
             abstract: "Measure catch-up, replay, late changes, commands and latency on temporary devices.",
             discussion: """
-                Run it on a release build (`swift build -c release --product plait`, then `.build/release/plait \
-                bench`); it takes several minutes and a few hundred MB of temporary disk. Every figure is measured \
+                Run it on a release build (`bash scripts/build-release`, then `.build/release/plait bench`); \
+                it takes several minutes and a few hundred MB of temporary disk. Every figure is measured \
                 --runs times and printed as "lowest – highest (median)": this kind of machine is noisy, one run is \
                 not a result. Everything is local: temporary homes (deleted afterwards unless --keep), agents \
                 listening on 127.0.0.1 only. The figures:
