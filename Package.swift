@@ -107,7 +107,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             // The release binary's layout (README, "Issue 9, twelfth pass"): what a catch-up runs, packed together at
-            // the start of the code, so that a catch-up maps 2.3 – 2.8 MiB of the binary instead of 8.7 – 10.6;
+            // the start of the code, so that a catch-up maps 2.4 – 2.8 MiB of the binary's code instead of 8.5 – 8.6;
             // relative relocations packed (DT_RELR, glibc 2.36), 0.3 MiB instead of 1.4. lld, for both; the order
             // file is made by scripts/gen-order-file. Functions move one by one only when compiled into sections of
             // their own (scripts/build-release passes -function-sections); without it the build links alike, less
