@@ -10,6 +10,7 @@ import PlaitTLS
 extension Plait {
     struct Agent: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "agent",
             abstract: "Run the background agent: listen, connect to paired peers, push every change at once.",
             discussion: """
                 Keeps a connection to every paired peer it can reach, sends each change made on this device \

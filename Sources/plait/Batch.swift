@@ -19,6 +19,7 @@ struct BatchLine: ParsableCommand {
 extension Plait {
     struct Batch: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "batch",
             abstract: "Read data commands from standard input, one per line, and commit them in one transaction.",
             discussion: """
                 Each line is a data command as you would type it after `plait` (list add|rename|recolor|move|rm, \

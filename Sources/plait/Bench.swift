@@ -7,6 +7,7 @@ import PlaitSync
 extension Plait {
     struct Bench: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "bench",
             abstract: "Measure catch-up, replay, late changes, commands and latency on temporary devices.",
             discussion: """
                 Run it on a release build (`bash scripts/build-release`, then `.build/release/plait bench`); \

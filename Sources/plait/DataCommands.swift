@@ -93,7 +93,8 @@ extension Plait {
     }
 
     struct MoveList: DataCommand {
-        static let configuration = CommandConfiguration(commandName: "move", abstract: "Move a list (--top or --after LIST).")
+        static let configuration = CommandConfiguration(
+            commandName: "move", abstract: "Move a list (--top or --after LIST).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The list (title or ID prefix).") var list: String
         @OptionGroup var placement: PlacementOptions
@@ -118,6 +119,7 @@ extension Plait {
 
     struct Add: DataCommand {
         static let configuration = CommandConfiguration(
+            commandName: "add",
             abstract: "Add an item to a list (at the bottom of pending, or --top / --after ITEM).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The list (title or ID prefix).") var list: String
@@ -130,7 +132,7 @@ extension Plait {
     }
 
     struct Edit: DataCommand {
-        static let configuration = CommandConfiguration(abstract: "Change an item's text.")
+        static let configuration = CommandConfiguration(commandName: "edit", abstract: "Change an item's text.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The item (ID prefix or exact text).") var item: String
         @Argument(help: "The new text.") var text: String
@@ -141,7 +143,8 @@ extension Plait {
     }
 
     struct Done: DataCommand {
-        static let configuration = CommandConfiguration(abstract: "Mark an item completed (it goes to the top of completed).")
+        static let configuration = CommandConfiguration(
+            commandName: "done", abstract: "Mark an item completed (it goes to the top of completed).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The item (ID prefix or exact text).") var item: String
         @Flag(help: "Print the result as JSON.") var json = false
@@ -151,7 +154,8 @@ extension Plait {
     }
 
     struct Reopen: DataCommand {
-        static let configuration = CommandConfiguration(abstract: "Mark a completed item pending again (at the bottom).")
+        static let configuration = CommandConfiguration(
+            commandName: "reopen", abstract: "Mark a completed item pending again (at the bottom).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The item (ID prefix or exact text).") var item: String
         @Flag(help: "Print the result as JSON.") var json = false
@@ -162,6 +166,7 @@ extension Plait {
 
     struct Move: DataCommand {
         static let configuration = CommandConfiguration(
+            commandName: "move",
             abstract: "Move an item: --top, --after ITEM, and/or --to LIST (then to its top unless --after).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The item (ID prefix or exact text).") var item: String

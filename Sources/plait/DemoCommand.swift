@@ -17,6 +17,7 @@ enum DemoMode: String, ExpressibleByArgument, CaseIterable {
 extension Plait {
     struct Demo: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "demo",
             abstract: "Run several devices on this machine, let them edit at once, and watch them converge.",
             discussion: """
                 Creates --devices temporary devices (their homes in a new directory under $TMPDIR), pairs every \

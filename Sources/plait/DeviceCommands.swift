@@ -10,6 +10,7 @@ import PlaitSync
 extension Plait {
     struct Init: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "init",
             abstract: "Create this device: a key pair, a certificate, the store and a first timeline.",
             discussion: "Refuses to touch an existing device home.")
 
@@ -51,6 +52,7 @@ extension Plait {
 
     struct Id: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "id",
             abstract: "Print this device's ID (on the last line), to pair other devices with it.")
 
         @OptionGroup var global: GlobalOptions
@@ -71,6 +73,7 @@ extension Plait {
 
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "status",
             abstract: "Show this device's timeline, summary, state digest and stored changes.")
 
         @OptionGroup var global: GlobalOptions
@@ -105,6 +108,7 @@ extension Plait {
 
     struct Rejoin: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "rejoin",
             abstract: "End this device's timeline and start a new one, re-sending the current state.",
             discussion: """
                 Appends `timeline.end` to the old timeline, so it no longer holds compaction back, starts a \
@@ -156,6 +160,7 @@ extension Plait {
 
     struct Compact: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "compact",
             abstract: "Fold history into the baseline, up to the cut-off every timeline has passed.",
             discussion: """
                 The cut-off is the smallest Lamport time among the timelines' head changes (ended timelines \

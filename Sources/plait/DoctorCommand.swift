@@ -8,6 +8,7 @@ import PlaitTLS
 extension Plait {
     struct Doctor: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "doctor",
             abstract: "Check this device: certificate, store, listen address, avahi-daemon, paired peers.",
             discussion: """
                 Each check prints ok, WARN or FAIL; every failure says what to do. Nothing is written to the \

@@ -7,6 +7,7 @@ import PlaitSync
 extension Plait {
     struct Gui: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "gui",
             abstract: "Print the address of the web page with a login code, or the API token for scripts.",
             discussion: """
                 The running agent (`plait agent`) serves the page and the API on api.listen (127.0.0.1:7480 by \

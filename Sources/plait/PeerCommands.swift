@@ -11,6 +11,7 @@ import PlaitTLS
 extension Plait {
     struct Pair: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "pair",
             abstract: "Pair with another device, so the two may sync.",
             discussion: """
                 Interactive pairing compares a code on both screens. On one device run `plait pair --listen \
@@ -194,6 +195,7 @@ extension Plait {
 
     struct Unpair: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "unpair",
             abstract: "Stop trusting a device: it can no longer sync with this one.")
 
         @OptionGroup var global: GlobalOptions
@@ -208,6 +210,7 @@ extension Plait {
 
     struct Peers: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "peers",
             abstract: "List paired devices (address, last seen, last known summary), or --pending ones.")
 
         @OptionGroup var global: GlobalOptions

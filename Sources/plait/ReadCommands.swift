@@ -8,7 +8,8 @@ import PlaitSync
 
 extension Plait {
     struct Lists: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the lists, in order, with item counts.")
+        static let configuration = CommandConfiguration(
+            commandName: "lists", abstract: "List the lists, in order, with item counts.")
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print the result as JSON.") var json = false
 
@@ -27,7 +28,8 @@ extension Plait {
     }
 
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show lists and their items in display order.")
+        static let configuration = CommandConfiguration(
+            commandName: "show", abstract: "Show lists and their items in display order.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "Only this list (title or ID prefix).") var list: String?
         @Flag(help: "Print the result as JSON.") var json = false
@@ -67,6 +69,7 @@ extension Plait {
 
     struct Log: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "log",
             abstract: "Show stored changes in replay order: timeline:seq, Lamport time, kind, description.",
             discussion: "Changes folded into the baseline are no longer listed (see `plait status`).")
         @OptionGroup var global: GlobalOptions

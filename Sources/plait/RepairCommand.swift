@@ -8,6 +8,7 @@ import PlaitSync
 extension Plait {
     struct Repair: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "repair",
             abstract: "Set damaged changes aside, rebuild derived state from the changes, re-pull what was set aside.",
             discussion: """
                 The changes (with their hash chains) and the baseline are the source; the materialized lists \

@@ -10,6 +10,7 @@ import PlaitTLS
 extension Plait {
     struct Sync: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "sync",
             abstract: "Sync with paired peers now, both ways, and print what moved.",
             discussion: """
                 Without --peer: every paired device with a known address, and every paired device found on \
