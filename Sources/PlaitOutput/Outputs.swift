@@ -442,12 +442,15 @@ public struct RepairOutput: Codable, Sendable, Equatable {
     public var materialized: Materialized
     public var pulls: [Pull]
     public var setAside: [String]
+    /// What commands show after the repair and showed before it (changes set aside hide what they made).
+    public var shownAfter: Shown
+    public var shownBefore: Shown
     /// `timeline:first-last` ranges no reachable device could give back.
     public var stillSetAside: [String]
 
     public init(
         checkpoints: Checkpoints, foundOnOpen: [String], home: String, materialized: Materialized, pulls: [Pull],
-        setAside: [String], stillSetAside: [String]
+        setAside: [String], stillSetAside: [String], shownBefore: Shown, shownAfter: Shown
     ) {
         self.checkpoints = checkpoints
         self.foundOnOpen = foundOnOpen
@@ -456,11 +459,26 @@ public struct RepairOutput: Codable, Sendable, Equatable {
         self.pulls = pulls
         self.setAside = setAside
         self.stillSetAside = stillSetAside
+        self.shownBefore = shownBefore
+        self.shownAfter = shownAfter
     }
 
     enum CodingKeys: String, CodingKey {
         case checkpoints, foundOnOpen = "found_on_open", home, materialized, pulls, setAside = "set_aside"
-        case stillSetAside = "still_set_aside"
+        case shownAfter = "shown_after", shownBefore = "shown_before", stillSetAside = "still_set_aside"
+    }
+
+    /// The state's digest (hex), its live lists and items.
+    public struct Shown: Codable, Sendable, Equatable {
+        public var digest: String
+        public var items: Int
+        public var lists: Int
+
+        public init(digest: String, items: Int, lists: Int) {
+            self.digest = digest
+            self.items = items
+            self.lists = lists
+        }
     }
 
     public struct Checkpoints: Codable, Sendable, Equatable {

@@ -20,6 +20,9 @@ public struct DamagedChange: Sendable, Equatable, CustomStringConvertible {
     public var ref: ChangeRef
     /// Changes of the timeline from `ref` to its head: all set aside with it.
     public var following: Int
+    /// Sound changes before `ref` set aside with it (known once it is set aside): on a signed timeline, those after
+    /// the last signed change, which no signature covers without the damaged one.
+    public var unsignedBefore = 0
 
     public init(ref: ChangeRef, following: Int) {
         self.ref = ref
@@ -27,7 +30,10 @@ public struct DamagedChange: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String {
-        following > 1 ? "change \(ref) (and the \(following - 1) after it)" : "change \(ref)"
+        (following > 1 ? "change \(ref) (and the \(following - 1) after it)" : "change \(ref)")
+            + (unsignedBefore > 0
+                ? ", with the \(unsignedBefore) sound change\(unsignedBefore == 1 ? "" : "s") before it that no signature "
+                    + "covers without it" : "")
     }
 }
 
@@ -51,7 +57,9 @@ extension Replica {
     /// its last signature before it), ends the timeline at the change before those (its hash recomputed from that
     /// change's own bytes), and replays the state without them. A damaged change
     /// of this device's own timeline also stops authoring on it (it may continue on a peer that holds it).
-    public func quarantine(_ damage: DamagedChange, reason: String, now: Int64 = Replica.now()) throws {
+    /// Returns how many sound changes before the damaged one were set aside with it.
+    @discardableResult
+    public func quarantine(_ damage: DamagedChange, reason: String, now: Int64 = Replica.now()) throws -> Int {
         try transaction { db in
             let timeline = damage.ref.timeline
             let column = timelineColumn(timeline.rawValue)
@@ -62,13 +70,22 @@ extension Replica {
                 db, sql: "SELECT max(seq) FROM changes WHERE tl = ? AND seq < ? AND signature IS NOT NULL",
                 arguments: [column, Int64(damage.ref.seq)])
             let from = lastSigned.map { $0 + 1 } ?? Int64(damage.ref.seq)
+            let soundBefore = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM changes WHERE tl = ? AND seq >= ? AND seq < ?",
+                arguments: [column, from, Int64(damage.ref.seq)]) ?? 0
+            // One reason for the whole stretch (the set-aside changes are reported per timeline): it names the
+            // damaged change when sound ones before it go with it.
+            let stated = soundBefore == 0
+                ? reason
+                : "change \(damage.ref): \(reason); the \(soundBefore) before it, which no signature covers without it, "
+                    + "are set aside with it"
             try db.execute(
                 sql: """
                     INSERT OR REPLACE INTO quarantine (\(ChangeRows.storedColumns), reason, at)
                     SELECT \(ChangeRows.storedColumns), ?, ? FROM changes
                     WHERE tl = ? AND seq >= ?
                     """,
-                arguments: [reason, now, column, from])
+                arguments: [stated, now, column, from])
             try db.execute(sql: "DELETE FROM changes WHERE tl = ? AND seq >= ?", arguments: [column, from])
             // The new head: the change before, if stored (its hash recomputed), else the baseline's head of it.
             // Saturating: a damaged row may carry any number, 0 included.
@@ -102,6 +119,7 @@ extension Replica {
             }
             try db.execute(sql: "DELETE FROM checkpoints")
             try replayAll(db)
+            return soundBefore
         }
     }
 
@@ -114,9 +132,10 @@ extension Replica {
     /// Finds damaged changes and quarantines each (the agent does this when it starts). Returns them.
     @discardableResult
     public func quarantineDamaged() throws -> [DamagedChange] {
-        let damaged = try damagedChanges()
-        for damage in damaged {
-            try quarantine(damage, reason: "its hash does not continue the chain of its timeline")
+        var damaged = try damagedChanges()
+        for index in damaged.indices {
+            damaged[index].unsignedBefore = try quarantine(
+                damaged[index], reason: "its hash does not continue the chain of its timeline")
         }
         return damaged
     }

@@ -105,12 +105,39 @@ public enum Doctor {
                         + "from a paired device (`plait init` a new home and sync)."))
         } catch {
             checks.append(
-                DoctorCheck(
-                    name: "store", status: .failed, detail: "\(error)",
-                    advice: "restore \(storePath) from a backup; or move it aside, `plait init` again and sync the "
-                        + "data back from a paired device."))
+                DoctorCheck(name: "store", status: .failed, detail: "\(error)", advice: storeAdvice(error, storePath)))
         }
         return false
+    }
+
+    /// What to do about a store that cannot be inspected. A backup is named only when the file itself is damaged
+    /// (not SQLite, or SQLite refuses it as corrupt): an unreadable, missing, busy or foreign file has its own
+    /// remedy, and restoring over it would throw away a sound store.
+    static func storeAdvice(_ error: any Error, _ storePath: String) -> String? {
+        switch error as? StoreError {
+        case .corrupt:
+            return "restore \(storePath) from a backup; or move it aside (with its -wal and -shm files), `plait init` "
+                + "again (the home keeps its identity), pair your other devices again and sync the data back."
+        case .missing:
+            return "`plait init` creates the store (a home that has its key.pem and cert.pem keeps them, and with "
+                + "them its Device ID); then pair your other devices again here and sync the data back."
+        case .missingDirectory:
+            return "pass the right --home, or `plait init` to create a device there."
+        case .permissionDenied:
+            return "run plait as the home's owner, or fix the owner and mode of \(storePath) and its directory."
+        case .notAPlaitStore:
+            return "check --home and $PLAIT_HOME: this file was not made by plait."
+        case .newerSchema:
+            return "upgrade plait; this store is left as it is."
+        case .busy:
+            return "try again when the other plait process has finished writing."
+        case .readOnlyFileSystem:
+            return "remount the file system read-write to change the lists; reading them works."
+        case .noSpace:
+            return "free some space on the disk holding \(storePath)."
+        default:
+            return "check the disk and the file system, then run `plait doctor` again."
+        }
     }
 
     /// The materialized state against a replay of the source, the baseline, the stored checkpoints (DESIGN §10),
@@ -123,8 +150,10 @@ public enum Doctor {
             return [DoctorCheck(name: "materialized state", status: .failed, detail: "cannot be checked: \(error)")]
         }
         var checks: [DoctorCheck] = []
-        let repairAdvice = "run `plait repair`: it rebuilds the materialized state from the stored changes (nothing "
-            + "is lost)."
+        // Not "nothing is lost": repair also sets aside changes whose hashes break their chains (the "hash chains"
+        // check says whether any do), and what those made stops showing until good copies are pulled.
+        let repairAdvice = "run `plait repair`: it rebuilds the materialized state from the stored changes, keeping "
+            + "every sound one (see the hash chains check for damaged ones)."
         if let baseline = verification.baseline {
             if let problem = baseline.problem {
                 checks.append(

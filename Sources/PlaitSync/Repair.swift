@@ -26,6 +26,26 @@ public enum Repair {
         public var pulls: [PeerSyncOutcome]
         /// What is still set aside afterwards: no reachable device held it.
         public var stillSetAside: [QuarantinedRange]
+        /// What commands showed before the repair: its digest, lists and items. Setting changes aside replays
+        /// without them, so the rebuild's own comparison (stored rows against the replay) cannot tell whether
+        /// what shows changed; this can.
+        public var before: Shown
+        /// What commands show after the last step (the pulls may bring set-aside changes back).
+        public var after: Shown
+    }
+
+    /// What commands show: the state's digest, its live lists and items.
+    public struct Shown: Sendable, Equatable {
+        public var digest: [UInt8]
+        public var lists: Int
+        public var items: Int
+
+        init(_ replica: Replica) {
+            let state = replica.state
+            digest = replica.digest
+            lists = state.liveListIDs.count
+            items = state.liveItemCount
+        }
     }
 
     /// Runs every repair step on `home`. `foundOnOpen` is what the replica reported while the home was opened.
@@ -34,7 +54,9 @@ public enum Repair {
     ) throws -> Report {
         let derived: Replica.DerivedStateRebuild
         let setAside: [DamagedChange]
+        let before: Shown
         do {
+            before = Shown(home.replica)
             setAside = try home.replica.quarantineDamaged()
             derived = try home.replica.rebuildDerivedState()
         } catch {
@@ -50,6 +72,6 @@ public enum Repair {
         }
         return Report(
             foundOnOpen: foundOnOpen, setAside: setAside, derived: derived, pulls: pulls,
-            stillSetAside: try home.store.quarantined())
+            stillSetAside: try home.store.quarantined(), before: before, after: Shown(home.replica))
     }
 }

@@ -6,13 +6,19 @@ import PlaitCore
 import PlaitStore
 import PlaitOutput
 import PlaitSync
+import PlaitTLS
 
 extension Plait {
     struct Init: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "init",
             abstract: "Create this device: a key pair, a certificate, the store and a first timeline.",
-            discussion: "Refuses to touch an existing device home.")
+            discussion: """
+                Refuses to touch an existing device home. A home that holds its key.pem and cert.pem but no \
+                store (a damaged store moved aside) gets a new, empty store and keeps its identity: the same \
+                Device ID, which the other devices still trust. Pair them again here (`plait pair --trust ID`: \
+                the devices this one trusts were listed in the old store), then `plait sync` brings the lists back.
+                """)
 
         @OptionGroup var global: GlobalOptions
 
@@ -33,6 +39,8 @@ extension Plait {
         func run() throws {
             let config = try global.loadConfig()
             let name = self.name ?? ProcessInfo.processInfo.hostName
+            // A home with its identity and no store keeps the identity (`Home.create`).
+            let keptIdentity = FileManager.default.fileExists(atPath: global.homePath + "/" + Identity.keyFileName)
             let home = try Home.create(at: global.homePath, name: name, config: config)
             try APIAuth.ensureToken(homePath: home.path)
             let timeline = try home.store.ownTimeline()
@@ -41,6 +49,11 @@ extension Plait {
                     InitOutput(
                         device: try home.identity.deviceID.description, home: home.path, name: name,
                         timeline: timeline.description))
+            } else if keptIdentity {
+                print("Created a new, empty store in \(home.path), keeping this home's key and certificate: the same")
+                print("Device ID, which your other devices still trust. The list of devices this one trusts was in")
+                print("the old store: pair them again here (`plait pair --trust ID`), then `plait sync` brings the")
+                print("lists back.")
             } else {
                 print("Created device '\(name.terminalSafe)' in \(home.path)")
                 print("timeline \(timeline)")
@@ -100,7 +113,10 @@ extension Plait {
             print("changes   \(status.changes) stored" + (status.baseline.map { ", baseline \($0)" } ?? ", no baseline"))
             print("data      \(status.lists) lists, \(status.items) items")
             if status.unknown > 0 {
-                print("unknown   \(status.unknown) changes need a newer plait (kept and forwarded, not shown)")
+                // A kind this build does not know: a newer plait wrote it, or the row is damaged (its hash, not
+                // checked here, tells: `plait doctor`).
+                print("unknown   \(status.unknown) changes of kinds this plait does not know: from a newer plait, or "
+                    + "damaged (`plait doctor` checks); kept and forwarded, not shown")
             }
             for sentence in status.copied { print("alarm     \(sentence.terminalSafe)") }
         }

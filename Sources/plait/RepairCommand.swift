@@ -45,10 +45,22 @@ extension Plait {
                 verdict = "it was damaged (\(problem))"
             } else if derived.matched {
                 previous = "matched"
-                verdict = "it already matched the replay; nothing visible changed"
+                verdict = "it already matched the replay"
             } else {
                 previous = "differed"
                 verdict = "it differed from the replay; it now shows what the changes say"
+            }
+            // Against what commands showed before the repair: setting changes aside hides what they made, which
+            // the comparison above (made after the set-aside) cannot see.
+            let before = report.before
+            let after = report.after
+            let shown: String
+            if before == after {
+                shown = "nothing visible changed"
+            } else {
+                let cause = report.setAside.isEmpty ? "what shows changed" : "setting changes aside changed what shows"
+                shown = "\(cause): \(before.lists) lists and \(before.items) items before, \(after.lists) lists and "
+                    + "\(after.items) items now"
             }
             let source = (derived.fromBaseline ? "the baseline and " : "") + "\(derived.changes) stored changes"
             if json {
@@ -67,14 +79,18 @@ extension Plait {
                         setAside: report.setAside.map(\.description),
                         stillSetAside: report.stillSetAside.map {
                             "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)"
-                        }))
+                        },
+                        shownBefore: .init(
+                            digest: report.before.digest.hex, items: report.before.items, lists: report.before.lists),
+                        shownAfter: .init(
+                            digest: report.after.digest.hex, items: report.after.items, lists: report.after.lists)))
                 if !report.stillSetAside.isEmpty { throw ExitCode(1) }
                 return
             }
             print("plait repair: \(home.path)")
             print("  rebuilt the materialized state from \(source): \(derived.lists) lists, \(derived.items) items, "
                 + "digest \(derived.digest.hex.prefix(16))")
-            print("  \(verdict)")
+            print("  \(verdict); \(shown)")
             for repair in report.foundOnOpen where !isTheRebuild(repair, derived) { print("  found: \(repair)") }
             print("  checkpoints: dropped \(derived.checkpointsDropped), wrote \(derived.checkpointsWritten)")
             for damage in report.setAside {

@@ -40,7 +40,8 @@ import Testing
             materialized: .init(
                 changes: 3, digest: "d", fromBaseline: true, items: 4, lists: 5, previous: "matched", problem: nil),
             pulls: [.init(address: "127.0.0.1:1", error: "refused", ok: false, pulled: 0)], setAside: ["T:1"],
-            stillSetAside: [])
+            stillSetAside: [], shownBefore: .init(digest: "b", items: 6, lists: 7),
+            shownAfter: .init(digest: "a", items: 8, lists: 9))
         let text = try JSONStreamEncoder.text(repair)
         #expect(try JSONDecoder().decode(RepairOutput.self, from: Data(text.utf8)) == repair)
         // The same value through Foundation's encoder with sorted keys reads the same.
