@@ -165,8 +165,9 @@ public final class Store: @unchecked Sendable {
     public static func inspect(at path: String) throws -> Inspection {
         _ = try precheck(path, busyTimeout: defaultBusyTimeout)
         do {
+            // Where reading the lists opens it: on a read-only mount the store is checked as `show` reads it.
             let queue = try DatabaseQueue(
-                path: path,
+                path: StoreDiagnosis.readLocation(path),
                 configuration: configuration(synchronousFull: false, busyTimeout: defaultBusyTimeout, readonly: true))
             defer { try? queue.close() }
             return try queue.read { db in

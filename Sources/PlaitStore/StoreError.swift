@@ -50,17 +50,22 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// OpenSSL failed to sign a change (out of memory, a broken provider), with its message.
     case signingFailed(detail: String)
 
-    public var description: String {
+    public var description: String { describing(unchanged: "nothing was changed") }
+
+    /// The description, with `unchanged` saying what the failure left as it was where the description says
+    /// "nothing was changed" (a sync that stored batches before failing says that only its last batch was not).
+    public func describing(unchanged: String) -> String {
         switch self {
         case let .missing(path):
             return "no plait store at \(path): run `plait init` first (or pass --home)."
         case let .missingDirectory(path):
             return "the directory \(path) does not exist: run `plait init` first, or pass the right --home."
         case let .alreadyExists(path):
-            return "a plait store already exists at \(path); nothing was changed."
+            return "a plait store already exists at \(path); \(unchanged)."
         case let .corrupt(path, detail):
             return "the store \(path) is damaged (\(detail)); it was left as it is. Restore it from a backup, or "
-                + "move it aside and `plait init` again and sync from your other devices."
+                + "move it aside (with its -wal and -shm files), `plait init` again (the home keeps its identity), "
+                + "pair your other devices again and sync from them."
         case let .notAPlaitStore(path, detail):
             return "\(path) is a SQLite database but not a plait store (\(detail)); it was left as it is. "
                 + "Check --home or $PLAIT_HOME."
@@ -72,15 +77,15 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
                 + "\(seconds.rounded() == seconds ? "\(Int(seconds))" : "\((seconds * 10).rounded() / 10)") s; nothing "
                 + "was changed. Try again (store.busy_timeout_seconds sets how long a write waits)."
         case let .noSpace(path):
-            return "no space left on the device holding \(path); nothing was changed. Free some space and try again."
+            return "no space left on the device holding \(path); \(unchanged). Free some space and try again."
         case let .permissionDenied(path, access):
-            return "permission denied: this user cannot \(access) \(path); nothing was changed. Run plait as the "
+            return "permission denied: this user cannot \(access) \(path); \(unchanged). Run plait as the "
                 + "home's owner, or fix the file's owner and mode."
         case let .readOnlyFileSystem(path):
-            return "\(path) is on a read-only file system; nothing was changed. Remount it read-write to change "
+            return "\(path) is on a read-only file system; \(unchanged). Remount it read-write to change "
                 + "the lists (reading them works)."
         case let .io(path, detail):
-            return "cannot access \(path): \(detail); nothing was changed. Check the disk and the file system."
+            return "cannot access \(path): \(detail); \(unchanged). Check the disk and the file system."
         case let .sqlite(message):
             return "the store failed: \(message)."
         case let .rejected(error):
@@ -94,17 +99,17 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
             return "this store's timeline \(timeline) is signed but no key was given to sign changes with; nothing "
                 + "was changed. Use the home the store belongs to (its key.pem and cert.pem)."
         case let .lamportExhausted(timeline):
-            return "the Lamport clock of timeline \(timeline) reached its limit (2^62); nothing was changed."
+            return "the Lamport clock of timeline \(timeline) reached its limit (2^62); \(unchanged)."
         case let .damagedDerivedState(detail):
             return "the materialized state is damaged (\(detail)); run `plait repair` to rebuild it from the changes."
         case let .signingIdentityUnusable(what, detail):
-            return "cannot sign changes with \(what): \(detail); nothing was changed. Check the home's key.pem and "
+            return "cannot sign changes with \(what): \(detail); \(unchanged). Check the home's key.pem and "
                 + "cert.pem (`plait doctor`)."
         case let .signingKeyMismatch(what):
             return "the private key of \(what) is not the certificate's key, so no change can be signed; nothing was "
                 + "changed. Restore key.pem and cert.pem as the pair they were (`plait doctor`)."
         case let .signingFailed(detail):
-            return "signing a change failed (\(detail)); nothing was changed. Try again."
+            return "signing a change failed (\(detail)); \(unchanged). Try again."
         }
     }
 }

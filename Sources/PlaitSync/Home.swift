@@ -86,19 +86,42 @@ public final class Home: @unchecked Sendable {
 
     /// Creates a home: directory (mode 0700), key and certificate, store and first timeline. Refuses an
     /// existing device; if any step fails, removes what it created.
+    ///
+    /// A home that holds its key and certificate but no store (the store was damaged and moved aside, as the
+    /// store's error advises) keeps that identity, and with it its Device ID and its pairings: only the store is
+    /// created, on a new timeline, and syncing brings the data back.
     public static func create(at path: String, name: String, config: Config) throws -> Home {
         let manager = FileManager.default
         let storePath = path + "/" + storeFileName
-        for file in [storePath, path + "/" + Identity.keyFileName, path + "/" + Identity.certificateFileName]
-        where manager.fileExists(atPath: file) {
-            throw PlaitError.homeExists(path: path)
+        let keyPath = path + "/" + Identity.keyFileName
+        let certificatePath = path + "/" + Identity.certificateFileName
+        var isDirectory: ObjCBool = false
+        if manager.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw PlaitError.file(path: path, problem: "is a file, not a directory; nothing was changed")
         }
+        if manager.fileExists(atPath: storePath) { throw PlaitError.homeExists(path: path) }
+        // A store's `-wal` left behind belongs to the store that was moved: SQLite would replay it into the new one.
+        for leftover in [storePath + "-wal", storePath + "-shm"] where manager.fileExists(atPath: leftover) {
+            throw PlaitError.file(
+                path: leftover,
+                problem: "left from a store that is no longer here, so nothing was changed: move it aside with that "
+                    + "store (it may hold the store's last changes) and run `plait init` again")
+        }
+        let hasKey = manager.fileExists(atPath: keyPath)
+        if hasKey != manager.fileExists(atPath: certificatePath) {
+            throw PlaitError.file(
+                path: path,
+                problem: "holds \(hasKey ? "key.pem but no cert.pem" : "cert.pem but no key.pem"); nothing was "
+                    + "changed. Restore the missing file from a backup, or move the other aside to create a new device")
+        }
+        if hasKey { return try createStore(at: path, name: name, config: config) }
         var createdDirectory = false
         if !manager.fileExists(atPath: path) {
             do {
                 try manager.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw PlaitError.file(path: path, problem: "cannot create the directory (\(error.localizedDescription))")
+                throw PlaitError.file(
+                    path: path, problem: "cannot create the directory (\(Self.whyNoDirectory(path) ?? error.localizedDescription))")
             }
             createdDirectory = true
         }
@@ -131,6 +154,56 @@ public final class Home: @unchecked Sendable {
         if case .failure = result {
             for file in created { try? manager.removeItem(atPath: file) }
             if createdDirectory { try? manager.removeItem(atPath: path) }
+        }
+        return try result.get()
+    }
+
+    /// Why `path` cannot be made a directory, from the nearest part of it that exists (Foundation's own error
+    /// says only "The operation could not be completed"); nil when that does not tell.
+    static func whyNoDirectory(_ path: String) -> String? {
+        var ancestor = (path as NSString).deletingLastPathComponent
+        var status = stat()
+        while !ancestor.isEmpty, ancestor != "/" {
+            if stat(ancestor, &status) == 0 { break }
+            ancestor = (ancestor as NSString).deletingLastPathComponent
+        }
+        guard stat(ancestor, &status) == 0 else { return nil }
+        if status.st_mode & S_IFMT != S_IFDIR { return "\(ancestor) is a file, not a directory" }
+        if access(ancestor, W_OK | X_OK) != 0 {
+            return "\(ancestor): " + String(cString: strerror(errno))
+        }
+        return nil
+    }
+
+    /// `create` for a home that has its identity and no store: the identity must load (its key matching its
+    /// certificate); the store is removed again if a later step fails, the identity never.
+    private static func createStore(at path: String, name: String, config: Config) throws -> Home {
+        let storePath = path + "/" + storeFileName
+        let identity: Identity
+        do {
+            identity = try Identity.load(directory: path)
+        } catch {
+            throw Self.wrap(error)
+        }
+        let store: Store
+        do {
+            store = try Store.create(
+                at: storePath, signer: try P256Signer(directory: path), synchronousFull: config.synchronousFull,
+                busyTimeout: config.busyTimeoutSeconds)
+        } catch {
+            throw Self.wrap(error)
+        }
+        // The store is this call's from here on: a failure removes it.
+        let result = Result<Home, any Error> { () throws -> Home in
+            do {
+                try store.setDeviceName(name)
+            } catch {
+                throw Self.wrap(error)
+            }
+            return try Home(path: path, config: config, identity: identity, store: store)
+        }
+        if case .failure = result {
+            for file in [storePath, storePath + "-wal", storePath + "-shm"] { unlink(file) }
         }
         return try result.get()
     }

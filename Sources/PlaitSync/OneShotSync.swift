@@ -104,6 +104,9 @@ extension Home {
         onPulled: (@Sendable (Int) -> Void)?
     ) -> PeerSyncOutcome {
         var outcome = PeerSyncOutcome(address: address)
+        // What the session stored before a failure: each batch commits on its own, so a store failure mid-way
+        // (a full disk) leaves those, and the failure must not say that nothing was changed.
+        let pulled = PulledTotal()
         do {
             TLS.setUp()
             let trusted = try trustedDeviceIDs()
@@ -120,7 +123,10 @@ extension Home {
             options.certifiedPeerID = peer
             options.maxBatchChanges = config.batchChanges
             options.idleTimeout = timeout
-            options.onPulled = onPulled
+            options.onPulled = { added in
+                pulled.add(added)
+                onPulled?(added)
+            }
             options.succession = credentials?.statement
             let certificate = connection.peerCertificateDER
             options.onSuccession = { [self] statement in
@@ -145,8 +151,13 @@ extension Home {
             // completed: the refusal arrives as an alert, or as a reset, on the session's first read.
             if outcome.result == nil, let refusal = Self.refusalAfterHandshake(error) {
                 outcome.failure = Self.explain(refusal, address: address)
+            } else if case let .store(storeError) = error as? SessionError, pulled.value > 0 {
+                let cause = storeError.describing(unchanged: "the batch being stored was not stored")
+                outcome.failure = "the local store failed after storing \(pulled.value) changes from this peer (they "
+                    + "are kept, and the next sync goes on from them): \(cause)"
             } else {
-                outcome.failure = "\(address): \(error)"
+                // `plait sync` puts the address before it.
+                outcome.failure = "\(error)"
             }
         }
         return outcome
@@ -181,4 +192,13 @@ extension Home {
         default: return "\(address): TLS failed: \(error)"
         }
     }
+}
+
+/// The changes a session stored so far (its pull callback runs on the session's thread).
+private final class PulledTotal: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+
+    func add(_ count: Int) { lock.withLock { total += count } }
+    var value: Int { lock.withLock { total } }
 }

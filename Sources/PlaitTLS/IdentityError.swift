@@ -52,21 +52,25 @@ public enum IdentityError: Error, Equatable, CustomStringConvertible {
             return "\(path) already exists and was left untouched; load that identity instead, "
                 + "or move the file away if you really want a new one."
         case .fileMissing(let path):
-            return "\(path) is missing; restore it from a backup or create a new identity with `plait init`."
+            return "\(path) is missing; restore it from a backup; " + Self.newDeviceAdvice
         case .fileUnreadable(let path, let reason):
             return "Could not read \(path) (\(reason)); check its permissions."
         case .fileUnwritable(let path, let reason):
             return "Could not write \(path) (\(reason)); check the directory exists and is writable."
         case .corruptFile(let path, let message):
-            return "\(path) is corrupt (OpenSSL: \(message)); restore it from a backup "
-                + "or create a new identity with `plait init`."
+            return "\(path) is corrupt (OpenSSL: \(message)); restore it from a backup; " + Self.newDeviceAdvice
         case .keyDoesNotMatchCertificate(let directory):
-            return "key.pem and cert.pem in \(directory) do not belong together; restore both from "
-                + "the same backup or create a new identity with `plait init`."
+            return "key.pem and cert.pem in \(directory) do not belong together; restore both from the same "
+                + "backup; " + Self.newDeviceAdvice
         case .openSSL(let operation, let message):
             return "OpenSSL failed to \(operation) (\(message)); check the OpenSSL 3 installation."
         case .succession(let problem):
             return "The succession statement was refused: \(problem); the device keeps its old trust only."
         }
     }
+
+    /// The way on when a home's identity is lost. (`plait init` refuses a home that holds a store, so it cannot
+    /// make a new identity in place; the lists there still show, and what was synced is on the paired devices.)
+    static let newDeviceAdvice = "failing that, create a new device in another home (`plait init --home DIR`) and "
+        + "pair it again (the Device ID changes); the lists here still show, and paired devices hold what was synced."
 }

@@ -142,6 +142,13 @@ func parseDataLine(_ tokens: [String]) throws -> DataOperation {
     guard let command = parsed as? DataCommand else {
         throw PlaitError.usage("not a data command (use list add|rename|recolor|move|rm, add, edit, done, reopen, move or rm)")
     }
+    // Every line goes to the home and config `batch` itself was given: a line naming another is refused, not
+    // silently applied to this one.
+    if command.global.home != nil || command.global.config != nil {
+        throw PlaitError.usage(
+            "--home and --config cannot be given on a batch line: every line goes to the home of `plait batch` "
+                + "(run a batch per home)")
+    }
     return command.operation
 }
 

@@ -106,6 +106,21 @@ struct GlobalOptions: ParsableArguments {
 
     var environment: [String: String] { ProcessInfo.processInfo.environment }
 
+    /// An empty value is refused, not taken as "not given": `--home "$H"` with `H` unset would otherwise write to
+    /// the default home.
+    func validate() throws {
+        if home?.isEmpty == true {
+            throw ValidationError(
+                "--home is empty (an unset shell variable?); pass a directory, or leave --home out to use "
+                    + "$PLAIT_HOME or the default home.")
+        }
+        if config?.isEmpty == true {
+            throw ValidationError(
+                "--config is empty (an unset shell variable?); pass a file, or leave --config out to use "
+                    + "$PLAIT_CONFIG or the default config.")
+        }
+    }
+
     var homePath: String { Home.resolvePath(explicit: home, environment: environment) }
 
     func loadConfig() throws -> Config {

@@ -154,6 +154,31 @@ import Glibc
         }
     }
 
+    /// Doctor of a store its user cannot read: the store check fails with "permission denied" and says to fix
+    /// the owner or mode. It used to advise restoring the (sound) store from a backup.
+    @Test(.enabled(if: getuid() == 0, "needs root to run plait as nobody"))
+    func doctorOfAnUnreadableStoreAdvisesNoBackup() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "L"])
+            chmod(sandbox.root, 0o755)
+            let nobody = getpwnam("nobody")!.pointee
+            for file in try FileManager.default.contentsOfDirectory(atPath: sandbox.home) + ["."] {
+                chown(sandbox.home + "/" + file, nobody.pw_uid, nobody.pw_gid)
+            }
+            chmod(sandbox.home + "/plait.db", 0o000)
+            let doctor = try ChildProcess.run(
+                "/usr/bin/setpriv",
+                ["--reuid=nobody", "--regid=nogroup", "--clear-groups", try PlaitExecutable.path.get(), "doctor",
+                 "--listen", "127.0.0.1:0"],
+                environment: sandbox.baseEnvironment)
+            let store = doctor.output.split(separator: "\n").drop { !$0.contains("store:") }.prefix(2).joined(separator: "\n")
+            #expect(store.contains("FAIL  store: permission denied"), "\(doctor.output)")
+            #expect(store.contains("fix the owner and mode"), "\(doctor.output)")
+            #expect(!store.contains("backup"), "\(doctor.output)")
+        }
+    }
+
     /// A `-shm` left mode 0400 by another user (root): permission denied naming that file (before: damaged).
     @Test(.enabled(if: getuid() == 0, "needs root to chown files and run plait as nobody"))
     func sharedMemoryFileOfAnotherUserIsPermissionDenied() throws {
@@ -200,6 +225,11 @@ import Glibc
             #expect(add.stderr.contains("read-only file system") && add.stderr.contains(home), "\(add)")
             #expect(!add.stderr.contains("damaged") && !add.stderr.contains("backup"), "\(add)")
             #expect(try sandbox.ok(["show", "--json", "--home", home]).stdout == shown)
+            // Doctor checks the store as reading does (it used to fail it and advise a backup).
+            let doctor = try sandbox.run(["doctor", "--json", "--home", home, "--listen", "127.0.0.1:0"])
+            let checks = try doctor.json()["checks"] as? [[String: Any]] ?? []
+            let store = checks.first { $0["check"] as? String == "store" }
+            #expect(store?["status"] as? String == "ok", "\(doctor)")
         }
     }
 
@@ -230,6 +260,39 @@ import Glibc
             let after = try sandbox.ok(["status", "--json", "--home", home]).json()
             #expect(after["summary"] as? String == before["summary"] as? String)
             #expect(after["digest"] as? String == before["digest"] as? String)
+        }
+    }
+
+    /// A sync into a disk that fills half way: batches stored before the failure stay, and the failure says so.
+    /// It said "nothing was changed" after storing thousands of changes (and named the address twice).
+    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
+    func aSyncThatFillsTheDiskSaysWhatItStored() throws {
+        try withSandbox { sandbox in
+            let mountPoint = sandbox.root + "/small"
+            try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+            try mount(["-t", "tmpfs", "-o", "size=3m", "tmpfs", mountPoint])
+            defer { _ = try? mount(["-u", mountPoint]) }
+            let source = sandbox.root + "/source"
+            let receiver = mountPoint + "/receiver"
+            try sandbox.ok(["init", "--name", "source", "--home", source])
+            try sandbox.ok(["init", "--name", "receiver", "--home", receiver])
+            let ids = try [source, receiver].map { try sandbox.ok(["id", "--home", $0]).lines.last ?? "" }
+            try sandbox.ok(["pair", "--trust", ids[1], "--home", source])
+            try sandbox.ok(["pair", "--trust", ids[0], "--home", receiver])
+            // 30,000 items of 60 bytes: far more than 3 MiB once stored.
+            let text = String(repeating: "x", count: 56)
+            try sandbox.ok(
+                ["batch", "--home", source], stdin: "list add Big\n" + (1...30_000).map { "add Big \(text)\($0)\n" }.joined())
+            let agent = try RunningAgent(sandbox: sandbox, home: source)
+            defer { agent.stop() }
+            let sync = try sandbox.run(["sync", "--peer", agent.address, "--home", receiver], timeout: 120)
+            #expect(sync.status == 1, "\(sync)")
+            let stored = try sandbox.ok(["status", "--json", "--home", receiver]).json()["changes"] as? Int ?? 0
+            #expect(stored > 1 && stored < 30_003, "\(stored)")
+            #expect(sync.stderr.contains("the local store failed after storing"), "\(sync)")
+            #expect(sync.stderr.contains("the batch being stored was not stored"), "\(sync)")
+            #expect(!sync.stderr.contains("nothing was changed"), "\(sync)")
+            #expect(sync.stderr.components(separatedBy: agent.address).count == 2, "the address once: \(sync)")
         }
     }
 
