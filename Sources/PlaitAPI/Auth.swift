@@ -233,9 +233,16 @@ struct APIGuard: RouterMiddleware {
 
     static func isAPI(_ path: String) -> Bool { path == "/api" || path.hasPrefix("/api/") }
 
-    /// The only route a request without a credential may use (besides what is not under /api: the page).
+    /// What a request without a credential may reach: the page's files (GET or HEAD of exactly their paths) and
+    /// the sign-in (POST /api/session); everything else needs one.
+    ///
+    /// An allow-list of exact paths, not "anything outside /api/": the router ignores empty path segments, so
+    /// `//api/show` reached `/api/show` while the guard took it for a page path and let it through unsigned
+    /// (found by a hostile tester: every list, an edit and a trusted device with no credential).
     static func isOpen(_ request: Request) -> Bool {
-        request.method == .post && request.uri.path == "/api/session"
+        let path = request.uri.path
+        if request.method == .post { return path == "/api/session" }
+        return (request.method == .get || request.method == .head) && PageFile.all.contains { $0.path == path }
     }
 
     /// Applies the rules and says how the request is authenticated; throws the refusal.
@@ -256,7 +263,7 @@ struct APIGuard: RouterMiddleware {
         }
         guard transport == .tcp else { return .localSocket }
         let credential = try credential(of: request)
-        if credential == .none && Self.isAPI(request.uri.path) && !Self.isOpen(request) {
+        if credential == .none && !Self.isOpen(request) {
             throw APIError.unauthorized(
                 "no valid session or API token: open the URL `plait gui` prints, or send "
                     + "`Authorization: Bearer TOKEN` with the token `plait gui --token` prints.")

@@ -124,10 +124,21 @@ extension APIRoutes {
             }
         }
         struct DeviceRequest: Decodable { let device: String }
+        /// The request's Device ID, checked before the store is touched: a malformed one is the client's error (400),
+        /// which the store's refusal (503, "retry") was not.
+        @Sendable func deviceID(_ request: Request) async throws -> String {
+            let device = try await decodeBody(DeviceRequest.self, from: request).device
+            do {
+                _ = try DeviceID(parsing: device)
+            } catch {
+                throw APIError.badRequest("\(error)")
+            }
+            return device
+        }
         // Trust as `plait pair --trust ID` (headless pairing: the ID was compared out of band), unpair as
         // `plait unpair ID`.
         router.post("/api/trust") { request, _ -> Response in
-            let device = try await decodeBody(DeviceRequest.self, from: request).device
+            let device = try await deviceID(request)
             return try await blocking {
                 let paired = try api.home.trust(device, address: nil, name: nil)
                 return try json(
@@ -136,7 +147,7 @@ extension APIRoutes {
             }
         }
         router.post("/api/unpair") { request, _ -> Response in
-            let device = try await decodeBody(DeviceRequest.self, from: request).device
+            let device = try await deviceID(request)
             return try await blocking { try json(UnpairOutput(device: try api.home.untrust(device).description)) }
         }
     }

@@ -141,7 +141,9 @@ public final class APIServer: Sendable {
         let app = Application(
             router: router,
             server: try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1(),
-            configuration: .init(address: .hostname(host, port: port), serverName: nil, reuseAddress: false),
+            // SO_REUSEADDR: without it the connections of the agent's previous run, in TIME-WAIT for a minute,
+            // kept a restarted agent's API off. Linux still refuses the port while another socket listens on it.
+            configuration: .init(address: .hostname(host, port: port), serverName: nil, reuseAddress: true),
             onServerRunning: { channel in outcome.finish(.success(channel.localAddress?.port ?? port)) },
             logger: logger)
         let task = Task {

@@ -57,6 +57,19 @@ public final class AgentLock: @unchecked Sendable {
         return Int32(text.split(separator: "\n").first.map(String.init) ?? "")
     }
 
+    /// Whether an agent holds the lock of `home` now: the kernel's word, not the PID in the file (a dead agent's
+    /// PID may belong to another process by now). Tries a shared lock and gives it back at once.
+    public static func isHeld(home: String) -> Bool {
+        let descriptor = open(home + "/" + fileName, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        if flock(descriptor, LOCK_SH | LOCK_NB) == 0 {
+            flock(descriptor, LOCK_UN)
+            return false
+        }
+        return errno == EWOULDBLOCK
+    }
+
     /// The instance nonce of the agent running on `home`, if one runs (its PID is alive); nil otherwise.
     public static func runningInstance(home: String) -> [UInt8]? {
         let descriptor = open(home + "/" + fileName, O_RDONLY | O_CLOEXEC)

@@ -246,15 +246,19 @@ public final class EventHub: @unchecked Sendable {
     private func heldEvents(after since: UInt64, epoch other: String?) -> EventBatch {
         let oldest = latest >= UInt64(capacity) ? latest - UInt64(capacity) + 1 : 1
         var events: [AgentEvent] = []
-        var start = since + 1
+        var start: UInt64
         if (other != nil && other != epoch) || since > latest {
             // A position from another run of the agent means nothing here: everything held, after a gap that
-            // says so (from 1: the client resets whatever it held).
+            // says so (from 1: the client resets whatever it held). Also a position beyond the newest event,
+            // 2^64 - 1 included (`since + 1` trapped on it: one GET stopped the agent).
             events.append(gap(from: 1, to: oldest - 1, reason: "epoch"))
             start = oldest
-        } else if start < oldest {
-            events.append(gap(from: start, to: oldest - 1, reason: "overflow"))
-            start = oldest
+        } else {
+            start = since + 1  // since ≤ latest < 2^64 - 1
+            if start < oldest {
+                events.append(gap(from: start, to: oldest - 1, reason: "overflow"))
+                start = oldest
+            }
         }
         if start <= latest {
             for seq in start...latest {

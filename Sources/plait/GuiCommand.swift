@@ -81,7 +81,12 @@ extension Plait {
             let noAgent = PlaitError.usage(
                 "no agent serves the API of \(home.path): start `plait agent` (with api.listen set), then run "
                     + "`plait gui` again.")
-            guard let client = LoopbackClient(addressFileOf: home.path) else { throw noAgent }
+            // api.addr is written by a running agent and removed when it stops; after a crash or SIGKILL it
+            // stays, naming a port anyone may have bound since. The token goes only to an address a live agent of
+            // this home wrote (a hostile tester's server on the stale port received it).
+            guard AgentLock.isHeld(home: home.path), let client = LoopbackClient(addressFileOf: home.path) else {
+                throw noAgent
+            }
             if !Config.isLoopback(host: client.host) {
                 // Served over HTTPS to other machines: the page asks for the password; the fingerprint lets the
                 // user tell this agent's certificate from an impostor's.

@@ -1,0 +1,138 @@
+import Foundation
+import PlaitAPI
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Findings of a hostile tester against the local API (2026-11-24), each seen failing before its fix: the real
+/// agent on real loopback sockets.
+@Suite(.serialized) struct APIHostileTests {
+    /// `//api/show` reached `/api/show` (the router ignores empty segments) while the guard, matching the prefix
+    /// `/api/`, took it for a page path: every list, an edit and a trusted device with no credential.
+    @Test func pathsWithEmptySegmentsNeedACredentialLikeAnyOther() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "Secret"])
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let before = try sandbox.fingerprint()
+            for path in ["//api/show", "//api/lists", "///api/status", "//api//peers"] {
+                let reply = try api.client.send("GET", path)
+                #expect(reply.status == 401, "\(path): \(reply.status) \(reply.text)")
+                #expect(!reply.text.contains("Secret"), "\(path): \(reply.text)")
+            }
+            let edit = try api.client.send(
+                "POST", "//api/edit", headers: [("Origin", api.origin)], json: ["op": "list.add", "title": "x"])
+            #expect(edit.status == 401, "\(edit.text)")
+            let trust = try api.client.send(
+                "POST", "//api/trust", headers: [("Origin", api.origin)],
+                json: ["device": "43FXLJ6-NKZA5LT-7B5W3JF-KXHKSMX-NAW6V3D-XRYUZKP-SXK2BW3-YSAQMAI"])
+            #expect(trust.status == 401, "\(trust.text)")
+            #expect(try sandbox.fingerprint() == before)
+            let peers = try sandbox.ok(["peers", "--json"]).json()["peers"] as? [Any]
+            #expect(peers?.isEmpty == true, "\(String(describing: peers))")
+            // The page itself stays open: it holds no data.
+            for path in ["/", "/app.js", "/app.css"] {
+                #expect(try api.client.send("GET", path).status == 200, "\(path)")
+            }
+        }
+    }
+
+    /// `?since=2^64-1` (or that Last-Event-ID) overflowed `since + 1` and stopped the agent: any web page could
+    /// do it through the path above, with no credential.
+    @Test func aPositionBeyondEveryEventIsAGapNotACrash() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            for since in ["18446744073709551615", "abc:18446744073709551615"] {
+                let reply = try api.client.send("GET", "/api/events?since=\(since)&timeout=0", headers: [api.bearer])
+                #expect(reply.status == 200, "\(since): \(reply.text)")
+                #expect(reply.text.contains("\"gap\""), "\(since): \(reply.text)")
+            }
+            #expect(api.agent.process.isRunning, "\(api.agent.log)")
+            #expect(try api.client.send("GET", "/api/status", headers: [api.bearer]).status == 200)
+        }
+    }
+
+    /// A malformed Device ID is the client's mistake (400, as docs/openapi.yaml says), not 503 ("retry").
+    @Test func aMalformedDeviceIDIsABadRequest() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            for route in ["/api/trust", "/api/unpair"] {
+                for device in ["garbage", ""] {
+                    let reply = try api.client.send(
+                        "POST", route, headers: [("Origin", api.origin), api.bearer], json: ["device": device])
+                    #expect(reply.status == 400, "\(route) '\(device)': \(reply.status) \(reply.text)")
+                }
+            }
+        }
+    }
+
+    /// After the agent died without cleaning up, `plait gui` read the port in the stale api.addr and sent the API
+    /// token to whoever listened there.
+    @Test func guiSendsTheTokenToNoStaleAddress() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            let port = api.client.port
+            api.agent.process.send(SIGKILL)
+            api.agent.process.waitUntilExit()
+            #expect(FileManager.default.fileExists(atPath: sandbox.home + "/api.addr"), "the file stays after a kill")
+            // Another program takes the port.
+            let impostor = try listen(port: port)
+            defer { close(impostor) }
+            // No socket path to fall back from either (the dead agent's may be left too).
+            let gui = try sandbox.fails(["gui"])
+            #expect(gui.stderr.contains("no agent serves the API"), "\(gui)")
+            var pending = pollfd(fd: impostor, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&pending, 1, 0) == 0, "`plait gui` connected to the impostor")
+        }
+    }
+
+    /// A restarted agent's API stayed off for a minute: the previous run's connections in TIME-WAIT held the
+    /// port (no SO_REUSEADDR).
+    @Test func aRestartedAgentServesItsAPIOnTheSamePortAtOnce() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let first = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            let port = first.client.port
+            // Connections the server closes first leave it in TIME-WAIT.
+            for _ in 0..<5 { _ = try first.client.send("GET", "/api/status", headers: [first.bearer]) }
+            #expect(first.agent.stop() == 0, "\(first.agent.log)")
+            let second = try RunningAgent(
+                sandbox: sandbox, home: sandbox.home, extra: ["--api-listen", "127.0.0.1:\(port)"])
+            defer { #expect(second.stop() == 0, "\(second.log)") }
+            let served = eventually(20) { LoopbackClient(addressFileOf: sandbox.home) != nil || !second.process.isRunning }
+            #expect(served && !second.log.contains("local API off"), "\(second.log)")
+            let token = try sandbox.ok(["gui", "--token"]).lines.last ?? ""
+            let status = try LoopbackClient(port: port).send("GET", "/api/status", headers: [("Authorization", "Bearer \(token)")])
+            #expect(status.status == 200, "\(status.text)")
+        }
+    }
+
+    /// A listening socket on 127.0.0.1:`port`, as another program would bind it.
+    func listen(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var on: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, Glibc.listen(descriptor, 16) == 0 else {
+            close(descriptor)
+            throw CLITestFailure("cannot listen on 127.0.0.1:\(port): \(String(cString: strerror(errno)))")
+        }
+        return descriptor
+    }
+}
