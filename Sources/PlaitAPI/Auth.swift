@@ -418,7 +418,7 @@ extension APIRoutes {
                 "password logins are taken only over HTTPS (api.listen beyond loopback); on this machine open the "
                     + "URL `plait gui` prints.")
         }
-        if let wait = api.limiter.wait(source: source) { throw APIError.tooManyTries(wait: wait) }
+        if let wait = api.limiter.beginTry(source: source) { throw APIError.tooManyTries(wait: wait) }
         let homePath = api.home.path
         let right = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
@@ -426,7 +426,7 @@ extension APIRoutes {
             }
         }
         guard right else {
-            api.limiter.failed(source: source)
+            // Counted already, by `beginTry`.
             api.logger.notice("API: a wrong password from \(source.isEmpty ? "an unknown address" : source)")
             throw APIError.unauthorized("wrong password; try again (repeated failures make you wait longer).")
         }

@@ -152,20 +152,38 @@ public final class LoginLimiter: Sendable {
 
     /// Counts a wrong password from `source`.
     public func failed(source: String, now: ContinuousClock.Instant = .now) {
+        state.withLock { counts in Self.countFailure(&counts, source: source, now: now) }
+    }
+
+    /// `wait`, and when the try may go on, counted as a wrong password at once, in one step: a password is
+    /// checked only after its try is counted. (Checked first and counted after the slow scrypt, 300 guesses sent
+    /// together were all checked: each saw the count before any was added.) `succeeded` takes a right one back.
+    public func beginTry(source: String, now: ContinuousClock.Instant = .now) -> Duration? {
         state.withLock { counts in
-            if counts.sources.count >= Self.maxSources {
-                counts.sources = counts.sources.filter { $0.value.blockedUntil > now }
-            }
-            var record = counts.sources[source] ?? Record(last: now, blockedUntil: now)
-            Self.count(&record, freeTries: Self.freeTries, now: now)
-            counts.sources[source] = record
-            Self.count(&counts.global, freeTries: Self.globalFreeTries, now: now)
+            let until = max(counts.global.blockedUntil, counts.sources[source]?.blockedUntil ?? now)
+            if until > now { return until - now }
+            Self.countFailure(&counts, source: source, now: now)
+            return nil
         }
     }
 
-    /// A right password from `source`: its count starts again.
+    /// A right password from `source`: its count starts again, and the try `beginTry` counted against every
+    /// source is taken back.
     public func succeeded(source: String) {
-        state.withLock { counts in _ = counts.sources.removeValue(forKey: source) }
+        state.withLock { counts in
+            _ = counts.sources.removeValue(forKey: source)
+            counts.global.failures = max(counts.global.failures - 1, 0)
+        }
+    }
+
+    private static func countFailure(_ counts: inout Counts, source: String, now: ContinuousClock.Instant) {
+        if counts.sources.count >= maxSources {
+            counts.sources = counts.sources.filter { $0.value.blockedUntil > now }
+        }
+        var record = counts.sources[source] ?? Record(last: now, blockedUntil: now)
+        count(&record, freeTries: freeTries, now: now)
+        counts.sources[source] = record
+        count(&counts.global, freeTries: globalFreeTries, now: now)
     }
 
     private static func count(_ record: inout Record, freeTries: Int, now: ContinuousClock.Instant) {

@@ -128,9 +128,7 @@ extension APIRoutes {
         /// which the store's refusal (503, "retry") was not.
         @Sendable func deviceID(_ request: Request) async throws -> String {
             let device = try await decodeBody(DeviceRequest.self, from: request).device
-            do {
-                _ = try DeviceID(parsing: device)
-            } catch {
+            if case let .failure(error) = Result(catching: { try DeviceID(parsing: device) }) {
                 throw APIError.badRequest("\(error)")
             }
             return device

@@ -141,6 +141,60 @@ struct APIRemoteTests {
         }
     }
 
+    /// Guesses sent together: each try is counted before its password is checked, so no more than the free tries
+    /// are checked. (Checked first and counted after the slow scrypt, a hostile tester's 300 guesses at once were
+    /// all checked: 300 × 401.)
+    @Test func guessesSentTogetherAreCountedBeforeTheyAreChecked() throws {
+        let lan = try NetnsLAN(hosts: 1, avahi: false)
+        defer { lan.tearDown() }
+        try withSandbox { sandbox in
+            let a = try device(sandbox, "a")
+            try sandbox.ok(["gui", "--set-password", "--home", a.home], stdin: Self.password + "\n")
+            let process = try agent(lan, home: a.home, api: "10.77.0.1:7480")
+            defer { _ = process.stop() }
+            let listening = eventually(20) { FileManager.default.fileExists(atPath: a.home + "/api.addr") }
+            #expect(listening, "\(process.transcript)")
+            let script = sandbox.root + "/guesses.py"
+            try Self.guesses.write(toFile: script, atomically: true, encoding: .utf8)
+            let output = try lan.run(
+                ["/usr/bin/python3", script, "10.77.0.1", "7480", "30"], in: lan.hosts[0], timeout: .seconds(120))
+            let statuses = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [Int], "\(output)")
+            #expect(statuses.count == 30, "\(output)")
+            #expect(statuses.filter { $0 == 401 }.count <= LoginLimiter.freeTries, "\(statuses)")
+            #expect(statuses.allSatisfy { $0 == 401 || $0 == 429 }, "\(statuses)")
+        }
+    }
+
+    /// N wrong passwords at once (a thread each, all started before any answer), their statuses as a JSON list.
+    static let guesses = #"""
+        import http.client, json, ssl, sys, threading
+
+        host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        statuses, lock, start = [], threading.Lock(), threading.Barrier(count)
+
+        def guess(n):
+            connection = http.client.HTTPSConnection(host, port, context=context, timeout=60)
+            connection.connect()
+            start.wait()
+            connection.request(
+                "POST", "/api/session", body=json.dumps({"password": "guess %d" % n}),
+                headers={"Origin": "https://%s:%d" % (host, port), "Content-Type": "application/json"})
+            status = connection.getresponse().status
+            connection.close()
+            with lock:
+                statuses.append(status)
+
+        threads = [threading.Thread(target=guess, args=(n,)) for n in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(json.dumps(statuses))
+        """#
+
     /// What a browser on another machine does, from inside the namespace, printed as one JSON object.
     static let client = #"""
         import hashlib, http.client, json, socket, ssl, sys
