@@ -114,6 +114,19 @@ extension APIRoutes {
     }
 
     /// POST /api/edit: one data command, validated and resolved exactly as the CLI does (`DataOperation`).
+    /// The request's Device ID, checked before the store is touched: a malformed one is the client's error (400),
+    /// which the store's refusal (503, "retry") was not.
+    static func requestedDeviceID(_ request: Request) async throws -> String {
+        struct DeviceRequest: Decodable { let device: String }
+        let device = try await decodeBody(DeviceRequest.self, from: request).device
+        do {
+            _ = try DeviceID(parsing: device)
+        } catch {
+            throw APIError.badRequest("\(error)")
+        }
+        return device
+    }
+
     static func addEditRoutes(to router: Router<APIRequestContext>, context api: APIContext) {
         router.post("/api/edit") { request, _ -> Response in
             let operation = try await decodeBody(DataOperation.self, from: request)
@@ -123,20 +136,10 @@ extension APIRoutes {
                 return withCommandMessage(try json(result.output), result.message)
             }
         }
-        struct DeviceRequest: Decodable { let device: String }
-        /// The request's Device ID, checked before the store is touched: a malformed one is the client's error (400),
-        /// which the store's refusal (503, "retry") was not.
-        @Sendable func deviceID(_ request: Request) async throws -> String {
-            let device = try await decodeBody(DeviceRequest.self, from: request).device
-            if case let .failure(error) = Result(catching: { try DeviceID(parsing: device) }) {
-                throw APIError.badRequest("\(error)")
-            }
-            return device
-        }
         // Trust as `plait pair --trust ID` (headless pairing: the ID was compared out of band), unpair as
         // `plait unpair ID`.
         router.post("/api/trust") { request, _ -> Response in
-            let device = try await deviceID(request)
+            let device = try await requestedDeviceID(request)
             return try await blocking {
                 let paired = try api.home.trust(device, address: nil, name: nil)
                 return try json(
@@ -145,7 +148,7 @@ extension APIRoutes {
             }
         }
         router.post("/api/unpair") { request, _ -> Response in
-            let device = try await deviceID(request)
+            let device = try await requestedDeviceID(request)
             return try await blocking { try json(UnpairOutput(device: try api.home.untrust(device).description)) }
         }
     }
