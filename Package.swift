@@ -81,6 +81,8 @@ let package = Package(
             dependencies: [
                 "PlaitCore", "PlaitStore", "PlaitSync", "PlaitPairing", "PlaitOutput", "PlaitCommands",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // HTTP1Channel's idle timeout (API connections that send no request are closed).
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 // HTTPS beyond loopback (api.password): a self-signed GUI certificate, its scrypt password hash.
                 "COpenSSL", "PlaitTLS", .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -17,6 +17,7 @@
 //   TLSCertificate.swift).
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import HummingbirdTLS
 import Logging
 import PlaitPairing
@@ -134,13 +135,19 @@ public final class APIServer: Sendable {
 
     /// Binds `host:port` (0: any free port) and serves `router`, over TLS with `tls`. Blocks until listening or
     /// failed.
+    /// Seconds an API connection may sit with no request before it is closed.
+    public static let idleSeconds = 30
+
     public static func start(
         router: Router<APIRequestContext>, host: String, port: Int, tls: TLSConfiguration? = nil, logger: Logger
     ) throws -> APIServer {
         let outcome = Outcome()
+        // A connection that sends no request for this long is closed (one being answered, an event stream, is
+        // not): a local user's idle or half-sent connections held descriptors for good.
+        let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(idleSeconds)))
         let app = Application(
             router: router,
-            server: try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1(),
+            server: try tls.map { try .tls(.http1(configuration: http1), tlsConfiguration: $0) } ?? .http1(configuration: http1),
             // SO_REUSEADDR: without it the connections of the agent's previous run, in TIME-WAIT for a minute,
             // kept a restarted agent's API off. Linux still refuses the port while another socket listens on it.
             configuration: .init(address: .hostname(host, port: port), serverName: nil, reuseAddress: true),

@@ -50,7 +50,18 @@ extension Plait {
             }
         }
 
+        /// The soft limit on open files raised to the hard one. The agent holds a descriptor per peer session, API
+        /// connection and event stream; at the usual soft limit of 1,024 a local user's idle connections to the
+        /// API used them all up (a hostile tester: the owner's own requests and `plait lists` then hung).
+        static func raiseOpenFileLimit() {
+            var limit = rlimit()
+            guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+        }
+
         func run() throws {
+            Self.raiseOpenFileLimit()
             let home = try global.openHome()
             let config = home.config
             var settings = PlaitSync.Agent.Settings()

@@ -115,6 +115,60 @@ import Glibc
         }
     }
 
+    /// Idle and half-sent connections held the agent's descriptors for good (a local user's 1,100 of them used up
+    /// its limit of 1,024: the owner's own requests and `plait lists` hung). The agent now raises its soft limit on
+    /// open files to the hard one, and closes a connection that sends no whole request within
+    /// `APIServer.idleSeconds`.
+    @Test func idleAndHalfSentConnectionsAreClosedAndTheFileLimitIsRaised() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let limits = try String(contentsOfFile: "/proc/\(api.agent.process.pid)/limits", encoding: .utf8)
+            let files = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?
+                .split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).prefix(2).map(String.init) ?? []
+            #expect(files.count == 2 && files[0] == files[1], "soft limit = hard limit: \(files)")
+
+            let idle = try connect(port: api.client.port)
+            defer { close(idle) }
+            let half = try connect(port: api.client.port)
+            defer { close(half) }
+            let head = Array("GET /api/status HTTP/1.1\r\nHost: \(api.client.authority)\r\n".utf8)
+            #expect(send(half, head, head.count, 0) == head.count)
+            let start = Date()
+            for socket in [idle, half] {
+                // Waits for the agent to close it (a read of 0 bytes), at most twice the idle time.
+                var timeout = timeval(tv_sec: 2 * APIServer.idleSeconds + 10, tv_usec: 0)
+                setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var byte: UInt8 = 0
+                let read = recv(socket, &byte, 1, 0)
+                #expect(read == 0, "closed by the agent (read \(read), errno \(errno))")
+            }
+            let waited = Date().timeIntervalSince(start)
+            #expect(waited >= Double(APIServer.idleSeconds) - 1, "not before the idle time: \(waited) s")
+            #expect(try api.client.send("GET", "/api/status", headers: [api.bearer]).status == 200)
+        }
+    }
+
+    /// A TCP connection to 127.0.0.1:`port`.
+    func connect(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            throw CLITestFailure("cannot connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))")
+        }
+        return descriptor
+    }
+
     /// A listening socket on 127.0.0.1:`port`, as another program would bind it.
     func listen(port: Int) throws -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
