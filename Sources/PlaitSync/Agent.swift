@@ -589,6 +589,10 @@ public final class Agent: @unchecked Sendable {
         }
         let entry = Running(session: session, peer: peer, dialedByMe: dialedByMe)
         slot.entry = entry
+        // The session's options hold closures that hold `slot`, and `entry` holds the session: emptied when the
+        // session ends, or the cycle kept every ended session, and its wake-up pipe, alive (two descriptors and
+        // ~35 KB per connection, found by a hostile tester: ordinary reconnects used up the agent's descriptors).
+        defer { lock.withLock { slot.entry = nil } }
         let registered = lock.withLock { () -> Bool in
             if stopped { return false }
             sessions[ObjectIdentifier(entry)] = entry
