@@ -146,13 +146,20 @@ public struct Baseline: Equatable, Sendable {
                     default: continue
                     }
                 }
-                guard let timeline, seq > 0, hash.count == 32 else { throw .corruptSnapshot("a bad baseline entry") }
+                guard let timeline, seq > 0, seq <= Change.maxSeq, lamport <= Change.maxSeq, hash.count == 32 else {
+                    throw .corruptSnapshot("a bad baseline entry")
+                }
                 summary[timeline] = seq
                 heads[timeline] = hash
                 lamports[timeline] = lamport
                 if isEnded { ended.insert(timeline) }
                 if let certificate { certificates[timeline] = certificate }
-                if let supersededAt { superseded[timeline] = supersededAt }
+                if let supersededAt {
+                    guard supersededAt <= Change.maxSeq else {
+                        throw .corruptSnapshot("a baseline entry superseded at a number over 2^63-1")
+                    }
+                    superseded[timeline] = supersededAt
+                }
             case 3: maxLamport = try value.uint()
             case 4: snapshot = Array(try value.data())
             case 5: forks.append(try ForkBranch.Record(decoding: try value.data()))
@@ -160,6 +167,7 @@ public struct Baseline: Equatable, Sendable {
             }
         }
         guard format >= 1 else { throw .corruptSnapshot("a baseline without a format version") }
+        guard maxLamport <= Change.maxSeq else { throw .corruptSnapshot("a baseline whose Lamport time is over 2^63-1") }
         guard format <= UInt64(Self.format) else {
             throw .unsupportedFormat(found: Int(format), supported: Int(Self.format))
         }

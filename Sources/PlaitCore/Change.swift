@@ -1,5 +1,9 @@
 /// One high-level user action, immutable once written: the unit every device exchanges and replays.
 public struct Change: Hashable, Sendable {
+    /// The largest sequence number (and any count or size a peer names that is stored alike): the store keeps them
+    /// as signed 64-bit integers, as the text form of a summary does.
+    public static let maxSeq = UInt64(Int64.max)
+
     public var timeline: TimelineID
     public var seq: UInt64
     /// Strictly increasing along the timeline; 1 + the largest Lamport time the author's store held.
@@ -157,6 +161,7 @@ extension Change {
                 let witnessSeq = try inner.varint(2)
                 guard inner.index == inner.bytes.endIndex else { throw .init("bytes after the witness's number") }
                 guard witnessSeq >= 1 else { throw .init("its witness has number 0") }
+                guard witnessSeq <= Change.maxSeq else { throw .init("its witness's number is over 2^63-1") }
                 witness = ChangeRef(timeline: TimelineID(witnessTimeline), seq: witnessSeq)
             }
             guard reader.index == bytes.endIndex else { throw .init("bytes after the witness (field 9)") }

@@ -118,6 +118,9 @@ public enum ForkBranch {
                 }
             }
             guard let branch, let root, let parent else { throw .corruptSnapshot("a fork record without its names") }
+            // A number the store keeps as a signed 64-bit integer (2^63 and above trapped there: a paired peer's
+            // record stopped the agent).
+            guard base <= Change.maxSeq else { throw .corruptSnapshot("a fork record whose base is over 2^63-1") }
             self.init(
                 branch: TimelineID(branch), root: TimelineID(root), parent: TimelineID(parent), base: base,
                 firstHash: firstHash, rivalHash: rivalHash)

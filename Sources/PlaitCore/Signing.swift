@@ -117,8 +117,8 @@ public struct TimelineBegin: Hashable, Sendable {
                         default: break
                         }
                     }
-                    guard seq >= 1, hash.count == 32 else {
-                        throw bad("the superseded head needs a number of at least 1 and a 32-byte hash")
+                    guard seq >= 1, seq <= Change.maxSeq, hash.count == 32 else {
+                        throw bad("the superseded head needs a number from 1 to 2^63-1 and a 32-byte hash")
                     }
                     supersedes = Superseded(timeline: TimelineID(timeline), seq: seq, hash: hash)
                 default: break

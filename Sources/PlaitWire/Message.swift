@@ -615,6 +615,8 @@ extension BaselineChunk {
         let offset = proto.offset
         let size = UInt64(proto.data.count)
         guard total >= 1 else { throw Invalid("total size is missing") }
+        // The store keeps sizes as signed 64-bit integers (2^63 and above trapped there).
+        guard total <= WireLimits.maxSeq else { throw Invalid("total size \(total) is over 2^63-1") }
         guard offset <= total, size <= total - offset else {
             throw Invalid("\(size) bytes at offset \(offset) run past the total size \(total)")
         }

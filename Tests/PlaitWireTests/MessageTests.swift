@@ -249,6 +249,9 @@ import Testing
         #expect(reason(.baselineChunk, chunk(10, 0, 5, last: true))?.contains("short of") == true)
         #expect(reason(.baselineChunk, chunk(10, 5, 5, last: false))?.contains("not marked last") == true)
         #expect(reason(.baselineChunk, chunk(10, 5, 0, last: false))?.contains("is empty") == true)
+        // The store keeps the total as a signed 64-bit integer: 2^63 trapped there and stopped the agent.
+        #expect(reason(.baselineChunk, chunk(1 << 63, 0, 3, last: false))?.contains("over 2^63-1") == true)
+        #expect(reason(.baselineChunk, chunk(1 << 63 - 1, 0, 3, last: false)) == nil)
     }
 
     // MARK: - Helpers
