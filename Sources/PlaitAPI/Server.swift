@@ -54,8 +54,11 @@ public enum APICredential: Sendable, Equatable {
 
 /// The fixed limits of the API.
 public enum APILimits {
-    /// The largest request body, in bytes.
-    public static let maxBody = 64 * 1024
+    /// The largest request body, in bytes: room for an edit whose text is as long as a change may be
+    /// (`store.max_change_bytes`, 1 MiB by default) even with every byte escaped in JSON. At 64 KiB, `plait add`
+    /// with a 100 KB text failed with an agent running and worked without one (a hostile tester). Only a request
+    /// with a credential has its body read.
+    public static let maxBody = 8 << 20
 }
 
 /// Which listener a router serves: the rules differ (DESIGN §12).

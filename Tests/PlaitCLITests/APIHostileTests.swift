@@ -150,6 +150,21 @@ import Glibc
         }
     }
 
+    /// `plait add` with a 100 KB text failed with an agent running ("the request body is larger than 65536
+    /// bytes") and worked without one: the API's body limit was below the size a change may have.
+    @Test func aLongItemIsAddedThroughTheAgentAsWithoutIt() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "L"])
+            let agent = try RunningAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(agent.stop() == 0, "\(agent.log)") }
+            let text = String(repeating: "long text ", count: 10_000)
+            let added = try sandbox.ok(["add", "L", text])
+            #expect(added.stdout.hasPrefix("added"), "\(added)")
+            #expect(try sandbox.ok(["show", "--json"]).stdout.contains(text))
+        }
+    }
+
     /// A TCP connection to 127.0.0.1:`port`.
     func connect(port: Int) throws -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -120,7 +120,7 @@ final class APIAgent {
             #expect(text.status == 415, "\(text.text)")
             let huge = try api.client.send(
                 "POST", "/api/edit", headers: [("Origin", api.origin), api.bearer],
-                json: ["op": "list.add", "title": String(repeating: "x", count: 70_000)])
+                json: ["op": "list.add", "title": String(repeating: "x", count: APILimits.maxBody + 1)])
             #expect(huge.status == 413, "\(huge.text)")
             let own = try api.client.send("POST", "/api/edit", headers: [("Origin", api.origin), api.bearer], json: add)
             #expect(own.status == 200, "\(own.text)")
