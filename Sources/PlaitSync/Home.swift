@@ -114,7 +114,16 @@ public final class Home: @unchecked Sendable {
                 problem: "holds \(hasKey ? "key.pem but no cert.pem" : "cert.pem but no key.pem"); nothing was "
                     + "changed. Restore the missing file from a backup, or move the other aside to create a new device")
         }
-        if hasKey { return try createStore(at: path, name: name, config: config) }
+        if hasKey {
+            // The identity must load (its key matching its certificate); it is never removed.
+            let identity: Identity
+            do {
+                identity = try Identity.load(directory: path)
+            } catch {
+                throw Self.wrap(error)
+            }
+            return try createStore(at: path, name: name, config: config, identity: identity)
+        }
         var createdDirectory = false
         if !manager.fileExists(atPath: path) {
             do {
@@ -134,22 +143,7 @@ public final class Home: @unchecked Sendable {
                 throw Self.wrap(error)
             }
             created += [path + "/" + Identity.keyFileName, path + "/" + Identity.certificateFileName]
-            let store: Store
-            do {
-                // A signed timeline, begun with `timeline.begin` carrying this key's certificate.
-                store = try Store.create(
-                    at: storePath, signer: try P256Signer(directory: path), synchronousFull: config.synchronousFull,
-                    busyTimeout: config.busyTimeoutSeconds)
-            } catch {
-                throw Self.wrap(error)
-            }
-            created += [storePath, storePath + "-wal", storePath + "-shm"]
-            do {
-                try store.setDeviceName(name)
-            } catch {
-                throw Self.wrap(error)
-            }
-            return try Home(path: path, config: config, identity: identity, store: store)
+            return try createStore(at: path, name: name, config: config, identity: identity)
         }
         if case .failure = result {
             for file in created { try? manager.removeItem(atPath: file) }
@@ -175,16 +169,10 @@ public final class Home: @unchecked Sendable {
         return nil
     }
 
-    /// `create` for a home that has its identity and no store: the identity must load (its key matching its
-    /// certificate); the store is removed again if a later step fails, the identity never.
-    private static func createStore(at path: String, name: String, config: Config) throws -> Home {
+    /// The store of a new device, or of a home that kept its identity: a signed timeline, begun with
+    /// `timeline.begin` carrying the certificate of the home's key. Removed again if a later step fails.
+    private static func createStore(at path: String, name: String, config: Config, identity: Identity) throws -> Home {
         let storePath = path + "/" + storeFileName
-        let identity: Identity
-        do {
-            identity = try Identity.load(directory: path)
-        } catch {
-            throw Self.wrap(error)
-        }
         let store: Store
         do {
             store = try Store.create(
