@@ -144,10 +144,7 @@ public final class LoginLimiter: Sendable {
 
     /// How long `source` must still wait before a password is even checked; nil if it may try now.
     public func wait(source: String, now: ContinuousClock.Instant = .now) -> Duration? {
-        state.withLock { counts in
-            let until = max(counts.global.blockedUntil, counts.sources[source]?.blockedUntil ?? now)
-            return until > now ? until - now : nil
-        }
+        state.withLock { counts in Self.waitLeft(counts, source: source, now: now) }
     }
 
     /// Counts a wrong password from `source`.
@@ -160,8 +157,7 @@ public final class LoginLimiter: Sendable {
     /// together were all checked: each saw the count before any was added.) `succeeded` takes a right one back.
     public func beginTry(source: String, now: ContinuousClock.Instant = .now) -> Duration? {
         state.withLock { counts in
-            let until = max(counts.global.blockedUntil, counts.sources[source]?.blockedUntil ?? now)
-            if until > now { return until - now }
+            if let wait = Self.waitLeft(counts, source: source, now: now) { return wait }
             Self.countFailure(&counts, source: source, now: now)
             return nil
         }
@@ -174,6 +170,11 @@ public final class LoginLimiter: Sendable {
             _ = counts.sources.removeValue(forKey: source)
             counts.global.failures = max(counts.global.failures - 1, 0)
         }
+    }
+
+    private static func waitLeft(_ counts: Counts, source: String, now: ContinuousClock.Instant) -> Duration? {
+        let until = max(counts.global.blockedUntil, counts.sources[source]?.blockedUntil ?? now)
+        return until > now ? until - now : nil
     }
 
     private static func countFailure(_ counts: inout Counts, source: String, now: ContinuousClock.Instant) {

@@ -150,7 +150,8 @@ public final class APIServer: Sendable {
         let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(idleSeconds)))
         let app = Application(
             router: router,
-            server: try tls.map { try .tls(.http1(configuration: http1), tlsConfiguration: $0) } ?? .http1(configuration: http1),
+            server: try tls.map { try .tls(.http1(configuration: http1), tlsConfiguration: $0) }
+                ?? .http1(configuration: http1),
             // SO_REUSEADDR: without it the connections of the agent's previous run, in TIME-WAIT for a minute,
             // kept a restarted agent's API off. Linux still refuses the port while another socket listens on it.
             configuration: .init(address: .hostname(host, port: port), serverName: nil, reuseAddress: true),

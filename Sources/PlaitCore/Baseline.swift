@@ -146,20 +146,15 @@ public struct Baseline: Equatable, Sendable {
                     default: continue
                     }
                 }
-                guard let timeline, seq > 0, seq <= Change.maxSeq, lamport <= Change.maxSeq, hash.count == 32 else {
-                    throw .corruptSnapshot("a bad baseline entry")
-                }
+                guard let timeline, seq > 0, seq <= Change.maxSeq, lamport <= Change.maxSeq,
+                    supersededAt ?? 0 <= Change.maxSeq, hash.count == 32
+                else { throw .corruptSnapshot("a bad baseline entry") }
                 summary[timeline] = seq
                 heads[timeline] = hash
                 lamports[timeline] = lamport
                 if isEnded { ended.insert(timeline) }
                 if let certificate { certificates[timeline] = certificate }
-                if let supersededAt {
-                    guard supersededAt <= Change.maxSeq else {
-                        throw .corruptSnapshot("a baseline entry superseded at a number over 2^63-1")
-                    }
-                    superseded[timeline] = supersededAt
-                }
+                if let supersededAt { superseded[timeline] = supersededAt }
             case 3: maxLamport = try value.uint()
             case 4: snapshot = Array(try value.data())
             case 5: forks.append(try ForkBranch.Record(decoding: try value.data()))

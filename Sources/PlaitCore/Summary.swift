@@ -83,7 +83,7 @@ public struct Summary: Hashable, Sendable, CustomStringConvertible {
             guard digits.count == 1 || digits.first != "0" else {
                 throw .malformedSummary(text, reason: "\(position): sequence number '\(digits)' has a leading zero")
             }
-            guard let seq = UInt64(digits), seq <= UInt64(Int64.max) else {
+            guard let seq = UInt64(digits), seq <= Change.maxSeq else {
                 throw .malformedSummary(text, reason: "\(position): sequence number '\(digits)' is too large")
             }
             guard seq >= 1 else { throw .malformedSummary(text, reason: "\(position): sequence numbers start at 1") }

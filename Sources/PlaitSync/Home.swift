@@ -88,12 +88,12 @@ public final class Home: @unchecked Sendable {
     /// existing device; if any step fails, removes what it created.
     ///
     /// A home that holds its key and certificate but no store (the store was damaged and moved aside, as the
-    /// store's error advises) keeps that identity, and with it its Device ID and its pairings: only the store is
-    /// created, on a new timeline, and syncing brings the data back.
+    /// store's error advises) keeps that identity, and with it its Device ID, which its peers still trust: only the
+    /// store is created, on a new timeline. Its own list of paired devices was in the store: pairing them again
+    /// and syncing bring the data back.
     public static func create(at path: String, name: String, config: Config) throws -> Home {
         let manager = FileManager.default
         let storePath = path + "/" + storeFileName
-        let keyPath = path + "/" + Identity.keyFileName
         let certificatePath = path + "/" + Identity.certificateFileName
         var isDirectory: ObjCBool = false
         if manager.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
@@ -107,7 +107,7 @@ public final class Home: @unchecked Sendable {
                 problem: "left from a store that is no longer here, so nothing was changed: move it aside with that "
                     + "store (it may hold the store's last changes) and run `plait init` again")
         }
-        let hasKey = manager.fileExists(atPath: keyPath)
+        let hasKey = keepsIdentity(at: path)
         if hasKey != manager.fileExists(atPath: certificatePath) {
             throw PlaitError.file(
                 path: path,
@@ -129,8 +129,8 @@ public final class Home: @unchecked Sendable {
             do {
                 try manager.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw PlaitError.file(
-                    path: path, problem: "cannot create the directory (\(Self.whyNoDirectory(path) ?? error.localizedDescription))")
+                let reason = Self.whyNoDirectory(path) ?? error.localizedDescription
+                throw PlaitError.file(path: path, problem: "cannot create the directory (\(reason))")
             }
             createdDirectory = true
         }
@@ -150,6 +150,12 @@ public final class Home: @unchecked Sendable {
             if createdDirectory { try? manager.removeItem(atPath: path) }
         }
         return try result.get()
+    }
+
+    /// Whether `create` would keep the identity of the home at `path` (it holds a key; `create` refuses a key
+    /// without its certificate).
+    public static func keepsIdentity(at path: String) -> Bool {
+        FileManager.default.fileExists(atPath: path + "/" + Identity.keyFileName)
     }
 
     /// Why `path` cannot be made a directory, from the nearest part of it that exists (Foundation's own error

@@ -106,7 +106,7 @@ extension Home {
         var outcome = PeerSyncOutcome(address: address)
         // What the session stored before a failure: each batch commits on its own, so a store failure mid-way
         // (a full disk) leaves those, and the failure must not say that nothing was changed.
-        let pulled = PulledTotal()
+        let pulled = PulledCounter()
         do {
             TLS.setUp()
             let trusted = try trustedDeviceIDs()
@@ -124,7 +124,7 @@ extension Home {
             options.maxBatchChanges = config.batchChanges
             options.idleTimeout = timeout
             options.onPulled = { added in
-                pulled.add(added)
+                _ = pulled.add(added)
                 onPulled?(added)
             }
             options.succession = credentials?.statement
@@ -194,11 +194,20 @@ extension Home {
     }
 }
 
-/// The changes a session stored so far (its pull callback runs on the session's thread).
-private final class PulledTotal: @unchecked Sendable {
+/// The running total of changes a session pulled and stored (its pull callback runs on the session's thread).
+public final class PulledCounter: @unchecked Sendable {
     private let lock = NSLock()
     private var total = 0
 
-    func add(_ count: Int) { lock.withLock { total += count } }
-    var value: Int { lock.withLock { total } }
+    public init() {}
+
+    /// Adds `count`; returns the new total.
+    public func add(_ count: Int) -> Int {
+        lock.withLock {
+            total += count
+            return total
+        }
+    }
+
+    public var value: Int { lock.withLock { total } }
 }

@@ -213,8 +213,8 @@ public enum WireLimits {
     public static let instanceNonceSize = 16
     /// Fork records in one Hello at most (PROTOCOL.md §22.9): each is about 100 bytes.
     public static let maxForkRecords = 4096
-    /// Sequence numbers stay below 2^63, as in the text form of a summary.
-    public static let maxSeq = UInt64(Int64.max)
+    /// Sequence numbers stay below 2^63, as in the text form of a summary (`Change.maxSeq`).
+    public static let maxSeq = Change.maxSeq
 }
 
 // MARK: - Encoding

@@ -54,10 +54,11 @@ extension Plait {
         /// connection and event stream; at the usual soft limit of 1,024 a local user's idle connections to the
         /// API used them all up (a hostile tester: the owner's own requests and `plait lists` then hung).
         static func raiseOpenFileLimit() {
+            let files = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
             var limit = rlimit()
-            guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+            guard getrlimit(files, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
             limit.rlim_cur = limit.rlim_max
-            _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+            _ = setrlimit(files, &limit)
         }
 
         func run() throws {

@@ -6,7 +6,6 @@ import PlaitCore
 import PlaitStore
 import PlaitOutput
 import PlaitSync
-import PlaitTLS
 
 extension Plait {
     struct Init: ParsableCommand {
@@ -39,8 +38,7 @@ extension Plait {
         func run() throws {
             let config = try global.loadConfig()
             let name = self.name ?? ProcessInfo.processInfo.hostName
-            // A home with its identity and no store keeps the identity (`Home.create`).
-            let keptIdentity = FileManager.default.fileExists(atPath: global.homePath + "/" + Identity.keyFileName)
+            let keptIdentity = Home.keepsIdentity(at: global.homePath)
             let home = try Home.create(at: global.homePath, name: name, config: config)
             try APIAuth.ensureToken(homePath: home.path)
             let timeline = try home.store.ownTimeline()

@@ -80,10 +80,7 @@ extension Plait {
                         stillSetAside: report.stillSetAside.map {
                             "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)"
                         },
-                        shownBefore: .init(
-                            digest: report.before.digest.hex, items: report.before.items, lists: report.before.lists),
-                        shownAfter: .init(
-                            digest: report.after.digest.hex, items: report.after.items, lists: report.after.lists)))
+                        shownBefore: Self.output(before), shownAfter: Self.output(after)))
                 if !report.stillSetAside.isEmpty { throw ExitCode(1) }
                 return
             }
@@ -116,6 +113,10 @@ extension Plait {
                 }
                 throw ExitCode(1)
             }
+        }
+
+        static func output(_ shown: PlaitSync.Repair.Shown) -> RepairOutput.Shown {
+            RepairOutput.Shown(digest: shown.digest.hex, items: shown.items, lists: shown.lists)
         }
 
         /// The rebuild on opening reports the same damage the repair found; say it once.

@@ -155,16 +155,3 @@ extension Plait {
         }
     }
 }
-
-/// The running total of changes pulled from one peer, for the progress line (called on the session's thread).
-final class PulledCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var total = 0
-
-    func add(_ count: Int) -> Int {
-        lock.withLock {
-            total += count
-            return total
-        }
-    }
-}

@@ -180,15 +180,7 @@ import Glibc
     /// A TCP connection to 127.0.0.1:`port`.
     func connect(port: Int) throws -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let connected = withLoopbackAddress(port: port) { Glibc.connect(descriptor, $0, $1) }
         guard connected == 0 else {
             close(descriptor)
             throw CLITestFailure("cannot connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))")
@@ -201,15 +193,7 @@ import Glibc
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var on: Int32 = 1
         setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let bound = withLoopbackAddress(port: port) { bind(descriptor, $0, $1) }
         guard bound == 0, Glibc.listen(descriptor, 16) == 0 else {
             close(descriptor)
             throw CLITestFailure("cannot listen on 127.0.0.1:\(port): \(String(cString: strerror(errno)))")

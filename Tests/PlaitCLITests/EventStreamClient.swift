@@ -49,15 +49,7 @@ final class EventStreamClient: @unchecked Sendable {
         comments = []
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw CLITestFailure("socket() failed: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let connected = withLoopbackAddress(port: port) { connect(descriptor, $0, $1) }
         guard connected == 0 else { throw CLITestFailure("cannot connect to 127.0.0.1:\(port): errno \(errno)") }
         var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(token)\r\n"
         for (name, value) in extra { request += "\(name): \(value)\r\n" }
