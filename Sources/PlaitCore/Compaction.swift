@@ -103,6 +103,9 @@ public struct BaselineFolder<D: Domain> {
     private var ended: Set<TimelineID>
     private var certificates: [TimelineID: [UInt8]]
     private var superseded: [TimelineID: UInt64]
+    /// Folded begins' `supersedes` with the key that made each: judged in `finish`, once every folded begin's
+    /// certificate is known, whatever order they were folded in.
+    private var claims: [(old: TimelineBegin.Superseded, certificate: [UInt8])] = []
     /// The fork records the new baseline carries: the previous baseline's, plus what the caller adds (the
     /// store's records, PROTOCOL.md §22.8).
     public var forks: [ForkBranch.Record]
@@ -139,9 +142,7 @@ public struct BaselineFolder<D: Domain> {
         // unsigned in the baseline, as it was in the store.
         if change.kind == TimelineBegin.kind, let begin = try? TimelineBegin(payload: change.payload) {
             certificates[change.timeline] = begin.certificate
-            if let old = begin.supersedes {
-                superseded[old.timeline] = min(superseded[old.timeline] ?? .max, old.seq)
-            }
+            if let old = begin.supersedes { claims.append((old, begin.certificate)) }
         }
         folded += 1
     }
@@ -149,6 +150,15 @@ public struct BaselineFolder<D: Domain> {
     public func finish() -> Baseline {
         var heads = heads
         for (timeline, change) in lastFolded { heads[timeline] = change.hash }
+        // As the store marks them (PROTOCOL.md §20.5): a folded timeline, stopped only by its own key's begin (or
+        // by any, when unsigned).
+        var superseded = superseded
+        for claim in claims
+        where summary[claim.old.timeline] > 0
+            && TimelineBegin.maySupersede(certificates[claim.old.timeline], by: claim.certificate)
+        {
+            superseded[claim.old.timeline] = min(superseded[claim.old.timeline] ?? .max, claim.old.seq)
+        }
         return Baseline(
             summary: summary, maxLamport: maxLamport, heads: heads, headLamports: headLamports, ended: ended,
             snapshot: domain.snapshot(of: engine.state, weight: summary.count), certificates: certificates,

@@ -174,7 +174,8 @@ public struct Intake<D: Domain>: Sendable {
         public var refused: [RefusedTimeline] = []
         /// Per timeline, the head once the accepted changes are stored.
         public var heads: [TimelineID: HeldHead] = [:]
-        /// Timelines superseded by an accepted `timeline.begin`, with the head at which they stop.
+        /// Timelines superseded by an accepted `timeline.begin`, with the head at which they stop: only those the
+        /// begin's key may stop (`TimelineBegin.maySupersede`).
         public var superseded: [TimelineBegin.Superseded] = []
         /// Changes that passed every check but are not covered by a verified signature yet (the signed change
         /// comes in a later batch), or whose witness is such a change: the caller holds them back and checks them
@@ -411,7 +412,10 @@ public struct Intake<D: Domain>: Sendable {
                 ended: last.encoded.change.kind == Change.timelineEndKind, certificate: run.certificate,
                 supersededAt: run.start.supersededAt)
             if let superseded = run.superseded, run.candidates.first?.encoded.change.seq == 1 {
-                result.superseded.append(superseded)
+                // The superseded timeline's key: from its begin in this batch, else as held (nil: unsigned, or
+                // not held, where there is nothing to mark).
+                let held = try runs[superseded.timeline].map { $0.certificate } ?? head(superseded.timeline)?.certificate
+                if TimelineBegin.maySupersede(held, by: run.certificate) { result.superseded.append(superseded) }
             }
         }
         return result

@@ -57,6 +57,14 @@ public struct TimelineBegin: Hashable, Sendable {
         }
     }
 
+    /// Whether a begin carrying `certificate` may supersede a timeline whose own begin carried `held` (nil: an
+    /// unsigned timeline of protocol 1, which any key may continue and so supersede): only the key that signs a
+    /// timeline may stop it (PROTOCOL.md §20.5). A begin of another key still opens its own timeline; its
+    /// `supersedes` is ignored, so a paired peer cannot silence another device's timeline everywhere.
+    public static func maySupersede(_ held: [UInt8]?, by certificate: [UInt8]?) -> Bool {
+        held == nil || held == certificate
+    }
+
     public init(certificate: [UInt8], nonce: [UInt8], supersedes: Superseded? = nil) {
         self.certificate = certificate
         self.nonce = nonce

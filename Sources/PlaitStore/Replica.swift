@@ -303,7 +303,7 @@ public final class Replica: @unchecked Sendable {
         /// Why the own timeline may continue elsewhere, when it may (only `rejoin` gets this far then).
         fileprivate let suspect: String?
         /// Signs this edit's changes on a signed timeline; nil when the store has no key (unsigned timelines).
-        fileprivate let signer: (any ChangeSigner)?
+        fileprivate var signer: (any ChangeSigner)?
         /// The timeline being appended to has a certificate: its changes are signed (DESIGN §11).
         fileprivate var timelineSigned: Bool
         /// The certificate of a timeline begun in this edit, recorded on its row when the head row is written.
@@ -468,7 +468,11 @@ public final class Replica: @unchecked Sendable {
             let nonce = (0..<TimelineBegin.nonceSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
             let begin = TimelineBegin(certificate: signer.certificate, nonce: nonce, supersedes: old)
             try switchTimeline(to: begin.timelineID)
-            if let old { try Store.markSuperseded(db, old.timeline, at: old.seq) }
+            // Marked here as every receiver marks it: only a timeline of this key, or an unsigned one (after
+            // `rejoin --new-key` the old timeline is stopped by its end, signed by the old key).
+            if let old, TimelineBegin.maySupersede(try Store.certificate(db, of: old.timeline), by: signer.certificate) {
+                try Store.markSuperseded(db, old.timeline, at: old.seq)
+            }
             timelineSigned = true
             beganCertificate = signer.certificate
             try appendRaw(kind: TimelineBegin.kind, version: 1, payload: begin.payload)
@@ -530,13 +534,23 @@ public final class Replica: @unchecked Sendable {
     /// Ends the own timeline with `timeline.end`, starts a new one, and re-emits the current state as creates
     /// (and completes), which collapse as duplicates on devices that already have them. With a key the new
     /// timeline is signed and its begin supersedes the old one at its head.
-    public func rejoin(now: Int64 = Replica.now()) throws -> (old: TimelineID, new: TimelineID, emitted: Int) {
+    ///
+    /// `retiredSigner` is the key the old timeline was signed with when it is no longer this replica's signer
+    /// (`rejoin --new-key`): the end is signed with it, as every change of that timeline must be to verify, and so
+    /// stops the old timeline everywhere — a begin of the new key may not supersede it (PROTOCOL.md §20.5).
+    public func rejoin(now: Int64 = Replica.now(), retiredSigner: (any ChangeSigner)? = nil) throws -> (
+        old: TimelineID, new: TimelineID, emitted: Int
+    ) {
         try edit(now: now, leavingSuspectTimeline: true) { edit in
             let old = edit.ownTimeline
             // A timeline that may continue on another device is left as it is: an end appended here could be a
             // second change under a number that device already used.
             if edit.suspect == nil {
+                let signer = edit.signer
+                if let retiredSigner { edit.signer = retiredSigner }
                 try edit.appendRaw(kind: Change.timelineEndKind, version: 1, payload: [])
+                try edit.finish()
+                edit.signer = signer
             }
             if edit.signer != nil {
                 // The new timeline's begin supersedes the old one at its head (the end just appended, if any) — but

@@ -109,7 +109,8 @@ extension Home {
         let suspect = try store.ownTimelineSuspicion()
         let rejoined: (old: TimelineID, new: TimelineID, emitted: Int)
         do {
-            rejoined = try replica.rejoin(now: now)
+            // The old timeline's end is signed by the old key: only that key's signature verifies on it.
+            rejoined = try replica.rejoin(now: now, retiredSigner: try P256Signer(directory: retired))
         } catch {
             // The key is replaced and the peers are recorded: only the timeline is left, which `plait rejoin` does.
             throw PlaitError.usage(

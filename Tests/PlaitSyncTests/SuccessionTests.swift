@@ -151,4 +151,25 @@ import Testing
             #expect(try home.store.ownTimeline() == rekeyed.newTimeline, "not moved onto yet another timeline")
         }
     }
+
+    /// The old timeline's end is signed by the old key: a peer verifies every change of that timeline under the
+    /// old certificate, and the new key's begin may not supersede it (PROTOCOL.md §20.5). Before, the end was
+    /// signed by the new key and every peer refused it ("the signature … does not verify").
+    @Test func theOldTimelineEndsWithTheOldKeysSignatureEverywhere() throws {
+        try withTemporaryDirectory { directory in
+            let home = try Home.create(at: directory.file("a"), name: "a", config: Config())
+            _ = try home.replica.edit { edit in
+                try edit.append(.listCreate(id: .random(), title: "before", color: nil, at: .bottom))
+            }
+            let rekeyed = try home.rejoinWithNewKey()
+            #expect(rekeyed.endedOldTimeline)
+            let peer = try Device("peer", in: directory, timeline: .random())
+            let result = try peer.replica.integrate(encoded: try home.store.encodedChangesInReplayOrder())
+            #expect(result.refused.isEmpty, "\(result.refused)")
+            #expect(try peer.summary == home.store.summary())
+            let old = try peer.store.changes(of: rekeyed.oldTimeline, from: 1, limit: .max)
+            #expect(old.last?.kind == Change.timelineEndKind)
+            #expect(hex(peer.digest) == hex(home.replica.digest))
+        }
+    }
 }
