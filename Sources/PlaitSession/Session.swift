@@ -42,6 +42,8 @@ public final class Session: @unchecked Sendable {
     /// When bytes last moved either way. A peer busy integrating a long batch still reads, so only a
     /// connection on which nothing moves is silent.
     private var lastProgress = ContinuousClock.now
+    /// Until the peer's Hello arrives, when the session gives up on it (`SessionOptions.helloTimeout`).
+    private var helloDeadline = ContinuousClock.now
     /// When the machine came to owe the peer a state report (the first local change since it last owed none).
     private var reportOwedSince: ContinuousClock.Instant?
     /// When the last pulled batch that added changes was taken, until the state is saved after it.
@@ -149,8 +151,10 @@ public final class Session: @unchecked Sendable {
         var readBuffer = [UInt8](repeating: 0, count: 64 << 10)
         try perform(machine.start())
         lastProgress = .now
+        helloDeadline = lastProgress + options.helloTimeout
         var woken = true
         while true {
+            if machine.peer == nil, ContinuousClock.now >= helloDeadline { throw .noHello(within: options.helloTimeout) }
             // Taken only when the inbox's descriptor said so (or before the first poll): no syscall per turn.
             let asked = woken ? requests.take() : []
             woken = false
@@ -282,6 +286,7 @@ public final class Session: @unchecked Sendable {
         var deadline = lastProgress + (pingOutstanding ? options.idleTimeout : options.pingInterval)
         if let due = reportDeadline() { deadline = min(deadline, due) }
         if let due = derivedSaveDeadline() { deadline = min(deadline, due) }
+        if machine.peer == nil { deadline = min(deadline, helloDeadline) }
         let wait = deadline - ContinuousClock.now
         let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1
         return Int32(clamping: max(0, milliseconds))

@@ -38,6 +38,9 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case frameTooLargeForPeer(size: Int, limit: Int)
     /// No byte moved either way for this long (after a Ping went unanswered).
     case timedOut(after: Duration)
+    /// The peer's Hello did not arrive within this long of the session's start, whatever else it sent: a peer that
+    /// trickles bytes would otherwise hold the connection (and its thread) for good.
+    case noHello(within: Duration)
     /// `stop()` was called before a one-shot session finished.
     case stopped
     /// The agent kept another connection with the same instance of this device instead (PROTOCOL.md §13.5).
@@ -85,6 +88,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "a frame of \(size) bytes would exceed the \(limit) bytes the peer accepts."
         case let .timedOut(duration):
             return "the peer did not answer for \(duration) (not even a Ping)."
+        case let .noHello(within):
+            return "the peer sent no Hello within \(within) of connecting."
         case .stopped:
             return "the session was stopped before it finished."
         case .notKept:

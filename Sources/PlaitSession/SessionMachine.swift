@@ -80,6 +80,9 @@ public struct SessionOptions: Sendable {
     public var pingInterval: Duration = .seconds(15)
     /// Silence from the peer after which the session fails.
     public var idleTimeout: Duration = .seconds(60)
+    /// How long after the session starts the peer's Hello must have arrived, however many bytes it sends
+    /// meanwhile (a Hello takes milliseconds on a LAN; one slow byte at a time would otherwise never be silence).
+    public var helloTimeout: Duration = .seconds(10)
     /// Agent mode: how long the connection must be quiet before the state report owed since a local change is
     /// sent, and how long it may be owed at most. A report's digest walks the whole state: sent with every
     /// Notify, it made each edit on a 100,000-item home cost two walks on each side (README, benchmarks).

@@ -45,6 +45,12 @@ public final class Agent: @unchecked Sendable {
         var watchesStore = true
         /// Events held for the local API's clients (a client further behind is told of a gap).
         public var eventCapacity = EventHub.defaultCapacity
+        /// Connections from one paired device at once, sessions and connections still before their Hello (its
+        /// agent's one and a few `plait sync` runs are all a device needs). Each costs a thread: a paired device
+        /// that opened thousands held thousands (a hostile tester). One over it is closed at once, unanswered.
+        public var maxConnectionsPerPeer = 8
+        /// How long a paired device has to send its Hello once connected (`SessionOptions.helloTimeout`).
+        public var helloTimeout: Duration = .seconds(10)
 
         public init() {}
     }
@@ -103,6 +109,10 @@ public final class Agent: @unchecked Sendable {
     /// The instances (hexadecimal nonces) of each device confirmed as copies of one home while this agent runs.
     private var copiedInstances: [String: Set<String>] = [:]
     private var dialing: Set<String> = []
+    /// Connections being run per paired Device ID (`Settings.maxConnectionsPerPeer`), and when the last refusal
+    /// over it was logged per device (one line a minute).
+    private var connectionsByPeer: [String: Int] = [:]
+    private var overCapLogged: [String: ContinuousClock.Instant] = [:]
     private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
     private var trusted: Set<String> = []
     private var listener: TLSListener?
@@ -540,6 +550,30 @@ public final class Agent: @unchecked Sendable {
     ) -> Bool {
         defer { connection.close() }
         guard let peer = connection.peerDeviceID?.description else { return false }
+        let (admitted, logOverCap) = lock.withLock { () -> (Bool, Bool) in
+            guard connectionsByPeer[peer, default: 0] < settings.maxConnectionsPerPeer else {
+                let now = ContinuousClock.now
+                let log = overCapLogged[peer].map { now - $0 >= .seconds(60) } ?? true
+                if log { overCapLogged[peer] = now }
+                return (false, log)
+            }
+            connectionsByPeer[peer, default: 0] += 1
+            return (true, false)
+        }
+        guard admitted else {
+            if logOverCap {
+                let limit = settings.maxConnectionsPerPeer
+                logger.warning(
+                    "closed a connection from \(peer): it already has \(limit) connections open here (more are closed unanswered; said once a minute)")
+            }
+            return false
+        }
+        defer {
+            lock.withLock {
+                connectionsByPeer[peer, default: 1] -= 1
+                if connectionsByPeer[peer] == 0 { connectionsByPeer[peer] = nil }
+            }
+        }
         // Telling a peer the new Device ID is one one-shot session under the retired identity.
         var options = SessionOptions(mode: telling == nil ? .agent : .oneShot)
         options.succession = telling?.statement
@@ -547,6 +581,7 @@ public final class Agent: @unchecked Sendable {
         options.onSuccession = { [weak self] statement in self?.tookSuccession(statement, certificate: certificate) }
         options.maxBatchChanges = home.config.batchChanges
         options.idleTimeout = .seconds(60)
+        options.helloTimeout = settings.helloTimeout
         options.certifiedPeerID = peer
         let logger = self.logger
         let slot = EntrySlot()

@@ -1,0 +1,112 @@
+import Foundation
+import PlaitCore
+import PlaitSync
+import PlaitTLS
+import PlaitTestSupport
+import PlaitWire
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A hostile paired device against the agent's resources (found by a hostile tester, 2026-11-24): 2,000
+/// connections that never sent a Hello, or sent one byte now and then, held 2,000 threads for good.
+@Suite(.serialized) struct PeerConnectionLimitTests {
+    /// What came on a connection until it closed (or until 15 s passed: `closed` false).
+    struct Drained {
+        var bytes: [UInt8] = []
+        var closed = false
+        var messages: [Message] { (try? decodeAll(bytes)) ?? [] }
+        var closeReason: String? {
+            if case let .close(reason) = messages.last { return reason }
+            return nil
+        }
+    }
+
+    /// Reads everything until the agent closes the connection; with `trickle`, writes one byte of a never
+    /// finished frame every 100 ms meanwhile (a frame of 1 MiB announced, its bytes sent one at a time).
+    static func drain(_ connection: TLSConnection, trickle: Bool) -> Drained {
+        var drained = Drained()
+        let deadline = ContinuousClock.now + .seconds(15)
+        var toSend: [UInt8] = trickle ? [0x00, 0x10, 0x00, 0x00, 1] + [UInt8](repeating: 0x08, count: 1_000) : []
+        var nextByte = ContinuousClock.now
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now < deadline {
+            if !toSend.isEmpty && ContinuousClock.now >= nextByte {
+                if case .closed? = try? connection.write([toSend.removeFirst()]) {}
+                nextByte = ContinuousClock.now + .milliseconds(100)
+            }
+            do {
+                switch try connection.read(into: &buffer) {
+                case let .bytes(count):
+                    drained.bytes += buffer[..<count]
+                    continue
+                case .closed:
+                    drained.closed = true
+                    return drained
+                case .wantRead, .wantWrite:
+                    var descriptor = pollfd(fd: connection.fileDescriptor, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&descriptor, 1, 50)
+                }
+            } catch {
+                drained.closed = true  // reset or refused: closed all the same
+                return drained
+            }
+        }
+        return drained
+    }
+
+    @Test func aPairedDeviceGetsAFewConnectionsAndEachMustSayHelloInTime() throws {
+        try withTemporaryDirectory { directory in
+            let server = try Home.create(at: directory.file("server"), name: "server", config: Config())
+            let friend = try Home.create(at: directory.file("friend"), name: "friend", config: Config())
+            let rogue = try Home.create(at: directory.file("rogue"), name: "rogue", config: Config())
+            for other in [friend, rogue] {
+                _ = try server.trust(other.identity.deviceID.description, address: nil, name: other.deviceName)
+                _ = try other.trust(server.identity.deviceID.description, address: nil, name: "server")
+            }
+            var rng = SplitMix64(seed: 0xC0_0001)
+            try randomEdits(server.replica, count: 20, rng: &rng)
+            let recorder = LogRecorder()
+            var settings = Agent.Settings()
+            settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
+            settings.maxConnectionsPerPeer = 3
+            settings.helloTimeout = .seconds(2)
+            let agent = Agent(home: server, settings: settings, logger: recorder.logger())
+            try agent.start()
+            defer { agent.stop() }
+            let port = try #require(agent.boundPort)
+            let serverID = try server.identity.deviceID
+            let context = try TLSContext(identity: rogue.identity, role: .client(offering: .sync))
+            func connect() throws -> TLSConnection {
+                try TLSConnection.connect(
+                    host: "127.0.0.1", port: port, context: context, trust: { $0 == serverID }, timeout: .seconds(5))
+            }
+
+            // Five silent connections: three are run and closed for want of a Hello; two are closed unanswered.
+            let silent = try (0..<5).map { _ in try connect() }
+            // Meanwhile another paired device is served: the limit is per device.
+            let outcome = friend.syncOnce(with: try PeerAddress(parsing: "127.0.0.1:\(port)"), timeout: .seconds(10))
+            #expect(outcome.succeeded, "\(outcome.failure ?? "")")
+            #expect(hex(friend.replica.digest) == hex(server.replica.digest))
+            let results = silent.map { Self.drain($0, trickle: false) }
+            for connection in silent { connection.close() }
+            let closed = results.filter { $0.closed }.count
+            #expect(closed == 5, "\(results.map { $0.messages })")
+            let noHello = results.filter { $0.closeReason?.contains("no Hello within") == true }
+            let unanswered = results.filter { $0.bytes.isEmpty }
+            #expect(noHello.count == 3, "\(results.map { $0.closeReason ?? "(\($0.bytes.count) bytes)" })")
+            #expect(unanswered.count == 2)
+            #expect(recorder.line(containing: ["closed a connection from", try rogue.identity.deviceID.description])
+                != nil)
+
+            // One that keeps sending a byte at a time is closed all the same, and makes room again.
+            let trickling = try connect()
+            let trickled = Self.drain(trickling, trickle: true)
+            trickling.close()
+            #expect(trickled.closed && trickled.closeReason?.contains("no Hello within 2") == true,
+                "\(trickled.messages)")
+        }
+    }
+}
