@@ -68,13 +68,23 @@ extension Store {
             total: UInt64(row[2] as Int64), staged: UInt64(staged))
     }
 
+    /// The largest baseline a peer may stage here: far beyond real list data (a snapshot holds each live item's
+    /// ID, list, position and text once). Without a bound one paired device staged 403 MB in 4 s (a hostile
+    /// tester) and could have filled the disk; adoption reads the whole baseline into memory too.
+    public static let maxBaselineBytes: UInt64 = 256 << 20
+
     /// Stages one chunk of a baseline pulled from `peer`, in its own transaction. A chunk at offset 0 starts
     /// the baseline afresh (dropping anything staged from that peer); any other must continue exactly where
     /// the staged one ends, with the same summary and size. Returns the bytes staged after it.
     public func stageBaselineChunk(
         from peer: String, summary: Summary, digest: [UInt8]?, total: UInt64, offset: UInt64, data: [UInt8]
     ) throws -> UInt64 {
-        try write { db in
+        guard total <= Self.maxBaselineBytes else {
+            throw StoreError.rejected(
+                .corruptSnapshot(
+                    "a baseline of \(total) bytes is larger than this device takes (\(Self.maxBaselineBytes >> 20) MiB)"))
+        }
+        return try write { db in
             if offset == 0 {
                 try db.execute(sql: "DELETE FROM staged_baseline_chunks WHERE peer = ?", arguments: [peer])
                 try db.execute(

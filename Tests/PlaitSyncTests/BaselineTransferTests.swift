@@ -194,6 +194,31 @@ import Glibc
             }
         }
     }
+
+    /// A baseline larger than `Store.maxBaselineBytes` is refused at its first chunk, and what was staged from
+    /// that peer before stays as it was (a hostile paired peer staged 403 MB in 4 s; nothing bounded it).
+    @Test func aBaselineLargerThanTheLimitIsNotStaged() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0xBA5E_0007)
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(b.replica, count: 20, rng: &rng)
+            var summary = Summary()
+            summary[TimelineID(rng.next())] = 5
+            let limit = Store.maxBaselineBytes
+            #expect(try b.store.stageBaselineChunk(
+                from: "DEVICE-X", summary: summary, digest: nil, total: limit, offset: 0, data: [1, 2, 3]) == 3)
+            let staged = try b.store.stagedBaseline(from: "DEVICE-X")
+            let before = try b.snapshot()
+            for total in [limit + 1, UInt64(Int64.max)] {
+                #expect(throws: StoreError.self) {
+                    try b.store.stageBaselineChunk(
+                        from: "DEVICE-X", summary: summary, digest: nil, total: total, offset: 0, data: [4])
+                }
+            }
+            #expect(try b.store.stagedBaseline(from: "DEVICE-X") == staged)
+            #expect(try b.snapshot() == before)
+        }
+    }
 }
 
 /// A flag set once from any thread.
