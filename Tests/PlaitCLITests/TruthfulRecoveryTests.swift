@@ -83,6 +83,30 @@ import Glibc
         }
     }
 
+    /// Rot in a change's kind: `status` said the change "needs a newer plait" and doctor's advice ended "(nothing
+    /// is lost)" while repair would set the change aside and its item would stop showing.
+    @Test func aRottedKindIsNotCalledNewerAndDoctorPromisesNothingFalse() throws {
+        try withSandbox { sandbox in
+            let home = sandbox.home
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "L"])
+            for text in ["a1", "a2", "a3"] { try sandbox.ok(["add", "L", text]) }
+            let own = try ownTimeline(sandbox, home)
+            // a2's create (change 4): "item.create" with one letter changed, as a flipped bit leaves it.
+            try sqlite(home + "/plait.db", "UPDATE changes SET kind = 'item.crecte' WHERE tl = \(column(own)) AND seq = 4")
+            let status = try sandbox.ok(["status"]).stdout
+            #expect(status.contains("from a newer plait, or damaged"), "\(status)")
+            #expect(!status.contains("need a newer plait"), "\(status)")
+            let doctor = try sandbox.run(["doctor", "--json", "--listen", "127.0.0.1:0"])
+            #expect(doctor.status != 0, "\(doctor)")
+            #expect(!doctor.stdout.contains("nothing is lost"), "\(doctor)")
+            let checks = (try doctor.json()["checks"] as? [[String: Any]]) ?? []
+            let chains = checks.first { $0["check"] as? String == "hash chains" }
+            #expect(chains?["status"] as? String == "failed", "\(checks)")
+            #expect((chains?["detail"] as? String)?.contains("\(own):4-5 are damaged") == true, "\(checks)")
+        }
+    }
+
     /// The store was damaged, and the error said "move it aside and `plait init` again"; `init` then refused the
     /// home ("already holds a plait device") and every other command said "run `plait init` first". Now `init`
     /// makes a new store there and keeps the identity, which the peers still trust: pairing them again on this
