@@ -47,19 +47,25 @@ private struct RecordingHandler: LogHandler {
     }
 }
 
+/// A server home paired with a well-behaved friend and a rogue (both paired both ways).
+func serverFriendAndRogue(in directory: TemporaryDirectory) throws -> (server: Home, friend: Home, rogue: Home) {
+    let server = try Home.create(at: directory.file("server"), name: "server", config: Config())
+    let friend = try Home.create(at: directory.file("friend"), name: "friend", config: Config())
+    let rogue = try Home.create(at: directory.file("rogue"), name: "rogue", config: Config())
+    for other in [friend, rogue] {
+        _ = try server.trust(other.identity.deviceID.description, address: nil, name: other.deviceName)
+        _ = try other.trust(server.identity.deviceID.description, address: nil, name: "server")
+    }
+    return (server, friend, rogue)
+}
+
 /// The agent in this process over real TLS on 127.0.0.1.
 @Suite(.serialized) struct AgentTests {
     /// A paired device that sends garbage, oversized or truncated frames loses that connection (the reason
     /// is logged); the agent goes on serving a well-behaved paired peer, during and after.
     @Test func badFramesCloseOnlyThatConnection() throws {
         try withTemporaryDirectory { directory in
-            let server = try Home.create(at: directory.file("server"), name: "server", config: Config())
-            let friend = try Home.create(at: directory.file("friend"), name: "friend", config: Config())
-            let rogue = try Home.create(at: directory.file("rogue"), name: "rogue", config: Config())
-            for other in [friend, rogue] {
-                _ = try server.trust(other.identity.deviceID.description, address: nil, name: other.deviceName)
-                _ = try other.trust(server.identity.deviceID.description, address: nil, name: "server")
-            }
+            let (server, friend, rogue) = try serverFriendAndRogue(in: directory)
             var rng = SplitMix64(seed: 0xA6E7_0001)
             try randomEdits(server.replica, count: 50, rng: &rng)
             let recorder = LogRecorder()

@@ -59,13 +59,7 @@ import Glibc
 
     @Test func aPairedDeviceGetsAFewConnectionsAndEachMustSayHelloInTime() throws {
         try withTemporaryDirectory { directory in
-            let server = try Home.create(at: directory.file("server"), name: "server", config: Config())
-            let friend = try Home.create(at: directory.file("friend"), name: "friend", config: Config())
-            let rogue = try Home.create(at: directory.file("rogue"), name: "rogue", config: Config())
-            for other in [friend, rogue] {
-                _ = try server.trust(other.identity.deviceID.description, address: nil, name: other.deviceName)
-                _ = try other.trust(server.identity.deviceID.description, address: nil, name: "server")
-            }
+            let (server, friend, rogue) = try serverFriendAndRogue(in: directory)
             var rng = SplitMix64(seed: 0xC0_0001)
             try randomEdits(server.replica, count: 20, rng: &rng)
             let recorder = LogRecorder()
