@@ -19,7 +19,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case peerClosed(reason: String)
     /// The peer speaks another protocol version or data model, or is this very device.
     case incompatible(String)
-    /// The peer's Hello names another Device ID than the certificate it proved in the TLS handshake.
+    /// The peer's Hello names another Device ID than the certificate it proved in the TLS handshake (this device's
+    /// own, say). The peer's fault: nothing of the session is taken, and nothing is reported about this device.
     case identityMismatch(claimed: String, certified: String)
     /// The peer sent a message out of turn.
     case protocolViolation(String)
@@ -65,8 +66,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
         case let .incompatible(reason):
             return "the peer cannot sync with this device: \(reason)."
         case let .identityMismatch(claimed, certified):
-            return "the peer's certificate is device \(certified), but its Hello claims to be \(claimed); the "
-                + "connection was closed."
+            return "the peer broke the sync protocol: its certificate is device \(certified), but its Hello claims "
+                + "to be \(claimed); the connection was closed and nothing of it was taken."
         case let .protocolViolation(reason):
             return "the peer broke the sync protocol: \(reason)."
         case let .batchRefused(error):

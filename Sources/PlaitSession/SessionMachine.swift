@@ -841,16 +841,19 @@ struct SessionMachine {
         guard hello.domainName == ListsDomain.name else {
             throw .incompatible("it holds '\(hello.domainName)' data and this device '\(ListsDomain.name)'")
         }
+        // The certificate first (PROTOCOL.md §13.2): a Hello is the peer's word, its certificate the TLS handshake's
+        // proof. A paired peer whose Hello names this device's own ID broke the protocol; it proves no copied home.
+        if let certified = options.certifiedPeerID, hello.deviceID != certified {
+            throw .identityMismatch(claimed: hello.deviceID, certified: certified)
+        }
         if hello.deviceID == identity.deviceID {
-            // This Device ID from another process that is not this home's: the two copies of a copied home met.
+            // This Device ID, proved by its certificate, from another process that is not this home's: the two
+            // copies of a copied home met (they hold one key).
             let (mine, theirs) = (identity.instanceNonce, hello.instanceNonce)
             if !mine.isEmpty, !theirs.isEmpty, mine != theirs {
                 throw .copiedHome(CopiedHome(deviceID: hello.deviceID, instances: [mine, theirs]))
             }
             throw .incompatible("it is this very device")
-        }
-        if let certified = options.certifiedPeerID, hello.deviceID != certified {
-            throw .identityMismatch(claimed: hello.deviceID, certified: certified)
         }
         peer = hello
         peerAnnounced = hello.summary

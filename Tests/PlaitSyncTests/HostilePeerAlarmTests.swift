@@ -1,0 +1,137 @@
+import Foundation
+import PlaitCore
+import PlaitSession
+import PlaitStore
+import PlaitSync
+import PlaitTLS
+import PlaitTestSupport
+import PlaitWire
+import Testing
+
+/// A paired peer speaking the protocol by hand over real TLS, with its own certificate: what a hostile client
+/// written from PROTOCOL.md alone can send.
+final class RawTLSPeer {
+    let connection: TLSConnection
+    private var decoder: FrameDecoder
+    /// The Hello the agent sent.
+    private(set) var agentHello: Hello?
+
+    /// Connects as `home` to the agent on `port`, accepting frames of at most `maxFrameSize` bytes from it.
+    init(_ home: Home, port: UInt16, agent: DeviceID, maxFrameSize: Int = Frame.defaultMaxSize) throws {
+        let context = try TLSContext(identity: home.identity, role: .client(offering: .sync))
+        connection = try TLSConnection.connect(
+            host: "127.0.0.1", port: port, context: context, trust: { $0 == agent }, timeout: .seconds(10))
+        decoder = FrameDecoder(maxFrameSize: maxFrameSize)
+    }
+
+    deinit { connection.close() }
+
+    func send(_ message: Message) throws { try connection.writeAll(message.encode(), timeout: .seconds(10)) }
+
+    /// The next message from the agent, or nil once it closed the connection. A frame over this peer's limit
+    /// throws.
+    func receive() throws -> Message? {
+        while true {
+            if let frame = try decoder.next() {
+                let message = try Message.decode(frame)
+                if case let .hello(hello) = message { agentHello = hello }
+                return message
+            }
+            do {
+                let prefix = try connection.readExactly(4, timeout: .seconds(20))
+                let length = prefix.reduce(0) { $0 << 8 | Int($1) }
+                decoder.append(prefix)
+                // The decoder refuses an oversized length from the prefix alone, before it is read.
+                if try decoder.next() == nil, length > 0 {
+                    decoder.append(try connection.readExactly(length, timeout: .seconds(20)))
+                }
+            } catch let error as TLSError {
+                if case .closed = error { return nil }
+                throw error
+            }
+        }
+    }
+
+    /// Reads until a message matches; every message read.
+    func receive(until matches: (Message) -> Bool) throws -> [Message] {
+        var seen: [Message] = []
+        while let message = try receive() {
+            seen.append(message)
+            if matches(message) { return seen }
+        }
+        return seen
+    }
+
+    /// A Hello from `home` as a hand-written client sends it.
+    static func hello(
+        _ home: Home, deviceID: String? = nil, summary: Summary = Summary(), baselineSummary: Summary = Summary(),
+        baselineDigest: [UInt8]? = nil, maxFrameSize: Int = Frame.defaultMaxSize, nonce: [UInt8] = randomNonce(),
+        forkRecords: [ForkBranch.Record] = []
+    ) throws -> Message {
+        .hello(
+            Hello(
+                domainName: ListsDomain.name, domainVersion: ListsDomain.version,
+                deviceID: try deviceID ?? home.identity.deviceID.description, name: "rogue", summary: summary,
+                headHashes: [:], baselineSummary: baselineSummary, baselineDigest: baselineDigest,
+                stateDigest: Change.zeroHash, unknownCount: 0, maxFrameSize: maxFrameSize, instanceNonce: nonce,
+                forkRecords: forkRecords))
+    }
+
+    static func randomNonce() -> [UInt8] { (0..<16).map { _ in UInt8.random(in: 0...255) } }
+}
+
+/// Findings of a hostile paired peer (2026-11-24), each seen failing before its fix: the real agent, real TLS on
+/// loopback, a peer speaking the protocol by hand. What this device says about itself must be true.
+@Suite(.serialized) struct HostilePeerAlarmTests {
+    /// A server agent and a paired rogue home; `body` gets them, the agent's port and its log.
+    func withAgent(
+        seed: UInt64, config: Config = Config(),
+        _ body: (_ server: Home, _ rogue: Home, _ port: UInt16, _ log: LogRecorder, _ directory: TemporaryDirectory)
+            throws -> Void
+    ) throws {
+        try withTemporaryDirectory { directory in
+            let server = try Home.create(at: directory.file("server"), name: "server", config: config)
+            let rogue = try Home.create(at: directory.file("rogue"), name: "rogue", config: Config())
+            _ = try server.trust(rogue.identity.deviceID.description, address: nil, name: "rogue")
+            _ = try rogue.trust(server.identity.deviceID.description, address: nil, name: "server")
+            var rng = SplitMix64(seed: seed)
+            try randomEdits(server.replica, count: 5, rng: &rng)
+            let log = LogRecorder()
+            var settings = Agent.Settings()
+            settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
+            let agent = Agent(home: server, settings: settings, logger: log.logger())
+            try agent.start()
+            defer { agent.stop() }
+            try body(server, rogue, try #require(agent.boundPort), log, directory)
+        }
+    }
+
+    /// A paired peer's Hello naming this device's own Device ID made it report its own home as copied ("home
+    /// copied: device <this> is running from two homes"), recorded and shown by status and doctor. The Hello's
+    /// ID is checked against the peer's certificate first: a mismatch is the peer's protocol violation.
+    @Test func aHelloNamingThisDevicesIDIsThePeersViolationNotACopiedHome() throws {
+        try withAgent(seed: 0xA1A2_0001) { server, rogue, port, log, _ in
+            let serverID = try server.identity.deviceID
+            let peer = try RawTLSPeer(rogue, port: port, agent: serverID)
+            try peer.send(try RawTLSPeer.hello(rogue, deviceID: serverID.description))
+            let seen = try peer.receive { if case .close = $0 { true } else { false } }
+            guard case let .close(reason)? = seen.last else {
+                Issue.record("no Close: \(seen.map(\.type))")
+                return
+            }
+            let rogueID = try rogue.identity.deviceID.description
+            #expect(reason.contains("the peer broke the sync protocol"), "\(reason)")
+            #expect(reason.contains("its certificate is device \(rogueID)"), "\(reason)")
+            #expect(!reason.contains("home copied"), "\(reason)")
+            #expect(log.line(containing: ["session with \(rogueID) ended", "broke the sync protocol"]) != nil)
+            #expect(try server.store.copiedHomes(now: Replica.now()).isEmpty, "a copied home was recorded")
+            #expect(try server.copiedHomeReports().isEmpty)
+            #expect(!log.all.contains { $0.contains("home copied") }, "\(log.all.joined(separator: "\n"))")
+        }
+    }
+}
+
+/// The Want markers of PROTOCOL.md §13.3, as a hand-written client writes them.
+enum SessionMachineMarkers {
+    static let excluded = WireLimits.maxSeq
+}
