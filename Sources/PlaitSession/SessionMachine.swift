@@ -134,8 +134,14 @@ public struct ForkedTimeline: Hashable, Sendable, CustomStringConvertible {
     public var detectedLocally: Bool
 
     public var description: String {
-        "timeline \(timeline) has forked: this device holds it up to \(localHead) and the peer up to \(peerHead), "
-            + "with different histories; it was not exchanged with this peer"
+        guard detectedLocally else {
+            // Only the peer could compare: it holds the timeline further, and this device holds no second hash.
+            return "the peer reports that timeline \(timeline) has forked: it holds it up to \(peerHead) with another "
+                + "history than this device's up to \(localHead) (this device holds less of it and cannot compare); "
+                + "it was not exchanged with this peer"
+        }
+        return "timeline \(timeline) has forked: this device holds it up to \(localHead) and the peer up to "
+            + "\(peerHead), with different histories; it was not exchanged with this peer"
     }
 }
 
@@ -960,9 +966,15 @@ struct SessionMachine {
         var actions: [SessionAction] = []
         var learned = false
         for (timeline, seq) in have.heads where seq == Self.excluded && forks[timeline] == nil && mine[timeline] > 0 {
+            // The marker is the peer's word. It is a fork only where the peer holds the timeline beyond this device
+            // (its Hello, or a Notify since): then it, and only it, could compare two hashes at one number (its own
+            // and this device's head hash). A peer holding the timeline no further was compared here at the
+            // greeting, and one holding none of it has nothing to compare: the marker then only asks for nothing
+            // of the timeline (PROTOCOL.md §13.3), and no fork is recorded.
+            let peerHead = max(peer?.summary[timeline] ?? 0, peerAnnounced?[timeline] ?? 0)
+            guard peerHead > mine[timeline] else { continue }
             forks[timeline] = ForkedTimeline(
-                timeline: timeline, localHead: mine[timeline], peerHead: peer?.summary[timeline] ?? 0,
-                detectedLocally: false)
+                timeline: timeline, localHead: mine[timeline], peerHead: peerHead, detectedLocally: false)
             learned = true
         }
         if learned {

@@ -129,6 +129,35 @@ final class RawTLSPeer {
             #expect(!log.all.contains { $0.contains("home copied") }, "\(log.all.joined(separator: "\n"))")
         }
     }
+
+    /// A Want marking this device's own timeline "excluded" (forked) from a peer that holds nothing of it made this
+    /// device record a fork with that peer, and on its signed own timeline give the timeline up (its next edit
+    /// began a new one). A bare marker is no evidence: nothing is recorded, nothing changes.
+    @Test func anExcludedMarkerFromAPeerHoldingNothingOfTheTimelineIsNoFork() throws {
+        try withAgent(seed: 0xA1A2_0002) { server, rogue, port, log, _ in
+            let own = try server.store.ownTimeline()
+            let peer = try RawTLSPeer(rogue, port: port, agent: try server.identity.deviceID)
+            try peer.send(try RawTLSPeer.hello(rogue))
+            _ = try peer.receive { if case .want = $0 { true } else { false } }
+            try peer.send(.want(Want(have: Summary([own: SessionMachineMarkers.excluded]), baselineOffset: nil)))
+            let answer = try peer.receive { if case .done = $0 { true } else { false } }
+            guard case let .done(done)? = answer.last else {
+                Issue.record("no Done: \(answer.map(\.type))")
+                return
+            }
+            #expect(done[own] > 0, "the answer names what the agent holds")
+            try peer.send(.close(reason: "done"))
+            _ = try peer.receive { if case .close = $0 { true } else { false } }
+            let forks = try server.store.forks()
+            #expect(forks.isEmpty, "a fork was recorded: \(forks)")
+            let lines = log.all
+            #expect(!lines.contains { $0.contains("forked") }, "\(lines.joined(separator: "\n"))")
+            // The own timeline goes on: the next edit is on it, not on a new one.
+            var rng = SplitMix64(seed: 7)
+            try randomEdits(server.replica, count: 1, rng: &rng)
+            #expect(try server.store.ownTimeline() == own)
+        }
+    }
 }
 
 /// The Want markers of PROTOCOL.md §13.3, as a hand-written client writes them.
