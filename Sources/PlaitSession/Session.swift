@@ -412,7 +412,9 @@ public final class Session: @unchecked Sendable {
             if let admit = options.admitPeer, !admit(hello) { throw .notKept }
         case let .recordCopiedHome(copied):
             try local {
-                try store.recordCopiedHome(deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())
+                try store.recordCopiedHome(
+                    deviceID: copied.deviceID, instances: copied.instances, reportedBy: copied.reportedBy,
+                    now: Replica.now())
             }
         case let .learnForkRecords(records):
             let learnt = try local { try replica.learnForkRecords(records) }

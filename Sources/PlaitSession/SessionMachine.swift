@@ -45,16 +45,26 @@ public struct CopiedHome: Hashable, Sendable, CustomStringConvertible {
     public var deviceID: String
     /// The instance nonces seen, sorted.
     public var instances: [[UInt8]]
+    /// The peer whose Notify said so (its Device ID), when this device did not see the instances itself: a relayed
+    /// report about this device's own ID, which it cannot check (PROTOCOL.md §13.2 item 6). Nil: seen here.
+    public var reportedBy: String?
 
-    public init(deviceID: String, instances: [[UInt8]]) {
+    public init(deviceID: String, instances: [[UInt8]], reportedBy: String? = nil) {
         self.deviceID = deviceID
         self.instances = Array(Set(instances)).sorted { $0.lexicographicallyPrecedes($1) }
+        self.reportedBy = reportedBy
     }
 
     public var description: String {
         let shown = instances.map(InstanceNonce.short).joined(separator: ", ")
-        return "home copied: device \(deviceID) is running from \(instances.count == 2 ? "two" : "\(instances.count)") "
-            + "homes (instances \(shown)); run `plait rejoin --new-key` on one of them"
+        let homes = "homes (instances \(shown))"
+        let count = instances.count == 2 ? "two" : "\(instances.count)"
+        guard let reportedBy else {
+            return "home copied: device \(deviceID) is running from \(count) \(homes); run `plait rejoin --new-key` on "
+                + "one of them"
+        }
+        return "peer \(reportedBy) reports that device \(deviceID) (this device) is connected to it from \(count) "
+            + "\(homes) at once: if so, this home was copied; run `plait rejoin --new-key` on one of the copies"
     }
 }
 
@@ -475,9 +485,14 @@ struct SessionMachine {
             return [.endStream(summary)]
         case let .notify(summary, report, copies):
             var told: [SessionAction] = []
-            // The peer sees this device's ID connected from several instances at once: this home was copied.
-            if copies.count > 1 {
-                let copied = CopiedHome(deviceID: identity.deviceID, instances: copies)
+            // The peer says it sees this device's ID connected from several instances at once. Only its word: this
+            // device cannot see the other copy's connection. An honest peer lists the instance of this very session
+            // (it tells every copy it saw); a list without it, or with no instance but it, says nothing about this
+            // home. What remains is reported as the peer's report, never as a fact (PROTOCOL.md §13.2 item 6).
+            let mine = identity.instanceNonce
+            if let peer, !mine.isEmpty, copies.contains(mine), copies.contains(where: { $0 != mine }) {
+                let copied = CopiedHome(
+                    deviceID: identity.deviceID, instances: copies, reportedBy: peer.deviceID)
                 told = [.finding(copied.description), .recordCopiedHome(copied)]
             }
             if options.mode == .agent { told.append(.offered(summary)) }

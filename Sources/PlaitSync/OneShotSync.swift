@@ -59,7 +59,7 @@ extension Home {
     /// The copied homes this device knows of (its own Device ID's or a peer's), one sentence each with what to do.
     public func copiedHomeReports() throws -> [String] {
         try store.copiedHomes(now: Replica.now()).map {
-            CopiedHome(deviceID: $0.deviceID, instances: $0.instances).description
+            CopiedHome(deviceID: $0.deviceID, instances: $0.instances, reportedBy: $0.reportedBy).description
         }
     }
 

@@ -158,6 +158,42 @@ final class RawTLSPeer {
             #expect(try server.store.ownTimeline() == own)
         }
     }
+
+    /// A Notify's `copied_instances` listing nonces that are not this device's (or only its own, twice) made it
+    /// report its home as copied, as a fact. Only a list holding this session's own nonce and another is about
+    /// this home, and it is reported as the peer's report, naming the peer.
+    @Test func copiedInstancesFromAPeerAreItsReportAndNeverOnlyThisInstance() throws {
+        try withAgent(seed: 0xA1A2_0003) { server, rogue, port, log, _ in
+            let peer = try RawTLSPeer(rogue, port: port, agent: try server.identity.deviceID)
+            try peer.send(try RawTLSPeer.hello(rogue))
+            _ = try peer.receive { if case .want = $0 { true } else { false } }
+            let mine = try #require(peer.agentHello?.instanceNonce)
+            #expect(mine.count == 16)
+            var ping: UInt64 = 0
+            func notify(_ copies: [[UInt8]]) throws {
+                try peer.send(.notify(Summary(), report: nil, copies: copies))
+                // Messages are handled in order: the Pong comes after the Notify was.
+                ping += 1
+                try peer.send(.ping(nonce: ping))
+                let seen = try peer.receive { if case let .pong(nonce) = $0, nonce == ping { true } else { false } }
+                guard case .pong? = seen.last else { throw TLSError.closed(reason: "no Pong: \(seen.map(\.type))") }
+            }
+            try notify([RawTLSPeer.randomNonce(), RawTLSPeer.randomNonce()])
+            try notify([mine, mine])
+            #expect(try server.store.copiedHomes(now: Replica.now()).isEmpty, "a copied home was recorded")
+            #expect(!log.all.contains { $0.contains("home copied") || $0.contains("homes (instances") })
+
+            let other = RawTLSPeer.randomNonce()
+            try notify([other, mine])
+            let rogueID = try rogue.identity.deviceID.description
+            #expect(try server.store.copiedHomes(now: Replica.now()).count == 1)
+            let reports = try server.copiedHomeReports()
+            #expect(reports.count == 1)
+            #expect(reports.first?.hasPrefix("peer \(rogueID) reports that device") == true, "\(reports)")
+            #expect(!reports.contains { $0.contains("home copied:") }, "\(reports)")
+            try peer.send(.close(reason: "done"))
+        }
+    }
 }
 
 /// The Want markers of PROTOCOL.md §13.3, as a hand-written client writes them.
