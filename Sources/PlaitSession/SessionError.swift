@@ -75,7 +75,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
         case let .store(error):
             return "the local store failed: \(error.description)"
         case let .baselineRefused(error):
-            return "a baseline pulled from the peer was refused and nothing of it was adopted: \(error.description)"
+            return "a baseline pulled from the peer was refused and nothing of it was adopted: "
+                + Self.peerBaselineFault(error)
         case let .forkInsideBaseline(timeline):
             return "the peer needs this device's baseline, but it holds timeline \(timeline), whose history has "
                 + "forked between the two devices; resolve the fork (see `plait status`) first."
@@ -94,6 +95,20 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "the peer is this device's own ID from another home: \(copied)."
         case let .successionRefused(reason):
             return "its succession statement was refused (\(reason)); nothing was trusted because of it."
+        }
+    }
+
+    /// Why a baseline from the peer was refused, as the peer's fault. The engine's decoding errors are worded for
+    /// stored bytes ("a stored snapshot does not decode… run `plait doctor`"): here the bytes are the peer's, and
+    /// this device's store was not touched.
+    static func peerBaselineFault(_ error: StoreError) -> String {
+        guard case let .rejected(core) = error else { return error.description }
+        switch core {
+        case .fork, .unsupportedFormat:
+            return core.description
+        default:
+            return "the peer's baseline is faulty (\(core.reason)). This device's store is unchanged and not at fault; "
+                + "the peer's plait or store is (run `plait doctor` there)."
         }
     }
 

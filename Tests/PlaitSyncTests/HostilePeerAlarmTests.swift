@@ -194,6 +194,53 @@ final class RawTLSPeer {
             try peer.send(.close(reason: "done"))
         }
     }
+
+    /// A peer's baseline that does not decode was refused as "a stored snapshot does not decode …; run `plait
+    /// doctor`", blaming this store; so was a fork record in its Hello. The bytes are the peer's, and said so.
+    @Test func faultsInAPeersBaselineOrForkRecordsNameThePeersData() throws {
+        try withAgent(seed: 0xA1A2_0004) { server, rogue, port, log, _ in
+            let serverID = try server.identity.deviceID
+            let before = try server.store.summary()
+            let folded = Summary([TimelineID(0x1234_5678_9ABC): 3])
+            let garbage: [UInt8] = [0x08]  // field 1, a varint cut short
+            let peer = try RawTLSPeer(rogue, port: port, agent: serverID)
+            try peer.send(
+                try RawTLSPeer.hello(
+                    rogue, summary: folded, baselineSummary: folded, baselineDigest: SHA256.hash(garbage)))
+            _ = try peer.receive { if case .want = $0 { true } else { false } }
+            try peer.send(
+                .baselineChunk(
+                    BaselineChunk(
+                        totalSize: UInt64(garbage.count), offset: 0, data: garbage, last: true,
+                        baselineSummary: folded)))
+            let seen = try peer.receive { if case .close = $0 { true } else { false } }
+            guard case let .close(reason)? = seen.last else {
+                Issue.record("no Close: \(seen.map(\.type))")
+                return
+            }
+            #expect(reason.contains("the peer's baseline is faulty (truncated varint)"), "\(reason)")
+            #expect(!reason.contains("stored snapshot"), "\(reason)")
+            #expect(log.line(containing: ["session with", "the peer's baseline is faulty"]) != nil)
+            #expect(try server.store.stagedBaseline(from: rogue.identity.deviceID.description) == nil)
+            #expect(try server.store.summary() == before, "nothing of it was stored")
+
+            // A fork record whose name does not agree with its parent and first hash, in Hello.
+            let record = ForkBranch.Record(
+                branch: TimelineID(1), root: TimelineID(2), parent: TimelineID(2), base: 1,
+                firstHash: [UInt8](repeating: 2, count: 32), rivalHash: [UInt8](repeating: 1, count: 32))
+            let second = try RawTLSPeer(rogue, port: port, agent: serverID)
+            try second.send(try RawTLSPeer.hello(rogue, forkRecords: [record]))
+            let closed = try second.receive { if case .close = $0 { true } else { false } }
+            guard case let .close(refusal)? = closed.last else {
+                Issue.record("no Close: \(closed.map(\.type))")
+                return
+            }
+            #expect(refusal.contains("fork record 1 is refused: a fork record whose name"), "\(refusal)")
+            #expect(!refusal.contains("stored snapshot") && !refusal.contains("plait doctor"), "\(refusal)")
+            #expect(!log.all.contains { $0.contains("stored snapshot") }, "\(log.all.joined(separator: "\n"))")
+            #expect(try server.store.summary() == before)
+        }
+    }
 }
 
 /// The Want markers of PROTOCOL.md §13.3, as a hand-written client writes them.
