@@ -139,7 +139,7 @@ public final class Session: @unchecked Sendable {
             refusedTimelines: machine.refusedTimelines, damagedChanges: machine.damaged, staleClaim: machine.staleClaim,
             divergence: machine.divergence, verifiedEqual: machine.verifiedEqual, finalSummary: summary, bytesSent: bytesSent,
             bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason,
-            forksResolved: machine.forksResolved.sorted())
+            forksResolved: machine.forksResolved.sorted(), oversizedChanges: machine.oversizedChanges)
     }
 
     // MARK: The loop

@@ -185,6 +185,23 @@ public struct StaleClaim: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// A change larger than the largest frame the peer accepts (its Hello's `max_frame_size`): held back for that
+/// peer with the rest of its timeline, while everything else syncs (PROTOCOL.md §13.3).
+public struct OversizedChange: Hashable, Sendable, CustomStringConvertible {
+    public var ref: ChangeRef
+    /// The change's canonical bytes, and the largest frame the peer accepts.
+    public var size: Int
+    public var limit: Int
+    /// How far its timeline was sent to the peer.
+    public var sentUpTo: UInt64
+
+    public var description: String {
+        "change \(ref) (\(size) bytes) is larger than this peer accepts (frames of at most \(limit) bytes): it and "
+            + "the rest of timeline \(ref.timeline) are held back for this peer (sent up to change \(sentUpTo)); "
+            + "everything else syncs"
+    }
+}
+
 /// What a session did.
 public struct SessionResult: Sendable {
     /// The peer's Device ID and name as its Hello gave them.
@@ -222,6 +239,8 @@ public struct SessionResult: Sendable {
     public var peerCloseReason: String?
     /// Signed timelines found forked in this session and resolved by renaming (DESIGN §11): nothing kept apart.
     public var forksResolved: [TimelineID] = []
+    /// Changes held back from the peer because no frame it accepts holds them (with the rest of their timelines).
+    public var oversizedChanges: [OversizedChange] = []
 }
 
 /// The changes of one `Changes` message, passed through to the store untouched: the machine never looks
@@ -344,6 +363,9 @@ struct SessionMachine {
     private var resolving: [TimelineID: UInt64] = [:]
     private var refused: [TimelineID: RefusedTimeline] = [:]
     private(set) var damaged: [ChangeRef] = []
+    /// Per timeline, the first change held back from this peer in this session because no frame it accepts holds it.
+    private var heldBack: [TimelineID: OversizedChange] = [:]
+    var oversizedChanges: [OversizedChange] { heldBack.values.sorted { $0.ref < $1.ref } }
     private(set) var staleClaim: StaleClaim?
     private(set) var divergence: Divergence?
     private(set) var verifiedEqual = false
@@ -1088,6 +1110,14 @@ struct SessionMachine {
             awaiting = .streamBaseline
             return actions + [.readBaseline]
         }
+        let read = page.last
+        page = holdBackOversized(page, in: &current, actions: &actions)
+        if page.isEmpty, let read {
+            // Everything read was held back: read on past it (an empty page is the end of the stream).
+            current.cursor = read.change.orderKey
+            stream = current
+            return actions + (try nextOutgoing())
+        }
         guard let last = page.last else {
             stream = nil
             answeredOnce = true
@@ -1105,6 +1135,39 @@ struct SessionMachine {
         sent += page.count
         // Each change with its stored signature (DESIGN §11): the receiver holds a run back until one covers it.
         return actions + [.send(.changes(page))]
+    }
+
+    /// Holds back, for this peer, each change of `page` that no frame the peer accepts can hold (its Hello's
+    /// `max_frame_size` may be as small as 64 KiB, and a change up to `store.max_change_bytes`), with the rest of its
+    /// timeline: the stream's cap of that timeline stops at the last signature sent before it, or the change before
+    /// it (as for a damaged change), so the peer holds a signed head and its Done check asks for nothing held back.
+    /// Every other timeline goes on (PROTOCOL.md §13.3). Said once per timeline and session.
+    private mutating func holdBackOversized(
+        _ page: [EncodedChange], in current: inout Stream, actions: inout [SessionAction]
+    ) -> [EncodedChange] {
+        let limit = peer?.maxFrameSize ?? Frame.defaultMaxSize
+        var cut: [TimelineID: EncodedChange] = [:]
+        for encoded in page where cut[encoded.change.timeline] == nil && encoded.bytes.count > limit - 1024 {
+            let size = Message.changes([encoded]).encode().count - Frame.lengthPrefixSize
+            if size > limit { cut[encoded.change.timeline] = encoded }
+        }
+        guard !cut.isEmpty else { return page }
+        // The signatures this page carries before the change held back count as sent.
+        var lastSigned = current.lastSigned
+        for encoded in page where encoded.signature != nil {
+            guard let held = cut[encoded.change.timeline], encoded.change.seq < held.change.seq else { continue }
+            lastSigned[encoded.change.timeline] = encoded.change.seq
+        }
+        for (timeline, held) in cut.sorted(by: { $0.key < $1.key }) {
+            let stop = min(current.cap[timeline], lastSigned[timeline] ?? held.change.seq - 1)
+            current.cap[timeline] = stop
+            let ref = ChangeRef(timeline: timeline, seq: held.change.seq)
+            guard heldBack[timeline] == nil else { continue }
+            let oversized = OversizedChange(ref: ref, size: held.bytes.count, limit: limit, sentUpTo: stop)
+            heldBack[timeline] = oversized
+            actions.append(.finding(oversized.description))
+        }
+        return page.filter { $0.change.seq <= current.cap[$0.change.timeline] }
     }
 
     private mutating func integrated(_ result: Replica.IntegrateResult, heads: Summary?) -> [SessionAction] {

@@ -37,6 +37,7 @@ public struct PeerSyncOutcome: Sendable {
                 + "with the rest of its timeline, and is pulled again from any peer that holds it; `plait doctor` "
                 + "says more"
         }
+        out += result.oversizedChanges.map(\.description)
         if let claim = result.staleClaim { out.append(claim.description) }
         if let divergence = result.divergence { out.append(divergence.description) }
         return out

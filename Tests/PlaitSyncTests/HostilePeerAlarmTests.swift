@@ -241,6 +241,64 @@ final class RawTLSPeer {
             #expect(try server.store.summary() == before)
         }
     }
+
+    /// A change larger than the peer's announced maximum frame ended the session ("a frame of N bytes would
+    /// exceed …"), so a peer announcing 64 KiB synced nothing once one such change existed. The change and the
+    /// rest of its timeline are now held back for that peer, everything else syncs, and it is said once.
+    @Test func aChangeLargerThanThePeersFramesIsHeldBackAndEverythingElseSyncs() throws {
+        try withAgent(seed: 0xA1A2_0005) { server, rogue, port, log, directory in
+            let limit = WireLimits.minimumMaxFrameSize
+            let own = try server.store.ownTimeline()
+            // A list item of 100 KB, then two small edits after it on the same timeline.
+            let list = try #require(server.replica.state.liveListIDs.first)
+            var rng = SplitMix64(seed: 0xB16)
+            try server.replica.edit { edit in
+                _ = try edit.append(
+                    .itemCreate(
+                        id: objectID(&rng), list: list, text: String(repeating: "x", count: 100_000), at: .bottom))
+            }
+            let large = try server.store.summary()[own]
+            try randomEdits(server.replica, count: 2, rng: &rng)
+            // Another device's timeline, written after the large change (later in replay order).
+            let friend = try Home.create(at: directory.file("friend"), name: "friend", config: Config())
+            _ = try server.trust(friend.identity.deviceID.description, address: nil, name: "friend")
+            _ = try friend.trust(server.identity.deviceID.description, address: nil, name: "server")
+            let address = try PeerAddress(parsing: "127.0.0.1:\(port)")
+            #expect(friend.syncOnce(with: address, timeout: .seconds(10)).succeeded)
+            try randomEdits(friend.replica, count: 4, rng: &rng)
+            #expect(friend.syncOnce(with: address, timeout: .seconds(10)).succeeded)
+            let held = try server.store.summary()
+            let theirs = try friend.store.ownTimeline()
+
+            for round in 1...2 {
+                let peer = try RawTLSPeer(rogue, port: port, agent: try server.identity.deviceID, maxFrameSize: limit)
+                try peer.send(try RawTLSPeer.hello(rogue, maxFrameSize: limit))
+                _ = try peer.receive { if case .want = $0 { true } else { false } }
+                try peer.send(.want(Want(have: Summary(), baselineOffset: nil)))
+                // Every frame within the limit (the reader refuses a larger one), and the stream ends with Done.
+                let stream = try peer.receive { if case .done = $0 { true } else { false } }
+                guard case let .done(done)? = stream.last else {
+                    Issue.record("round \(round): no Done: \(stream.map(\.type)) \(stream.last.map { "\($0)" } ?? "")")
+                    return
+                }
+                let sent = stream.flatMap { message -> [Change] in
+                    if case let .changes(batch) = message { batch.map(\.change) } else { [] }
+                }
+                #expect(done[own] == large - 1, "round \(round): sent up to the change before the large one")
+                #expect(done[theirs] == held[theirs], "round \(round): the other timeline went whole")
+                #expect(!sent.contains { $0.timeline == own && $0.seq >= large })
+                #expect(sent.filter { $0.timeline == theirs }.count == Int(held[theirs]))
+                try peer.send(.close(reason: "done"))
+                _ = try peer.receive { if case .close = $0 { true } else { false } }
+            }
+            let said = "change \(own):\(large) ("
+            #expect(log.line(containing: [said, "is larger than this peer accepts (frames of at most \(limit) bytes)"])
+                != nil, "\(log.all.joined(separator: "\n"))")
+            // Once per session: two sessions, two lines.
+            #expect(log.all.filter { $0.contains(said) }.count == 2, "\(log.all.joined(separator: "\n"))")
+            #expect(!log.all.contains { $0.contains("would exceed") }, "\(log.all.joined(separator: "\n"))")
+        }
+    }
 }
 
 /// The Want markers of PROTOCOL.md §13.3, as a hand-written client writes them.
