@@ -63,8 +63,8 @@ public struct CopiedHome: Hashable, Sendable, CustomStringConvertible {
             return "home copied: device \(deviceID) is running from \(count) \(homes); run `plait rejoin --new-key` on "
                 + "one of them"
         }
-        return "peer \(reportedBy) reports that device \(deviceID) (this device) is connected to it from \(count) "
-            + "\(homes) at once: if so, this home was copied; run `plait rejoin --new-key` on one of the copies"
+        return "peer \(reportedBy) reports that device \(deviceID) (this device) is running from \(count) \(homes) at "
+            + "once: if so, this home was copied; run `plait rejoin --new-key` on one of the copies"
     }
 }
 

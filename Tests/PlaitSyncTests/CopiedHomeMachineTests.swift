@@ -80,8 +80,8 @@ import Testing
         // The peer's word, said as such (this device cannot see the other copy's connection).
         #expect(
             findings.contains {
-                $0.hasPrefix("peer \(Values.peerID) reports that device LOCAL-DEVICE (this device) is connected to it "
-                    + "from two homes (instances a1a1a1a1, b2b2b2b2) at once")
+                $0.hasPrefix("peer \(Values.peerID) reports that device LOCAL-DEVICE (this device) is running from two "
+                    + "homes (instances a1a1a1a1, b2b2b2b2) at once: if so, this home was copied")
             }, "\(findings)")
         let recorded = actions.compactMap { if case let .recordCopiedHome(home) = $0 { home } else { nil } }
         #expect(
