@@ -141,7 +141,7 @@ public final class Session: @unchecked Sendable {
             refusedTimelines: machine.refusedTimelines, damagedChanges: machine.damaged, staleClaim: machine.staleClaim,
             divergence: machine.divergence, verifiedEqual: machine.verifiedEqual, finalSummary: summary, bytesSent: bytesSent,
             bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason,
-            forksResolved: machine.forksResolved.sorted())
+            forksResolved: machine.forksResolved.sorted(), oversizedChanges: machine.oversizedChanges)
     }
 
     // MARK: The loop
@@ -417,7 +417,9 @@ public final class Session: @unchecked Sendable {
             if let admit = options.admitPeer, !admit(hello) { throw .notKept }
         case let .recordCopiedHome(copied):
             try local {
-                try store.recordCopiedHome(deviceID: copied.deviceID, instances: copied.instances, now: Replica.now())
+                try store.recordCopiedHome(
+                    deviceID: copied.deviceID, instances: copied.instances, reportedBy: copied.reportedBy,
+                    now: Replica.now())
             }
         case let .learnForkRecords(records):
             let learnt = try local { try replica.learnForkRecords(records) }

@@ -19,7 +19,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case peerClosed(reason: String)
     /// The peer speaks another protocol version or data model, or is this very device.
     case incompatible(String)
-    /// The peer's Hello names another Device ID than the certificate it proved in the TLS handshake.
+    /// The peer's Hello names another Device ID than the certificate it proved in the TLS handshake (this device's
+    /// own, say). The peer's fault: nothing of the session is taken, and nothing is reported about this device.
     case identityMismatch(claimed: String, certified: String)
     /// The peer sent a message out of turn.
     case protocolViolation(String)
@@ -68,8 +69,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
         case let .incompatible(reason):
             return "the peer cannot sync with this device: \(reason)."
         case let .identityMismatch(claimed, certified):
-            return "the peer's certificate is device \(certified), but its Hello claims to be \(claimed); the "
-                + "connection was closed."
+            return "the peer broke the sync protocol: its certificate is device \(certified), but its Hello claims "
+                + "to be \(claimed); the connection was closed and nothing of it was taken."
         case let .protocolViolation(reason):
             return "the peer broke the sync protocol: \(reason)."
         case let .batchRefused(error):
@@ -77,7 +78,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
         case let .store(error):
             return "the local store failed: \(error.description)"
         case let .baselineRefused(error):
-            return "a baseline pulled from the peer was refused and nothing of it was adopted: \(error.description)"
+            return "a baseline pulled from the peer was refused and nothing of it was adopted: "
+                + Self.peerBaselineFault(error)
         case let .forkInsideBaseline(timeline):
             return "the peer needs this device's baseline, but it holds timeline \(timeline), whose history has "
                 + "forked between the two devices; resolve the fork (see `plait status`) first."
@@ -98,6 +100,20 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "the peer is this device's own ID from another home: \(copied)."
         case let .successionRefused(reason):
             return "its succession statement was refused (\(reason)); nothing was trusted because of it."
+        }
+    }
+
+    /// Why a baseline from the peer was refused, as the peer's fault. The engine's decoding errors are worded for
+    /// stored bytes ("a stored snapshot does not decode… run `plait doctor`"): here the bytes are the peer's, and
+    /// this device's store was not touched.
+    static func peerBaselineFault(_ error: StoreError) -> String {
+        guard case let .rejected(core) = error else { return error.description }
+        switch core {
+        case .fork, .unsupportedFormat:
+            return core.description
+        default:
+            return "the peer's baseline is faulty (\(core.reason)). This device's store is unchanged and not at fault; "
+                + "the peer's plait or store is (run `plait doctor` there)."
         }
     }
 

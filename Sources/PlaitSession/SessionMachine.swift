@@ -45,16 +45,26 @@ public struct CopiedHome: Hashable, Sendable, CustomStringConvertible {
     public var deviceID: String
     /// The instance nonces seen, sorted.
     public var instances: [[UInt8]]
+    /// The peer whose Notify said so (its Device ID), when this device did not see the instances itself: a relayed
+    /// report about this device's own ID, which it cannot check (PROTOCOL.md §13.2 item 6). Nil: seen here.
+    public var reportedBy: String?
 
-    public init(deviceID: String, instances: [[UInt8]]) {
+    public init(deviceID: String, instances: [[UInt8]], reportedBy: String? = nil) {
         self.deviceID = deviceID
         self.instances = Array(Set(instances)).sorted { $0.lexicographicallyPrecedes($1) }
+        self.reportedBy = reportedBy
     }
 
     public var description: String {
         let shown = instances.map(InstanceNonce.short).joined(separator: ", ")
-        return "home copied: device \(deviceID) is running from \(instances.count == 2 ? "two" : "\(instances.count)") "
-            + "homes (instances \(shown)); run `plait rejoin --new-key` on one of them"
+        let homes = "homes (instances \(shown))"
+        let count = instances.count == 2 ? "two" : "\(instances.count)"
+        guard let reportedBy else {
+            return "home copied: device \(deviceID) is running from \(count) \(homes); run `plait rejoin --new-key` on "
+                + "one of them"
+        }
+        return "peer \(reportedBy) reports that device \(deviceID) (this device) is running from \(count) \(homes) at "
+            + "once: if so, this home was copied; run `plait rejoin --new-key` on one of the copies"
     }
 }
 
@@ -137,8 +147,14 @@ public struct ForkedTimeline: Hashable, Sendable, CustomStringConvertible {
     public var detectedLocally: Bool
 
     public var description: String {
-        "timeline \(timeline) has forked: this device holds it up to \(localHead) and the peer up to \(peerHead), "
-            + "with different histories; it was not exchanged with this peer"
+        guard detectedLocally else {
+            // Only the peer could compare: it holds the timeline further, and this device holds no second hash.
+            return "the peer reports that timeline \(timeline) has forked: it holds it up to \(peerHead) with another "
+                + "history than this device's up to \(localHead) (this device holds less of it and cannot compare); "
+                + "it was not exchanged with this peer"
+        }
+        return "timeline \(timeline) has forked: this device holds it up to \(localHead) and the peer up to "
+            + "\(peerHead), with different histories; it was not exchanged with this peer"
     }
 }
 
@@ -169,6 +185,23 @@ public struct StaleClaim: Hashable, Sendable, CustomStringConvertible {
         "the peer holds this device's own timeline \(timeline) up to change \(peerHead), beyond this device's head "
             + "\(localHead): this home may have been restored from a backup or copied; run `plait rejoin` on it to "
             + "go on with a new timeline"
+    }
+}
+
+/// A change larger than the largest frame the peer accepts (its Hello's `max_frame_size`): held back for that
+/// peer with the rest of its timeline, while everything else syncs (PROTOCOL.md §13.3).
+public struct OversizedChange: Hashable, Sendable, CustomStringConvertible {
+    public var ref: ChangeRef
+    /// The change's canonical bytes, and the largest frame the peer accepts.
+    public var size: Int
+    public var limit: Int
+    /// How far its timeline was sent to the peer.
+    public var sentUpTo: UInt64
+
+    public var description: String {
+        "change \(ref) (\(size) bytes) is larger than this peer accepts (frames of at most \(limit) bytes): it and "
+            + "the rest of timeline \(ref.timeline) are held back for this peer (sent up to change \(sentUpTo)); "
+            + "everything else syncs"
     }
 }
 
@@ -209,6 +242,8 @@ public struct SessionResult: Sendable {
     public var peerCloseReason: String?
     /// Signed timelines found forked in this session and resolved by renaming (DESIGN §11): nothing kept apart.
     public var forksResolved: [TimelineID] = []
+    /// Changes held back from the peer because no frame it accepts holds them (with the rest of their timelines).
+    public var oversizedChanges: [OversizedChange] = []
 }
 
 /// The changes of one `Changes` message, passed through to the store untouched: the machine never looks
@@ -331,6 +366,9 @@ struct SessionMachine {
     private var resolving: [TimelineID: UInt64] = [:]
     private var refused: [TimelineID: RefusedTimeline] = [:]
     private(set) var damaged: [ChangeRef] = []
+    /// Per timeline, the first change held back from this peer in this session because no frame it accepts holds it.
+    private var heldBack: [TimelineID: OversizedChange] = [:]
+    var oversizedChanges: [OversizedChange] { heldBack.values.sorted { $0.ref < $1.ref } }
     private(set) var staleClaim: StaleClaim?
     private(set) var divergence: Divergence?
     private(set) var verifiedEqual = false
@@ -472,9 +510,14 @@ struct SessionMachine {
             return [.endStream(summary)]
         case let .notify(summary, report, copies):
             var told: [SessionAction] = []
-            // The peer sees this device's ID connected from several instances at once: this home was copied.
-            if copies.count > 1 {
-                let copied = CopiedHome(deviceID: identity.deviceID, instances: copies)
+            // The peer says it sees this device's ID connected from several instances at once. Only its word: this
+            // device cannot see the other copy's connection. An honest peer lists the instance of this very session
+            // (it tells every copy it saw); a list without it, or with no instance but it, says nothing about this
+            // home. What remains is reported as the peer's report, never as a fact (PROTOCOL.md §13.2 item 6).
+            let mine = identity.instanceNonce
+            if let peer, !mine.isEmpty, copies.contains(mine), copies.contains(where: { $0 != mine }) {
+                let copied = CopiedHome(
+                    deviceID: identity.deviceID, instances: copies, reportedBy: peer.deviceID)
                 told = [.finding(copied.description), .recordCopiedHome(copied)]
             }
             if options.mode == .agent { told.append(.offered(summary)) }
@@ -844,16 +887,19 @@ struct SessionMachine {
         guard hello.domainName == ListsDomain.name else {
             throw .incompatible("it holds '\(hello.domainName)' data and this device '\(ListsDomain.name)'")
         }
+        // The certificate first (PROTOCOL.md §13.2): a Hello is the peer's word, its certificate the TLS handshake's
+        // proof. A paired peer whose Hello names this device's own ID broke the protocol; it proves no copied home.
+        if let certified = options.certifiedPeerID, hello.deviceID != certified {
+            throw .identityMismatch(claimed: hello.deviceID, certified: certified)
+        }
         if hello.deviceID == identity.deviceID {
-            // This Device ID from another process that is not this home's: the two copies of a copied home met.
+            // This Device ID, proved by its certificate, from another process that is not this home's: the two
+            // copies of a copied home met (they hold one key).
             let (mine, theirs) = (identity.instanceNonce, hello.instanceNonce)
             if !mine.isEmpty, !theirs.isEmpty, mine != theirs {
                 throw .copiedHome(CopiedHome(deviceID: hello.deviceID, instances: [mine, theirs]))
             }
             throw .incompatible("it is this very device")
-        }
-        if let certified = options.certifiedPeerID, hello.deviceID != certified {
-            throw .identityMismatch(claimed: hello.deviceID, certified: certified)
         }
         peer = hello
         peerAnnounced = hello.summary
@@ -960,9 +1006,15 @@ struct SessionMachine {
         var actions: [SessionAction] = []
         var learned = false
         for (timeline, seq) in have.heads where seq == Self.excluded && forks[timeline] == nil && mine[timeline] > 0 {
+            // The marker is the peer's word. It is a fork only where the peer holds the timeline beyond this device
+            // (its Hello, or a Notify since): then it, and only it, could compare two hashes at one number (its own
+            // and this device's head hash). A peer holding the timeline no further was compared here at the
+            // greeting, and one holding none of it has nothing to compare: the marker then only asks for nothing
+            // of the timeline (PROTOCOL.md §13.3), and no fork is recorded.
+            let peerHead = max(peer?.summary[timeline] ?? 0, peerAnnounced?[timeline] ?? 0)
+            guard peerHead > mine[timeline] else { continue }
             forks[timeline] = ForkedTimeline(
-                timeline: timeline, localHead: mine[timeline], peerHead: peer?.summary[timeline] ?? 0,
-                detectedLocally: false)
+                timeline: timeline, localHead: mine[timeline], peerHead: peerHead, detectedLocally: false)
             learned = true
         }
         if learned {
@@ -1061,6 +1113,14 @@ struct SessionMachine {
             awaiting = .streamBaseline
             return actions + [.readBaseline]
         }
+        let read = page.last
+        page = holdBackOversized(page, in: &current, actions: &actions)
+        if page.isEmpty, let read {
+            // Everything read was held back: read on past it (an empty page is the end of the stream).
+            current.cursor = read.change.orderKey
+            stream = current
+            return actions + (try nextOutgoing())
+        }
         guard let last = page.last else {
             stream = nil
             answeredOnce = true
@@ -1078,6 +1138,39 @@ struct SessionMachine {
         sent += page.count
         // Each change with its stored signature (DESIGN §11): the receiver holds a run back until one covers it.
         return actions + [.send(.changes(page))]
+    }
+
+    /// Holds back, for this peer, each change of `page` that no frame the peer accepts can hold (its Hello's
+    /// `max_frame_size` may be as small as 64 KiB, and a change up to `store.max_change_bytes`), with the rest of its
+    /// timeline: the stream's cap of that timeline stops at the last signature sent before it, or the change before
+    /// it (as for a damaged change), so the peer holds a signed head and its Done check asks for nothing held back.
+    /// Every other timeline goes on (PROTOCOL.md §13.3). Said once per timeline and session.
+    private mutating func holdBackOversized(
+        _ page: [EncodedChange], in current: inout Stream, actions: inout [SessionAction]
+    ) -> [EncodedChange] {
+        let limit = peer?.maxFrameSize ?? Frame.defaultMaxSize
+        var cut: [TimelineID: EncodedChange] = [:]
+        for encoded in page where cut[encoded.change.timeline] == nil && encoded.bytes.count > limit - 1024 {
+            let size = Message.changes([encoded]).encode().count - Frame.lengthPrefixSize
+            if size > limit { cut[encoded.change.timeline] = encoded }
+        }
+        guard !cut.isEmpty else { return page }
+        // The signatures this page carries before the change held back count as sent.
+        var lastSigned = current.lastSigned
+        for encoded in page where encoded.signature != nil {
+            guard let held = cut[encoded.change.timeline], encoded.change.seq < held.change.seq else { continue }
+            lastSigned[encoded.change.timeline] = encoded.change.seq
+        }
+        for (timeline, held) in cut.sorted(by: { $0.key < $1.key }) {
+            let stop = min(current.cap[timeline], lastSigned[timeline] ?? held.change.seq - 1)
+            current.cap[timeline] = stop
+            let ref = ChangeRef(timeline: timeline, seq: held.change.seq)
+            guard heldBack[timeline] == nil else { continue }
+            let oversized = OversizedChange(ref: ref, size: held.bytes.count, limit: limit, sentUpTo: stop)
+            heldBack[timeline] = oversized
+            actions.append(.finding(oversized.description))
+        }
+        return page.filter { $0.change.seq <= current.cap[$0.change.timeline] }
     }
 
     private mutating func integrated(_ result: Replica.IntegrateResult, heads: Summary?) -> [SessionAction] {

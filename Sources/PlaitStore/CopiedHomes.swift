@@ -12,6 +12,9 @@ public struct CopiedHomeRecord: Hashable, Sendable {
     /// Milliseconds since 1970: when first seen, and when last confirmed.
     public var firstSeen: Int64
     public var lastSeen: Int64
+    /// The peer whose Notify said so, when this device did not see the instances itself (its own Device ID: a
+    /// peer's report cannot be checked here, PROTOCOL.md §13.2 item 6); nil when it saw them itself.
+    public var reportedBy: String?
 }
 
 extension Store {
@@ -22,17 +25,22 @@ extension Store {
     static let copiedInstancesKept = 8
 
     /// Records (or confirms) that `deviceID` runs from the homes of `instances`; instances already known stay.
-    public func recordCopiedHome(deviceID: String, instances: [[UInt8]], now: Int64) throws {
+    /// `reportedBy`: the peer that said so, when this device did not see it itself. Once seen here, a row stays
+    /// first-hand.
+    public func recordCopiedHome(deviceID: String, instances: [[UInt8]], reportedBy: String? = nil, now: Int64) throws {
         try write { db in
             let known = try Self.copiedHomes(db).first { $0.deviceID == deviceID }
             let merged = Array(Set((known?.instances ?? []) + instances)).sorted { $0.lexicographicallyPrecedes($1) }
             let text = merged.prefix(Self.copiedInstancesKept).map(\.hexString).joined(separator: ",")
+            let reporter = known.map { $0.reportedBy == nil ? nil : reportedBy } ?? reportedBy
             try db.execute(
                 sql: """
-                    INSERT INTO copied_homes (device_id, instances, first_seen, last_seen) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (device_id) DO UPDATE SET instances = excluded.instances, last_seen = excluded.last_seen
+                    INSERT INTO copied_homes (device_id, instances, first_seen, last_seen, reported_by)
+                    VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (device_id) DO UPDATE SET instances = excluded.instances,
+                        last_seen = excluded.last_seen, reported_by = excluded.reported_by
                     """,
-                arguments: [deviceID, text, now, now])
+                arguments: [deviceID, text, now, now, reporter])
         }
     }
 
@@ -48,11 +56,13 @@ extension Store {
 
     static func copiedHomes(_ db: Database) throws -> [CopiedHomeRecord] {
         try Row.fetchAll(
-            db, sql: "SELECT device_id, instances, first_seen, last_seen FROM copied_homes ORDER BY device_id"
+            db,
+            sql: "SELECT device_id, instances, first_seen, last_seen, reported_by FROM copied_homes ORDER BY device_id"
         ).map { row in
             let text: String = row[1]
             let instances = text.split(separator: ",").compactMap { [UInt8](hexString: String($0)) }
-            return CopiedHomeRecord(deviceID: row[0], instances: instances, firstSeen: row[2], lastSeen: row[3])
+            return CopiedHomeRecord(
+                deviceID: row[0], instances: instances, firstSeen: row[2], lastSeen: row[3], reportedBy: row[4])
         }
     }
 }

@@ -316,6 +316,11 @@ enum Schema {
                     ALTER TABLE checkpoints_by_rowid RENAME TO checkpoints;
                     """)
         }
+        // A copied home known only from a peer's Notify (PROTOCOL.md §13.2 item 6) is that peer's report, not a
+        // fact seen here: `reported_by` names the peer; NULL when this device saw the instances itself.
+        migrator.registerMigration("v13-copied-home-reporters") { db in
+            try db.execute(sql: "ALTER TABLE copied_homes ADD COLUMN reported_by TEXT")
+        }
         return migrator
     }
 }

@@ -88,11 +88,14 @@ extension Doctor {
         // Copied homes (DESIGN §11): this Device ID, or a peer's, running from two homes at once.
         let own = own?.description
         for copied in (try? Store.copiedHomes(readOnlyAt: storePath, now: Replica.now())) ?? [] {
-            let sentence = CopiedHome(deviceID: copied.deviceID, instances: copied.instances).description
+            let sentence = CopiedHome(
+                deviceID: copied.deviceID, instances: copied.instances, reportedBy: copied.reportedBy
+            ).description
             checks.append(
                 DoctorCheck(
                     name: copied.deviceID == own ? "this home" : "peer \(names[copied.deviceID] ?? copied.deviceID)",
-                    status: .failed, detail: sentence,
+                    // A peer's report about this home is shown, but it is not a fault found here.
+                    status: copied.reportedBy == nil ? .failed : .warning, detail: sentence,
                     advice: "the copies author on one timeline under one key; give one of them a key and Device ID of "
                         + "its own with `plait rejoin --new-key`."))
         }

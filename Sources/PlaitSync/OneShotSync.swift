@@ -37,6 +37,7 @@ public struct PeerSyncOutcome: Sendable {
                 + "with the rest of its timeline, and is pulled again from any peer that holds it; `plait doctor` "
                 + "says more"
         }
+        out += result.oversizedChanges.map(\.description)
         if let claim = result.staleClaim { out.append(claim.description) }
         if let divergence = result.divergence { out.append(divergence.description) }
         return out
@@ -59,7 +60,7 @@ extension Home {
     /// The copied homes this device knows of (its own Device ID's or a peer's), one sentence each with what to do.
     public func copiedHomeReports() throws -> [String] {
         try store.copiedHomes(now: Replica.now()).map {
-            CopiedHome(deviceID: $0.deviceID, instances: $0.instances).description
+            CopiedHome(deviceID: $0.deviceID, instances: $0.instances, reportedBy: $0.reportedBy).description
         }
     }
 

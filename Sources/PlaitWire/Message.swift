@@ -557,7 +557,8 @@ extension Hello {
         for (index, bytes) in proto.forkRecords.enumerated() {
             let record: ForkBranch.Record
             do { record = try ForkBranch.Record(decoding: [UInt8](bytes)[...]) } catch {
-                throw Invalid("fork record \(index + 1) is refused: \(error)")
+                // The reason alone: the description of a decoding error speaks of stored bytes and this store.
+                throw Invalid("fork record \(index + 1) is refused: \(error.reason)")
             }
             guard record.encoded.elementsEqual(bytes) else {
                 throw Invalid("fork record \(index + 1) is not in canonical form")

@@ -135,9 +135,15 @@ import Testing
             let reported = { (home: String) in
                 try self.copiedAlarms(sandbox, home).contains { $0.hasPrefix(alarm) && $0.hasSuffix(advice) }
             }
+            // The copies learn it from the third device's Notify: its report, said as such (PROTOCOL.md §13.2).
+            let told = "peer \(c.id) reports that device \(a.id) (this device) is running from two homes (instances "
+            let toldAdvice = " at once: if so, this home was copied; run `plait rejoin --new-key` on one of the copies"
+            let reportedBy = { (home: String) in
+                try self.copiedAlarms(sandbox, home).contains { $0.hasPrefix(told) && $0.hasSuffix(toldAdvice) }
+            }
             #expect(try eventually(20) { try reported(c.home) }, "the third device: \(agentC.log)")
-            #expect(try eventually(20) { try reported(a.home) }, "the original: \(agentA.log)")
-            #expect(try eventually(20) { try reported(copy) }, "the copy: \(agentCopy.log)")
+            #expect(try eventually(20) { try reportedBy(a.home) }, "the original: \(agentA.log)")
+            #expect(try eventually(20) { try reportedBy(copy) }, "the copy: \(agentCopy.log)")
             let text = try sandbox.ok(["status", "--home", c.home]).stdout
             #expect(text.contains("alarm     " + alarm), "\(text)")
             let peers = try sandbox.ok(["peers", "--home", c.home]).stdout

@@ -387,6 +387,8 @@ struct SignedTimelineMigrationTests {
         try runSQLite(
             path,
             """
+            ALTER TABLE copied_homes DROP COLUMN reported_by;
+            DELETE FROM grdb_migrations WHERE identifier = 'v13-copied-home-reporters';
             ALTER TABLE peers DROP COLUMN last_heads;
             DROP TABLE kept_aside; DELETE FROM grdb_migrations WHERE identifier = 'v11-kept-aside';
             DELETE FROM grdb_migrations WHERE identifier = 'v10-fork-records';

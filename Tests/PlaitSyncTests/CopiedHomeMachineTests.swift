@@ -77,9 +77,17 @@ import Testing
         _ = try Values.greet(&machine, hello: Values.hello(summary: [:]), local: Values.status(summary: [:]))
         let actions = try machine.received(.notify([:], report: nil, copies: [Self.twin, Self.mine]))
         let findings = actions.compactMap { if case let .finding(text) = $0 { text } else { nil } }
-        #expect(findings.contains { $0.hasPrefix("home copied: device LOCAL-DEVICE is running from two homes") })
+        // The peer's word, said as such (this device cannot see the other copy's connection).
+        #expect(
+            findings.contains {
+                $0.hasPrefix("peer \(Values.peerID) reports that device LOCAL-DEVICE (this device) is running from two "
+                    + "homes (instances a1a1a1a1, b2b2b2b2) at once: if so, this home was copied")
+            }, "\(findings)")
         let recorded = actions.compactMap { if case let .recordCopiedHome(home) = $0 { home } else { nil } }
-        #expect(recorded == [CopiedHome(deviceID: Self.me.deviceID, instances: [Self.mine, Self.twin])])
+        #expect(
+            recorded == [
+                CopiedHome(deviceID: Self.me.deviceID, instances: [Self.mine, Self.twin], reportedBy: Values.peerID)
+            ])
         // One instance only is not a copy.
         var single = SessionMachine(identity: Self.me, options: SessionOptions(mode: .agent))
         _ = single.start()
