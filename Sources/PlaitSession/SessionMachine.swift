@@ -825,7 +825,8 @@ struct SessionMachine {
                 stateDigest: status.stateDigest, unknownCount: UInt64(status.uninterpretable),
                 maxFrameSize: options.frameLimit, instanceNonce: identity.instanceNonce,
                 succession: options.succession,
-                forkRecords: Array(view.forkRecords.prefix(WireLimits.maxForkRecords))))
+                forkRecords: Array(view.forkRecords.prefix(WireLimits.maxForkRecords)),
+                oneShot: options.mode == .oneShot))
     }
 
     /// Notify with this device's summary and a state report read in the same instant.

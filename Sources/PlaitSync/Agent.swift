@@ -66,6 +66,8 @@ public final class Agent: @unchecked Sendable {
         /// A second process of the peer's home beside its agent (a `plait sync` run there): neither told of local
         /// changes nor re-synced, it ends by itself.
         var extra = false
+        /// The peer's Hello said this is a one-shot session (PROTOCOL.md §13.5): always extra.
+        var oneShot = false
         /// The name the peer's Hello gave, and the changes pulled so far (for events).
         var name: String?
         var pulled = 0
@@ -550,7 +552,7 @@ public final class Agent: @unchecked Sendable {
     ) -> Bool {
         defer { connection.close() }
         guard let peer = connection.peerDeviceID?.description else { return false }
-        let (admitted, logOverCap) = lock.withLock { () -> (Bool, Bool) in
+        let (withinLimit, logOverCap) = lock.withLock { () -> (Bool, Bool) in
             guard connectionsByPeer[peer, default: 0] < settings.maxConnectionsPerPeer else {
                 let now = ContinuousClock.now
                 let log = overCapLogged[peer].map { now - $0 >= .seconds(60) } ?? true
@@ -560,7 +562,7 @@ public final class Agent: @unchecked Sendable {
             connectionsByPeer[peer, default: 0] += 1
             return (true, false)
         }
-        guard admitted else {
+        guard withinLimit else {
             if logOverCap {
                 let limit = settings.maxConnectionsPerPeer
                 logger.warning(
@@ -689,6 +691,14 @@ public final class Agent: @unchecked Sendable {
         }
         let (wasAdmitted, name) = lock.withLock { () -> (Bool, String?) in
             sessions.removeValue(forKey: ObjectIdentifier(entry))
+            // An agent session admitted as extra beside this one (a peer that does not mark its one-shot sessions,
+            // or the older one seemed busy) is the peer's agent session now: it is told of changes again.
+            if !entry.extra, let instance = entry.instance {
+                let same = admitted(peer).filter { $0.instance == instance }
+                if !same.contains(where: { !$0.extra }) {
+                    same.filter { !$0.oneShot }.max { $0.started < $1.started }?.extra = false
+                }
+            }
             return (entry.instance != nil, entry.name)
         }
         if wasAdmitted { events.publish(.peerDisconnected, ["device": .string(peer), "name": .init(name)]) }
@@ -722,6 +732,12 @@ public final class Agent: @unchecked Sendable {
     /// link TCP has not noticed), unless both came from the peer and the older one is busy (two processes of one
     /// home). A session with another instance (a copied home) is never replaced: both run, and once the older one
     /// proves alive the copied home is reported.
+    ///
+    /// A one-shot session (its Hello says so) is none of these: it runs beside the peer's agent session, which it
+    /// neither replaces nor yields to, and ends by itself. Taken for an agent session, the peer's `plait sync` was
+    /// closed unsynced when this agent had dialled the peer's agent less than 2 s before and had the smaller Device
+    /// ID (the rule for two agents dialling at once), and otherwise stopped the agents' session, whose redial could
+    /// then refuse the next `plait sync` the same way or run beside it as a second process, never told of changes.
     private func admit(_ entry: Running, hello: Hello) -> Bool {
         let peer = entry.peer
         let nonce = hello.instanceNonce
@@ -731,7 +747,10 @@ public final class Agent: @unchecked Sendable {
             if stopped { return false }
             let existing = admitted(peer).filter { $0 !== entry }
             others = existing.filter { isOther($0.instance ?? []) }
-            for older in existing where !older.extra && !isOther(older.instance ?? []) {
+            entry.oneShot = hello.oneShot
+            entry.extra = hello.oneShot
+            let rivals = hello.oneShot ? [] : existing.filter { !$0.extra && !isOther($0.instance ?? []) }
+            for older in rivals {
                 let olderDialer = older.dialedByMe ? myID : peer
                 let newDialer = entry.dialedByMe ? myID : peer
                 let simultaneous = ContinuousClock.now - older.started < Self.simultaneousWindow

@@ -93,13 +93,16 @@ public struct Hello: Hashable, Sendable {
     public var succession: SuccessionStatement?
     /// The fork records the sender holds (PROTOCOL.md §22.9), sorted by branch name, one per branch.
     public var forkRecords: [ForkBranch.Record]
+    /// The sender runs a one-shot session (`plait sync`): an agent runs it beside its session with the sender's
+    /// agent, and neither replaces the other (PROTOCOL.md §13.5). False from an agent and from older plait.
+    public var oneShot: Bool
 
     public init(
         protocolVersion: UInt32 = Hello.currentProtocolVersion, domainName: String, domainVersion: UInt32,
         deviceID: String, name: String, summary: Summary, headHashes: [TimelineID: HeadHash],
         baselineSummary: Summary, baselineDigest: [UInt8]?, stateDigest: [UInt8], unknownCount: UInt64,
         maxFrameSize: Int = Frame.defaultMaxSize, instanceNonce: [UInt8] = [],
-        succession: SuccessionStatement? = nil, forkRecords: [ForkBranch.Record] = []
+        succession: SuccessionStatement? = nil, forkRecords: [ForkBranch.Record] = [], oneShot: Bool = false
     ) {
         self.protocolVersion = protocolVersion
         self.domainName = domainName
@@ -116,6 +119,7 @@ public struct Hello: Hashable, Sendable {
         self.instanceNonce = instanceNonce
         self.succession = succession
         self.forkRecords = forkRecords
+        self.oneShot = oneShot
     }
 }
 
@@ -255,6 +259,7 @@ extension Message {
                     $0.maxFrameSize = UInt32(clamping: hello.maxFrameSize)
                     $0.instanceNonce = Data(hello.instanceNonce)
                     $0.forkRecords = hello.forkRecords.map { Data($0.encoded) }
+                    $0.oneShot = hello.oneShot
                     if let succession = hello.succession {
                         $0.succession = Plait_Wire_V1_SuccessionStatement.with {
                             $0.statement = Data(succession.statement)
@@ -576,7 +581,7 @@ extension Hello {
             instanceNonce: proto.instanceNonce.isEmpty
                 ? [] : try validInstanceNonce(proto.instanceNonce, field: "instance nonce"),
             succession: proto.hasSuccession ? try SuccessionStatement(validating: proto.succession) : nil,
-            forkRecords: forkRecords)
+            forkRecords: forkRecords, oneShot: proto.oneShot)
     }
 }
 

@@ -243,6 +243,10 @@ package nonisolated struct Plait_Wire_V1_Hello: Sendable {
   /// Clears the value of `succession`. Subsequent reads from it will return its default value.
   package mutating func clearSuccession() {self._succession = nil}
 
+  /// Set by a one-shot session (`plait sync`, PROTOCOL.md §13.5): the receiver runs it beside any agent session
+  /// of the same device and never lets either replace the other. False (absent) from an agent and from older plait.
+  package var oneShot: Bool = false
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -582,7 +586,7 @@ nonisolated extension Plait_Wire_V1_HeadHash: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".Hello"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{3}fork_records\0\u{3}instance_nonce\0\u{1}succession\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}domain_name\0\u{3}domain_version\0\u{3}device_id\0\u{1}name\0\u{1}summary\0\u{3}head_hashes\0\u{3}baseline_summary\0\u{3}baseline_digest\0\u{3}state_digest\0\u{3}unknown_count\0\u{3}max_frame_size\0\u{3}fork_records\0\u{3}instance_nonce\0\u{1}succession\0\u{3}one_shot\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -605,6 +609,7 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
       case 13: try { try decoder.decodeRepeatedBytesField(value: &self.forkRecords) }()
       case 14: try { try decoder.decodeSingularBytesField(value: &self.instanceNonce) }()
       case 15: try { try decoder.decodeSingularMessageField(value: &self._succession) }()
+      case 16: try { try decoder.decodeSingularBoolField(value: &self.oneShot) }()
       default: break
       }
     }
@@ -660,6 +665,9 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
     try { if let v = self._succession {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
     } }()
+    if self.oneShot != false {
+      try visitor.visitSingularBoolField(value: self.oneShot, fieldNumber: 16)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -679,6 +687,7 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.forkRecords != rhs.forkRecords {return false}
     if lhs.instanceNonce != rhs.instanceNonce {return false}
     if lhs._succession != rhs._succession {return false}
+    if lhs.oneShot != rhs.oneShot {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -91,6 +91,22 @@ import Testing
         #expect(try Message.decode(Frame(type: .ping, payload: payload)) == .ping(nonce: 42))
     }
 
+    /// Hello's field 16 marks a one-shot session (PROTOCOL.md §13.5): an agent's Hello leaves it out, so it reads
+    /// as an agent's to older plait and an older plait's Hello reads as an agent's here.
+    @Test func oneShotTravelsInHelloFieldSixteen() throws {
+        let agent = Message.hello(Fixtures.hello)
+        var hello = Fixtures.hello
+        hello.oneShot = true
+        let oneShot = Message.hello(hello)
+        #expect(oneShot.frame.payload == agent.frame.payload + [0x80, 0x01, 0x01])
+        #expect(try Message.decode(oneShot.frame) == oneShot)
+        guard case let .hello(decoded) = try Message.decode(agent.frame) else {
+            Issue.record("an agent's Hello did not decode as a Hello")
+            return
+        }
+        #expect(!decoded.oneShot)
+    }
+
     @Test func emptyPayloadsDecodeToDefaultsWhereThoseAreValid() throws {
         #expect(try Message.decode(Frame(type: .ping, payload: [])) == .ping(nonce: 0))
         #expect(try Message.decode(Frame(type: .done, payload: [])) == .done(.empty))
