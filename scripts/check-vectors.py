@@ -520,7 +520,8 @@ def message_payload(name, f, by_name):
         out += b"".join(f_bytes(13, r) for r in records)
         nonce = unhex(f.get("instance_nonce", ""))  # §13.2: 16 bytes, or absent
         check(len(nonce) in (0, 16), f"frame {name}: an instance nonce of {len(nonce)} bytes")
-        return out + p3_bytes(14, nonce)
+        out += p3_bytes(14, nonce)
+        return out + p3_varint(16, 1 if f.get("one_shot", False) else 0)  # §13.5: true only from a one-shot session
     if kind == "Want":
         out = summary_field(1, f["have"])
         return out + (f_varint(2, f["baseline_offset"]) if "baseline_offset" in f else b"")  # optional

@@ -50,6 +50,23 @@ struct WireConformanceTests {
         #expect(hello.maxFrameSize == Frame.defaultMaxSize)
     }
 
+    /// Hello field 16 (PROTOCOL.md §13.5): set only in a one-shot session's Hello; every other Hello vector leaves
+    /// it out and reads as an agent's.
+    @Test func helloSaysOneShotInFieldSixteen() throws {
+        let vectors = try Self.vectors()
+        for entry in vectors["frames"] as! [[String: Any]] where (entry["name"] as! String).hasPrefix("Hello") {
+            let fields = entry["fields"] as! [String: Any]
+            var decoder = FrameDecoder()
+            decoder.append(try bytes(entry["bytes"]))
+            guard case let .hello(hello) = try Message.decode(try #require(try decoder.next())) else {
+                Issue.record("\(entry["name"]!) is not a Hello")
+                continue
+            }
+            #expect(hello.oneShot == (fields["one_shot"] as? Bool ?? false), "\(entry["name"]!)")
+        }
+        #expect((vectors["frames"] as! [[String: Any]]).contains { ($0["fields"] as? [String: Any])?["one_shot"] as? Bool == true })
+    }
+
     /// Hello's fork records (PROTOCOL.md §22.9): the `fork_records` group's records, in branch order, read back
     /// from the frame as the consistent records they are.
     @Test func helloCarriesForkRecords() throws {
