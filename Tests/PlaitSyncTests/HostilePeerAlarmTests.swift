@@ -10,7 +10,7 @@ import Testing
 
 /// A paired peer speaking the protocol by hand over real TLS, with its own certificate: what a hostile client
 /// written from PROTOCOL.md alone can send.
-final class RawTLSPeer {
+final class RawTLSPeer: MessageReceiving {
     let connection: TLSConnection
     private var decoder: FrameDecoder
     /// The Hello the agent sent.
@@ -52,15 +52,6 @@ final class RawTLSPeer {
         }
     }
 
-    /// Reads until a message matches; every message read.
-    func receive(until matches: (Message) -> Bool) throws -> [Message] {
-        var seen: [Message] = []
-        while let message = try receive() {
-            seen.append(message)
-            if matches(message) { return seen }
-        }
-        return seen
-    }
 
     /// A Hello from `home` as a hand-written client sends it.
     static func hello(

@@ -263,8 +263,33 @@ func decodeAll(_ bytes: [UInt8]) throws -> [Message] {
     return out
 }
 
+/// A hand-driven peer that reads whole messages (over a plain socket or TLS).
+protocol MessageReceiving {
+    /// The next message, or nil at the end of the stream.
+    func receive() throws -> Message?
+}
+
+extension MessageReceiving {
+    /// Reads until a message matches; every message read.
+    func receive(until matches: (Message) -> Bool) throws -> [Message] {
+        var seen: [Message] = []
+        while let message = try receive() {
+            seen.append(message)
+            if matches(message) { return seen }
+        }
+        return seen
+    }
+
+    /// Everything until the end of the stream.
+    func receiveAll() throws -> [Message] {
+        var seen: [Message] = []
+        while let message = try receive() { seen.append(message) }
+        return seen
+    }
+}
+
 /// A hand-driven peer on a blocking socket: sends what a test says, reads what the session sends.
-final class RawPeer {
+final class RawPeer: MessageReceiving {
     let fd: Int32
     private var decoder = FrameDecoder()
 
@@ -297,22 +322,6 @@ final class RawPeer {
         }
     }
 
-    /// Reads until a message matches.
-    func receive(until matches: (Message) -> Bool) throws -> [Message] {
-        var seen: [Message] = []
-        while let message = try receive() {
-            seen.append(message)
-            if matches(message) { return seen }
-        }
-        return seen
-    }
-
-    /// Everything until the end of the stream.
-    func receiveAll() throws -> [Message] {
-        var seen: [Message] = []
-        while let message = try receive() { seen.append(message) }
-        return seen
-    }
 }
 
 /// A Hello as a hand-driven peer sends it.
