@@ -209,6 +209,63 @@ extension Replica {
         return keptOfOwn
     }
 
+    /// Refuses a baseline whose word about authors contradicts what this store holds (PROTOCOL.md §20.9). A baseline
+    /// is believed for what it folds, since a snapshot cannot be checked without its changes; but a paired peer's
+    /// baseline once marked another device's timeline ended, or superseded, at a head this store held and could see
+    /// was neither, and every later change of that timeline was then refused here (and relayed baselines spread it).
+    /// Refused, naming what contradicts:
+    /// - `ended` at change N of a timeline held beyond N, or held up to N where change N is not a `timeline.end`
+    ///   (the heads' hashes were compared before: the change at N is the very change the baseline folded);
+    /// - a certificate for a timeline whose own begin this store holds with another certificate (the timeline ID
+    ///   derives from the begin's certificate, PROTOCOL.md §20.5);
+    /// - `superseded_at` for a signed timeline when no other timeline of the same certificate is held here or
+    ///   folded in the baseline: only a begin of its own key may supersede it (§20.5). A peer that also invents
+    ///   such a timeline in its baseline is believed, as for the rest of a baseline; an unsigned timeline may be
+    ///   superseded by any key (§20.10).
+    /// Flags this store already holds (from its own baseline or changes) are not judged again.
+    static func refuseFlagsContradictingHeld(_ db: Database, _ incoming: Baseline, current: Baseline?) throws {
+        func refuse(_ reason: String) -> StoreError { .rejected(.corruptSnapshot(reason)) }
+        for timeline in incoming.ended.sorted() where current?.ended.contains(timeline) != true {
+            let seq = incoming.summary[timeline]
+            guard let held = try heldHead(db, timeline), !held.ended else { continue }
+            if held.seq > seq {
+                throw refuse(
+                    "it marks timeline \(timeline) ended at change \(seq), but this device holds that timeline up to "
+                        + "change \(held.seq)")
+            }
+            if held.seq == seq {
+                throw refuse(
+                    "it marks timeline \(timeline) ended at change \(seq), but this device holds change \(seq) and it "
+                        + "is not a timeline.end")
+            }
+        }
+        guard try Store.recordsAuthors(db) else { return }
+        for (timeline, claimed) in incoming.certificates.sorted(by: { $0.key < $1.key }) {
+            if let held = try Store.certificate(db, of: timeline), held != claimed {
+                throw refuse(
+                    "it names another certificate for timeline \(timeline) than the one its timeline.begin, held "
+                        + "here, carries")
+            }
+        }
+        for (timeline, seq) in incoming.superseded.sorted(by: { $0.key < $1.key }) {
+            if let known = current?.superseded[timeline], known <= seq { continue }
+            let held = try heldHead(db, timeline)
+            if let known = held?.supersededAt, known <= seq { continue }
+            // The timeline's key as held, else as the baseline records it; neither: unsigned or unknown here.
+            guard let key = held?.certificate ?? incoming.certificates[timeline] else { continue }
+            let sameKeyFolded = incoming.certificates.contains { $0.key != timeline && $0.value == key }
+            let sameKeyHeld = try Bool.fetchOne(
+                db, sql: "SELECT EXISTS (SELECT 1 FROM timelines WHERE certificate = ? AND tl != ?)",
+                arguments: [Data(key), timelineColumn(timeline.rawValue)]) ?? false
+            if !sameKeyFolded && !sameKeyHeld {
+                throw refuse(
+                    "it marks timeline \(timeline) superseded at change \(seq), but no other timeline of that "
+                        + "timeline's key is held here or folded in it, and only a timeline.begin of the same key may "
+                        + "supersede a signed timeline")
+            }
+        }
+    }
+
     /// Adopts a peer's baseline (DESIGN §2): the local baseline becomes the join of both, stored changes it
     /// now holds are dropped, timelines it holds further than this store are advanced to it, and the state is
     /// replayed as join + the changes it does not cover. One transaction; a baseline that contradicts a held
@@ -253,6 +310,7 @@ extension Replica {
                     throw StoreError.rejected(.fork(timeline: timeline, seq: seq))
                 }
             }
+            try Self.refuseFlagsContradictingHeld(db, incoming, current: current)
             let ownHead = try Int64.fetchOne(
                 db, sql: "SELECT head_seq FROM timelines WHERE tl = ?", arguments: [timelineColumn(own.rawValue)]) ?? 0
             let keptAside = try Self.keepAsideUncheckedOwnChanges(db, own: own, joined: joined)

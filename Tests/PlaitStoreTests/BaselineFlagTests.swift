@@ -1,0 +1,124 @@
+import Foundation
+import GRDB
+import PlaitCore
+import PlaitTestSupport
+import Testing
+
+@testable import PlaitStore
+
+/// PROTOCOL.md §20.9: a paired peer's baseline is believed for what it folds, not against what the receiver holds.
+/// A hostile tester's baseline marked another device's timeline `ended`, or `superseded_at`, at a head the receiver
+/// held and could see was neither; the receiver then refused every later change of that timeline.
+@Suite("Baseline flags against held changes")
+struct BaselineFlagTests {
+    /// a: a signed device with `edits` edits; b: a device holding all of a's changes. Returns both and a's changes.
+    static func aAndB(
+        _ directory: TemporaryDirectory, seed: UInt64, edits: Int
+    ) throws -> (a: Replica, aStore: Store, b: Device, changes: [EncodedChange]) {
+        var rng = SplitMix64(seed: seed)
+        let keys = try TestKeyPair(commonName: "a")
+        let signer = try P256Signer(keyPEM: keys.keyPEM, certificatePEM: keys.certificatePEM)
+        let aStore = try Store.create(at: directory.file("a.db"), signer: signer, synchronousFull: false)
+        let a = try Replica(store: aStore, signer: signer)
+        try randomEdits(a, count: edits, rng: &rng)
+        let changes = try aStore.encodedChanges(of: try aStore.ownTimeline(), from: 1, limit: .max)
+        let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+        #expect(try b.replica.integrate(encoded: changes).refused.isEmpty)
+        return (a, aStore, b, changes)
+    }
+
+    /// The baseline a peer would build from `changes` (in replay order), before any tampering.
+    static func folded(_ changes: [EncodedChange]) throws -> Baseline {
+        var folder = try BaselineFolder(domain: ListsDomain(), previous: nil)
+        for change in changes.sorted(by: { ($0.change.lamport, $0.change.timeline) < ($1.change.lamport, $1.change.timeline) }) {
+            try folder.add(change.change)
+        }
+        return folder.finish()
+    }
+
+    /// What of b a refused baseline must leave as it was.
+    static func snapshot(_ b: Device) throws -> [String] {
+        [
+            try b.summary.description, hex(b.digest), "\(try b.store.baseline() == nil)",
+            "\(try b.store.timelineAuthorities().map { "\($0.timeline) \(String(describing: $0.supersededSeq))" })",
+        ]
+    }
+
+    static func refusal(_ body: () throws -> Void) -> String {
+        do {
+            try body()
+            return "adopted"
+        } catch let error as StoreError {
+            return error.description
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test(arguments: [0xBF1A_0001 as UInt64])
+    func anEndedFlagAtAHeldHeadThatIsNoEndIsRefused(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            let (a, aStore, b, changes) = try Self.aAndB(directory, seed: seed, edits: 10)
+            let timeline = try aStore.ownTimeline()
+            let before = try Self.snapshot(b)
+
+            // At the head b holds: b sees change N is no timeline.end.
+            var atHead = try Self.folded(changes)
+            #expect(!atHead.ended.contains(timeline))
+            atHead.ended.insert(timeline)
+            let headRefusal = Self.refusal { _ = try b.replica.adopt(atHead) }
+            #expect(headRefusal.contains("ended at change \(changes.count)"), "seed \(seed): \(headRefusal)")
+            #expect(headRefusal.contains("is not a timeline.end"), "seed \(seed): \(headRefusal)")
+            #expect(try Self.snapshot(b) == before, "seed \(seed)")
+
+            // Below the head b holds: b holds the timeline further, so it did not end there.
+            var below = try Self.folded(Array(changes.prefix(6)))
+            below.ended.insert(timeline)
+            let belowRefusal = Self.refusal { _ = try b.replica.adopt(below) }
+            #expect(belowRefusal.contains("holds that timeline up to change \(changes.count)"), "seed \(seed): \(belowRefusal)")
+            #expect(try Self.snapshot(b) == before, "seed \(seed)")
+
+            // a goes on, and b takes it (refused before the fix: the timeline had "ended").
+            var rng = SplitMix64(seed: seed ^ 1)
+            try randomEdits(a, count: 3, rng: &rng)
+            let later = try aStore.encodedChanges(of: timeline, from: UInt64(changes.count) + 1, limit: .max)
+            let taken = try b.replica.integrate(encoded: later)
+            #expect(taken.refused.isEmpty, "seed \(seed): \(taken.refused)")
+            #expect(try b.summary[timeline] == UInt64(changes.count + 3))
+
+            // The untampered baseline is adopted.
+            #expect(Self.refusal { _ = try b.replica.adopt(try Self.folded(changes)) } == "adopted")
+        }
+    }
+
+    @Test(arguments: [0xBF1A_0002 as UInt64])
+    func aSupersededFlagWithoutABeginOfTheSameKeyIsRefused(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            let (a, aStore, b, changes) = try Self.aAndB(directory, seed: seed, edits: 8)
+            let timeline = try aStore.ownTimeline()
+            let before = try Self.snapshot(b)
+
+            var hostile = try Self.folded(changes)
+            hostile.superseded[timeline] = UInt64(changes.count)
+            let refusal = Self.refusal { _ = try b.replica.adopt(hostile) }
+            #expect(refusal.contains("superseded at change \(changes.count)"), "seed \(seed): \(refusal)")
+            #expect(try Self.snapshot(b) == before, "seed \(seed)")
+
+            // A certificate for a's timeline other than the one its begin (held by b) carries.
+            var otherKey = try Self.folded(changes)
+            otherKey.certificates[timeline] = try TestKeyPair(commonName: "m").certificateDER
+            let keyRefusal = Self.refusal { _ = try b.replica.adopt(otherKey) }
+            #expect(keyRefusal.contains("another certificate for timeline \(timeline)"), "seed \(seed): \(keyRefusal)")
+            #expect(try Self.snapshot(b) == before, "seed \(seed)")
+
+            // a's own rejoin supersedes the timeline with a begin of its key: that baseline is adopted, flag included.
+            try a.rejoin(now: fixedNow)
+            let all = try aStore.encodedChangesInReplayOrder()
+            let honest = try Self.folded(all)
+            let end = try aStore.summary()[timeline]
+            #expect(honest.superseded[timeline] == end)
+            #expect(Self.refusal { _ = try b.replica.adopt(honest) } == "adopted", "seed \(seed)")
+            #expect(try b.store.timelineAuthorities().first { $0.timeline == timeline }?.supersededSeq == end)
+        }
+    }
+}
