@@ -111,6 +111,10 @@ public final class Agent: @unchecked Sendable {
     /// The instances (hexadecimal nonces) of each device confirmed as copies of one home while this agent runs.
     private var copiedInstances: [String: Set<String>] = [:]
     private var dialing: Set<String> = []
+    /// The Device ID each static peer (`--peer`, `agent.peers`: dialled by address) presented when last dialled. Without
+    /// it a static peer was dialled again while it held a session it had dialled here, and the newer connection won:
+    /// two agents with each other as static peers replaced their session every 2 – 4 s.
+    private var staticPeerIDs: [String: String] = [:]
     /// Connections being run per paired Device ID (`Settings.maxConnectionsPerPeer`), and when the last refusal
     /// over it was logged per device (one line a minute).
     private var connectionsByPeer: [String: Int] = [:]
@@ -270,6 +274,17 @@ public final class Agent: @unchecked Sendable {
 
     /// The sessions told of local changes and re-synced (under `lock`): admitted, not extra.
     private var primarySessions: [Running] { sessions.values.filter { $0.instance != nil && !$0.extra } }
+
+    /// The sessions with `peer` told of local changes (admitted, not extra), each as whether this agent dialled it:
+    /// what tests of one connection per pair of agents read.
+    func primarySessionDialers(with peer: String) -> [Bool] {
+        lock.withLock { admitted(peer).filter { !$0.extra }.map(\.dialedByMe) }
+    }
+
+    /// How many sessions with `peer` run as extra (a second process of its home), for the same tests.
+    func extraSessionCount(with peer: String) -> Int {
+        lock.withLock { admitted(peer).filter(\.extra).count }
+    }
 
     // MARK: Accepting
 
@@ -491,7 +506,10 @@ public final class Agent: @unchecked Sendable {
             for target in targets {
                 let key = target.id ?? target.address.description
                 let due = lock.withLock { () -> Bool in
-                    if let id = target.id, sessions.values.contains(where: { $0.peer == id }) { return false }
+                    // A static peer is known by the Device ID its last dial met: a session it dialled here counts.
+                    if let id = target.id ?? staticPeerIDs[key], sessions.values.contains(where: { $0.peer == id }) {
+                        return false
+                    }
                     if sessions.values.contains(where: { $0.peer == key }) || dialing.contains(key) { return false }
                     if let wait = backoff[key], wait.next > now {
                         wake = min(wake, wait.next)
@@ -523,7 +541,18 @@ public final class Agent: @unchecked Sendable {
             let connection = try TLSConnection.connect(
                 host: address.host, port: address.port, context: context,
                 trust: { [weak self] in self?.trust($0) ?? false }, timeout: settings.dialTimeout)
-            lock.withLock { backoff[key] = nil }
+            let held = lock.withLock { () -> Bool in
+                backoff[key] = nil
+                guard peer == nil, let id = connection.peerDeviceID?.description else { return false }
+                staticPeerIDs[key] = id
+                return sessions.values.contains { $0.peer == id }
+            }
+            // A static peer dialled before its Device ID was known here turned out to hold a session with this
+            // device already (it dialled here meanwhile): a device dials only when it holds none (PROTOCOL.md §13.5).
+            if held {
+                connection.close()
+                return
+            }
             // A static peer is dialled by its address: a session that failed at once backs that off too.
             if run(connection, dialedByMe: true, address: address, telling: telling) { backOff(key) }
         } catch {
