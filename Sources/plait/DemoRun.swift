@@ -161,7 +161,11 @@ final class DemoRun {
             addresses = lan.hosts.map { "\($0.ipv4):\(Self.netnsPort)" }
             daemonPIDs = lan.hosts.compactMap { lan.avahiDaemon(on: $0)?.pid }
         } else {
-            addresses = try Self.freeLoopbackPorts(settings.devices).map { "127.0.0.1:\($0)" }
+            do {
+                addresses = try LoopbackPorts.free(settings.devices).map { "127.0.0.1:\($0)" }
+            } catch {
+                throw DemoError.setUp("\(error)")
+            }
         }
         try Self.checkInterrupted()
 
@@ -182,31 +186,6 @@ final class DemoRun {
                     address: settings.network == .loopback ? other.address : nil, name: other.name)
             }
         }
-    }
-
-    /// `count` distinct free TCP ports on 127.0.0.1 (bound together, then released for the agents).
-    static func freeLoopbackPorts(_ count: Int) throws -> [UInt16] {
-        var sockets: [Int32] = []
-        defer { for fd in sockets { close(fd) } }
-        var ports: [UInt16] = []
-        for _ in 0..<count {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { throw DemoError.setUp("cannot open a socket (\(String(cString: strerror(errno))))") }
-            sockets.append(fd)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = 0
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-                }
-            }
-            guard bound else { throw DemoError.setUp("cannot find a free port on 127.0.0.1") }
-            ports.append(UInt16(bigEndian: address.sin_port))
-        }
-        return ports
     }
 
     private func write(_ text: String, to path: String) throws {

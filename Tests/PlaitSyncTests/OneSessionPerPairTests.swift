@@ -1,15 +1,12 @@
 import Foundation
 import Logging
 import PlaitCore
+import PlaitNetnsSupport
 import PlaitTLS
 import PlaitWire
 @testable import PlaitSync
 import PlaitTestSupport
 import Testing
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Two agents that know each other's address dial each other when they start: each side then holds two
 /// connections with the other, and both must keep the same one (PROTOCOL.md §13.5: the one dialled by the
@@ -17,30 +14,6 @@ import Glibc
 /// in this process over real TLS on 127.0.0.1, on real store files; edits are made by `plait` processes.
 @Suite(.serialized) struct OneSessionPerPairTests {
     let support = AgentEventTests()
-
-    /// `count` distinct free ports on 127.0.0.1, bound together and released for the agents.
-    static func freePorts(_ count: Int) throws -> [UInt16] {
-        var sockets: [Int32] = []
-        defer { for fd in sockets { close(fd) } }
-        var ports: [UInt16] = []
-        for _ in 0..<count {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            try #require(fd >= 0)
-            sockets.append(fd)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-                }
-            }
-            try #require(bound)
-            ports.append(UInt16(bigEndian: address.sin_port))
-        }
-        return ports
-    }
 
     /// How each agent learns where the other listens: `--peer` (a static address, dialled by address), or the
     /// address stored with the paired device (dialled by Device ID).
@@ -52,7 +25,7 @@ import Glibc
             let (a, b) = try support.pairedHomes(directory, "a", "b")
             let aID = try a.identity.deviceID.description
             let bID = try b.identity.deviceID.description
-            let ports = try Self.freePorts(2)
+            let ports = try LoopbackPorts.free(2)
             let addresses = try ports.map { try PeerAddress(parsing: "127.0.0.1:\($0)") }
             if addressing == .storedAddresses {
                 _ = try a.trust(bID, address: addresses[1].description, name: "b")
