@@ -197,6 +197,25 @@ final class APIAgent {
         }
     }
 
+    /// Browsers send a 127.0.0.1 cookie to every port of 127.0.0.1: a local user's server on another port that the
+    /// signed-in user visits receives the session cookie, and replays it from its own process (it can send any Host
+    /// and leave Origin out on a GET). The cookie alone must not be a session (found by a hostile tester).
+    @Test func aSessionCookieAloneAsAServerOnAnotherPortReceivesItIsRefused() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let login = try api.redeem(try api.loginCode(sandbox))
+            #expect((200..<300).contains(login.status), "\(login.text)")
+            // All the other server has: the Cookie header the browser sent it.
+            let leaked = try #require(cookie(of: login))
+            let show = try api.client.send("GET", "/api/show", headers: [("Cookie", leaked)])
+            #expect(show.status == 401, "the cookie alone was accepted: \(show.status) \(show.text.prefix(200))")
+            let events = try api.client.send("GET", "/api/events?timeout=0", headers: [("Cookie", leaked)])
+            #expect(events.status == 401, "\(events.status) \(events.text.prefix(200))")
+        }
+    }
+
     @Test func aTakenPortTurnsTheAPIOffWithAWarningAndTheAgentStillSyncs() throws {
         try withSandbox { sandbox in
             let homes = [sandbox.root + "/a", sandbox.root + "/b"]
