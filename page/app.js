@@ -63,9 +63,37 @@
     }
   }
 
+  // The session's page key. Signing in sets an HttpOnly cookie and answers this second secret; the agent accepts a
+  // session only with both. Browsers send a host's cookies to every port of it, so another local user's server on
+  // another port of 127.0.0.1 that this browser visits receives the cookie; storage is kept per origin (scheme,
+  // host and port), so that server never sees the key. localStorage, not sessionStorage: a session then survives
+  // closing the tab and serves a bookmark or a second tab, as the cookie does for its 7 days (sessionStorage would
+  // send the user back to `plait gui` for every new tab).
+  const pageKeyName = "plait-page-key";
+
+  function pageKey() {
+    try {
+      return localStorage.getItem(pageKeyName);
+    } catch (error) {
+      return null; // Storage blocked: the API answers 401 and the page asks to sign in.
+    }
+  }
+
+  /// Keeps the key of a new session; throws (with a sentence for the page) when the browser keeps no site data.
+  function keepPageKey(answer) {
+    try {
+      localStorage.setItem(pageKeyName, String(answer && answer.page_key));
+    } catch (error) {
+      throw new APIError(0, "This browser does not let the page keep its sign-in key (site data is blocked " +
+        "for this address); allow site data for it and sign in again.");
+    }
+  }
+
   /// GET or POST (JSON) to the agent; answers the parsed JSON (or null for 204). A 401 shows the sign-in note.
   async function api(method, path, body) {
     const init = { method, credentials: "same-origin", cache: "no-store", headers: {} };
+    const key = pageKey();
+    if (key) init.headers["Plait-Page-Key"] = key;
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -850,8 +878,12 @@
         return;
       }
       let opened = false;
-      const since = state.lastSeq > 0 ? "?since=" + encodeURIComponent(state.lastSeq) : "";
-      source = new EventSource("/api/events/stream" + since);
+      // EventSource sends no header of its own: the page key goes in the query, which the agent takes on this
+      // route only. The URL is relative, so it goes to the agent's own origin and nowhere else; EventSource is
+      // kept (not a fetch() reader) because it resumes with Last-Event-ID by itself.
+      let query = "?page_key=" + encodeURIComponent(pageKey() || "");
+      if (state.lastSeq > 0) query += "&since=" + encodeURIComponent(state.lastSeq);
+      source = new EventSource("/api/events/stream" + query);
       source.onopen = () => {
         opened = true;
         setConnection("Live", "live");
@@ -927,7 +959,7 @@
 
   async function signIn(code) {
     try {
-      await api("POST", "/api/session", { code });
+      keepPageKey(await api("POST", "/api/session", { code }));
       // The code is spent: drop it from the address bar and history, and load the page signed in.
       location.replace("/");
     } catch (error) {
@@ -940,7 +972,7 @@
       event.preventDefault();
       const input = $("password");
       try {
-        await api("POST", "/api/session", { password: input.value });
+        keepPageKey(await api("POST", "/api/session", { password: input.value }));
         location.replace("/");
       } catch (error) {
         input.value = "";

@@ -1,14 +1,19 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import PlaitCore
 import PlaitOutput
 import PlaitSync
 
 /// Who may use the TCP API (DESIGN §12): the long-lived token of `<home>/api-token` (scripts), single-use login
-/// codes (`plait gui`, valid `codeLifetime`), and the sessions they are exchanged for (a cookie named per device,
-/// since browsers send cookies to every port of a host). Sessions outlive an agent restart: each is kept in
-/// `<home>/api-sessions` as the SHA-256 of its secret with its expiry, never the secret itself (the file gives no
-/// one a session), written whole and renamed into place, mode 0600.
+/// codes (`plait gui`, valid `codeLifetime`), and the sessions they are exchanged for.
+///
+/// A session is two secrets that must come together: a cookie (HttpOnly, so no script reads it; named per device)
+/// and a page key the page keeps in localStorage and sends in the `Plait-Page-Key` header. Browsers send a host's
+/// cookies to every port of it, so a server of another local user on another port of 127.0.0.1 receives the
+/// cookie; localStorage is kept per origin (scheme, host and port), so that server never sees the key. Sessions
+/// outlive an agent restart: each is kept in `<home>/api-sessions` as the SHA-256 of both secrets with its expiry,
+/// never a secret itself (the file gives no one a session), written whole and renamed into place, mode 0600.
 public final class APIAuth: Sendable {
     public static let defaultCodeLifetime: Duration = .seconds(60)
     /// How long a session is accepted after its login (the page signs in again after that).
@@ -29,9 +34,22 @@ public final class APIAuth: Sendable {
     private struct Grants {
         /// Unused login codes and when each stops being accepted.
         var codes: [String: ContinuousClock.Instant] = [:]
-        /// The SHA-256 (hex) of each session's secret, and when it stops being accepted (wall clock: it outlives
-        /// the process).
-        var sessions: [String: Date] = [:]
+        /// Each session by the SHA-256 (hex) of its cookie's value.
+        var sessions: [String: Session] = [:]
+    }
+
+    /// A session as the agent holds it: digests and an expiry, no secret.
+    struct Session: Equatable {
+        /// SHA-256 (hex) of the page key that must come with the cookie.
+        var keySHA256: String
+        /// When it stops being accepted (wall clock: it outlives the process).
+        var expires: Date
+    }
+
+    /// The two secrets of a new session: the cookie's value and the page key.
+    struct SessionSecrets {
+        var cookie: String
+        var pageKey: String
     }
 
     /// What `<home>/api-sessions` holds.
@@ -39,8 +57,18 @@ public final class APIAuth: Sendable {
         struct Session: Codable, Equatable {
             /// SHA-256 of the cookie's value, lowercase hexadecimal.
             var sha256: String
+            /// SHA-256 of the page key, lowercase hexadecimal. Absent in the sessions agents stored before there
+            /// was a page key: those are dropped when the file is read (such a cookie alone is what a server on
+            /// another port receives; the user signs in again with `plait gui`).
+            var keySHA256: String?
             /// Seconds since 1970 (UTC) when it stops being accepted.
             var expires: Int64
+
+            enum CodingKeys: String, CodingKey {
+                case sha256
+                case keySHA256 = "key_sha256"
+                case expires
+            }
         }
         var sessions: [Session]
     }
@@ -58,34 +86,48 @@ public final class APIAuth: Sendable {
         self.state = LockedValue(grants)
     }
 
-    /// The unexpired sessions in the file at `path` (none when there is no file). A file that is not what this
+    /// The unexpired sessions with a page key in the file at `path` (none when there is no file). Sessions stored
+    /// without a key (by agents before the key existed) are left out, not an error: the agent starts, those pages
+    /// sign in again, and the next login or sign-out rewrites the file without them. A file that is not what this
     /// code writes is refused, saying what to do: deleting it only signs every page out.
-    static func loadSessions(path: String, now: Date) throws -> [String: Date] {
+    static func loadSessions(path: String, now: Date) throws -> [String: Session] {
         guard let data = FileManager.default.contents(atPath: path) else { return [:] }
         guard let stored = try? JSONDecoder().decode(StoredSessions.self, from: data) else {
             throw PlaitError.file(
                 path: path, problem: "does not hold the API's sessions; delete it (pages then sign in again)")
         }
-        var sessions: [String: Date] = [:]
+        var sessions: [String: Session] = [:]
         for session in stored.sessions {
             let expires = Date(timeIntervalSince1970: TimeInterval(session.expires))
-            if expires > now { sessions[session.sha256] = expires }
+            guard expires > now, let key = session.keySHA256 else { continue }
+            sessions[session.sha256] = Session(keySHA256: key, expires: expires)
         }
         return sessions
     }
 
     /// Writes the unexpired `sessions` to `path` (`PrivateFile.replace`: mode 0600, the old list or the new one
     /// after a crash).
-    static func saveSessions(_ sessions: [String: Date], path: String) throws {
+    static func saveSessions(_ sessions: [String: Session], path: String) throws {
         let stored = StoredSessions(
             sessions: sessions.sorted { $0.key < $1.key }.map {
-                StoredSessions.Session(sha256: $0.key, expires: Int64($0.value.timeIntervalSince1970.rounded(.up)))
+                StoredSessions.Session(
+                    sha256: $0.key, keySHA256: $0.value.keySHA256,
+                    expires: Int64($0.value.expires.timeIntervalSince1970.rounded(.up)))
             })
         try PrivateFile.replace(path, with: Array(try JSONEncoder().encode(stored)) + [0x0a])
     }
 
-    /// The stored form of a session's secret.
-    static func digest(_ session: String) -> String { SHA256.hash(Array(session.utf8)).hexString }
+    /// The stored form of a session's secret (its cookie's value or its page key).
+    static func digest(_ secret: String) -> String { SHA256.hash(Array(secret.utf8)).hexString }
+
+    /// Whether `given` and `held` are the same, in time independent of where they differ (a secret compared byte
+    /// by byte, stopping at the first difference, would tell an attacker how much of a guess was right).
+    static func sameSecret(_ given: String, _ held: String) -> Bool {
+        let given = Array(given.utf8)
+        let held = Array(held.utf8)
+        guard given.count == held.count else { return false }
+        return zip(given, held).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
 
     /// The API token of the home at `homePath`, made (mode 0600) if there is none yet: at `plait init`, or at the
     /// first agent start of a home made before the API existed.
@@ -140,9 +182,9 @@ public final class APIAuth: Sendable {
         return (code, Date().addingTimeInterval(seconds))
     }
 
-    /// Exchanges a login code for a new session (the cookie's value); nil if the code is unknown, used or expired.
-    /// The code is gone either way. Throws when the session cannot be stored (then there is none).
-    func redeem(_ code: String, now: ContinuousClock.Instant = .now) throws -> String? {
+    /// Exchanges a login code for a new session; nil if the code is unknown, used or expired. The code is gone
+    /// either way. Throws when the session cannot be stored (then there is none).
+    func redeem(_ code: String, now: ContinuousClock.Instant = .now) throws -> SessionSecrets? {
         try state.withLock { grants in
             guard let expiry = grants.codes.removeValue(forKey: code), expiry > now else { return nil }
             return try newSession(in: &grants)
@@ -150,41 +192,51 @@ public final class APIAuth: Sendable {
     }
 
     /// A new session for a login proven another way (the password, over HTTPS).
-    func openSession() throws -> String { try state.withLock { try newSession(in: &$0) } }
+    func openSession() throws -> SessionSecrets { try state.withLock { try newSession(in: &$0) } }
 
     /// Under the lock: a new session, stored with the others that have not expired.
-    private func newSession(in grants: inout Grants) throws -> String {
-        let session = Self.randomText(bytes: 32)
+    private func newSession(in grants: inout Grants) throws -> SessionSecrets {
+        let secrets = SessionSecrets(cookie: Self.randomText(bytes: 32), pageKey: Self.randomText(bytes: 32))
         let now = Date()
-        var sessions = grants.sessions.filter { $0.value > now }
-        sessions[Self.digest(session)] = now.addingTimeInterval(sessionLifetime)
+        var sessions = grants.sessions.filter { $0.value.expires > now }
+        sessions[Self.digest(secrets.cookie)] = Session(
+            keySHA256: Self.digest(secrets.pageKey), expires: now.addingTimeInterval(sessionLifetime))
         try Self.saveSessions(sessions, path: sessionsPath)
         grants.sessions = sessions
-        return session
+        return secrets
     }
 
-    /// Ends a session (signing out); stored at once, so a restart does not bring it back.
-    func endSession(_ value: String) throws {
+    /// Ends the session of `cookie` if `pageKey` is its key (signing out); stored at once, so a restart does not
+    /// bring it back. The key is asked for as on every request: a cookie alone signs no one out either.
+    func endSession(cookie: String, pageKey: String) throws {
         try state.withLock { grants in
-            guard grants.sessions.removeValue(forKey: Self.digest(value)) != nil else { return }
+            let digest = Self.digest(cookie)
             let now = Date()
-            grants.sessions = grants.sessions.filter { $0.value > now }
+            guard let session = grants.sessions[digest], Self.matches(session, pageKey: pageKey, now: now) else {
+                return
+            }
+            grants.sessions.removeValue(forKey: digest)
+            grants.sessions = grants.sessions.filter { $0.value.expires > now }
             try Self.saveSessions(grants.sessions, path: sessionsPath)
         }
     }
 
-    func acceptsSession(_ value: String, now: Date = Date()) -> Bool {
-        let digest = Self.digest(value)
-        return state.withLock { $0.sessions[digest].map { $0 > now } ?? false }
+    /// Whether `cookie` and `pageKey` are the two secrets of one unexpired session.
+    func acceptsSession(cookie: String, pageKey: String, now: Date = Date()) -> Bool {
+        let digest = Self.digest(cookie)
+        guard let session = state.withLock({ $0.sessions[digest] }) else { return false }
+        return Self.matches(session, pageKey: pageKey, now: now)
     }
 
-    /// Compares in time independent of where the strings differ.
-    func acceptsToken(_ value: String) -> Bool {
-        let given = Array(value.utf8)
-        let held = Array(token.utf8)
-        guard given.count == held.count else { return false }
-        return zip(given, held).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    /// The session is unexpired and `pageKey` is its key. The cookie needs no such comparison: it is found by its
+    /// digest, and a lookup's timing tells nothing of a secret whose digest the caller cannot choose.
+    private static func matches(_ session: Session, pageKey: String, now: Date) -> Bool {
+        // Both sides of the comparison always run: an expired session answers no sooner than a wrong key.
+        let sameKey = sameSecret(digest(pageKey), session.keySHA256)
+        return sameKey && session.expires > now
     }
+
+    func acceptsToken(_ value: String) -> Bool { Self.sameSecret(value, token) }
 
     /// `bytes` random bytes from the system's generator as base32 (128 bits: 26 characters).
     static func randomText(bytes count: Int) -> String {
@@ -328,7 +380,8 @@ extension APIGuard {
         }
     }
 
-    /// The bearer token, else this device's session cookie; `.none` if neither is valid.
+    /// The bearer token, else this device's session (its cookie and its page key together); `.none` if neither is
+    /// valid. A cookie without its key is `.none`: it is what a server on another port of the host receives.
     private func credential(of request: Request) throws -> APICredential {
         if let authorization = request.headers[.authorization] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
@@ -338,8 +391,30 @@ extension APIGuard {
             }
             return .token
         }
-        if let session = sessionCookie(of: request), api.auth.acceptsSession(session) { return .session }
+        if let cookie = sessionCookie(of: request), let key = pageKey(of: request),
+            api.auth.acceptsSession(cookie: cookie, pageKey: key)
+        {
+            return .session
+        }
         return .none
+    }
+
+    /// The header that carries a session's page key.
+    static let pageKeyHeader = HTTPField.Name("Plait-Page-Key")!
+    /// The events stream's query parameter that carries it instead (an `EventSource` sends no header of its own).
+    static let pageKeyParameter: Substring = "page_key"
+
+    /// The page key of the request: the `Plait-Page-Key` header; on GET /api/events/stream only, `?page_key=`.
+    ///
+    /// Why a query there and not a stream read with `fetch()`: `EventSource` cannot set a header, and it is what
+    /// resumes by itself with `Last-Event-ID` after a dropped connection; a `fetch()` reader would redo that by
+    /// hand. The URL goes only to the agent's own origin (the page builds it relative), no Referer leaves the page
+    /// (`no-referrer`), the agent logs no query, and an event stream's URL is no page a browser keeps in its
+    /// history. Every other route takes the header only, so a key in a link or a form's URL authenticates nothing.
+    func pageKey(of request: Request) -> String? {
+        if let header = request.headers[Self.pageKeyHeader] { return header }
+        guard request.method == .get, request.uri.path == "/api/events/stream" else { return nil }
+        return request.uri.queryParameters[Self.pageKeyParameter].map(String.init)
     }
 
     func sessionCookie(of request: Request) -> String? {
@@ -356,8 +431,8 @@ extension APIGuard {
 }
 
 extension APIRoutes {
-    /// POST /api/session (a login code or, over HTTPS, the password for a session cookie), DELETE /api/session,
-    /// POST /api/login-codes.
+    /// POST /api/session (a login code or, over HTTPS, the password for a session: its cookie, and its page key in
+    /// the body), DELETE /api/session, POST /api/login-codes.
     static func addAuthRoutes(to router: Router<APIRequestContext>, context api: APIContext, transport: APITransport) {
         // Over HTTPS the cookie is Secure: a browser never sends it back over plain HTTP.
         let attributes = "Path=/; HttpOnly; SameSite=Strict" + (api.secure ? "; Secure" : "")
@@ -367,7 +442,7 @@ extension APIRoutes {
                 let password: String?
             }
             let login = try await decodeBody(Login.self, from: request)
-            let session: String
+            let session: APIAuth.SessionSecrets
             if let password = login.password {
                 session = try await logIn(password: password, from: context.remoteHost ?? "", api: api)
             } else if let code = login.code, let redeemed = try api.auth.redeem(code) {
@@ -379,13 +454,19 @@ extension APIRoutes {
                     "this login code is unknown, used or expired (codes work once, for "
                         + "\(api.auth.codeLifetime.components.seconds) s); run `plait gui` for a new one.")
             }
-            var response = Response(status: .noContent)
-            response.headers[.setCookie] = "\(api.auth.cookieName)=\(session); \(attributes)"
+            var response = try json(SessionOutput(pageKey: session.pageKey))
+            response.headers[.setCookie] = "\(api.auth.cookieName)=\(session.cookie); \(attributes)"
             return response
         }
-        router.delete("/api/session") { request, _ -> Response in
-            if let session = APIGuard(context: api, transport: transport).sessionCookie(of: request) {
-                try api.auth.endSession(session)
+        // Behind the guard like every route but the sign-in: a session signs out with its cookie and its key (a
+        // cookie alone is refused, so a server that received it cannot sign the user out either), a token may
+        // call it too and then only the cookie is expired.
+        router.delete("/api/session") { request, context -> Response in
+            let guardian = APIGuard(context: api, transport: transport)
+            if context.credential == .session, let cookie = guardian.sessionCookie(of: request),
+                let key = guardian.pageKey(of: request)
+            {
+                try api.auth.endSession(cookie: cookie, pageKey: key)
             }
             var response = Response(status: .noContent)
             response.headers[.setCookie] = "\(api.auth.cookieName)=; \(attributes); Max-Age=0"
@@ -412,7 +493,7 @@ extension APIRoutes {
 extension APIRoutes {
     /// A password login: refused outright while `source` (or everyone) must wait, else checked against the stored
     /// hash off the event loop (scrypt takes ~0.1 s) and counted when wrong.
-    static func logIn(password: String, from source: String, api: APIContext) async throws -> String {
+    static func logIn(password: String, from source: String, api: APIContext) async throws -> APIAuth.SessionSecrets {
         guard api.secure else {
             throw APIError.forbidden(
                 "password logins are taken only over HTTPS (api.listen beyond loopback); on this machine open the "

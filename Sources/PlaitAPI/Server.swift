@@ -4,8 +4,9 @@
 // - `APIContext`: what every handler reaches — the agent's home (replica, store), the running agent, the auth
 //   state (`APIAuth`: token, login codes, sessions), the transport's bound address.
 // - `makeAPIRouter(context:transport:)` → `Router<APIRequestContext>`: every route. `.tcp` puts the browser rules
-//   in front (Host allowlist, Origin, JSON content type, session cookie or bearer token; `APIGuard`);
-//   `.unixSocket` serves the same routes to the CLI without a token (the socket's owner checks the peer's uid).
+//   in front (Host allowlist, Origin, JSON content type, session cookie with its page key or bearer token;
+//   `APIGuard`); `.unixSocket` serves the same routes to the CLI without a token (the socket's owner checks the
+//   peer's uid).
 //   Routes live in `extension APIRoutes` functions named `add…Routes(to:context:)`; `makeAPIRouter` calls each
 //   (one line per file: events add `addEventRoutes`, the page `addPageRoutes`).
 // - `APIServer.start(router:host:port:logger:)`: binds and serves in the background of the (thread-based) agent;
@@ -46,7 +47,8 @@ public enum APICredential: Sendable, Equatable {
     case none
     /// `Authorization: Bearer <api-token>`.
     case token
-    /// The per-device session cookie a login code was exchanged for.
+    /// A session a login code (or the password) was exchanged for: its per-device cookie and, in the
+    /// `Plait-Page-Key` header, its page key, both of the same session.
     case session
     /// The Unix socket: the peer's uid was checked when it connected.
     case localSocket

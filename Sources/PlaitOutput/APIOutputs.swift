@@ -27,6 +27,19 @@ public struct HoldersOutput: Codable, Sendable, Equatable {
     }
 }
 
+/// The answer of POST /api/session: the session's page key. The cookie set with it is not a session on its own
+/// (browsers send it to every port of the host); every request of the session sends this key too, in the
+/// `Plait-Page-Key` header, and the page keeps it where only its own origin reads it (localStorage).
+public struct SessionOutput: Codable, Sendable, Equatable {
+    public var pageKey: String
+
+    public init(pageKey: String) {
+        self.pageKey = pageKey
+    }
+
+    public enum CodingKeys: String, CodingKey { case pageKey = "page_key" }
+}
+
 /// The answer of POST /api/login-codes.
 public struct LoginCodeOutput: Codable, Sendable, Equatable {
     public var code: String

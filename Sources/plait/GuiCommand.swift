@@ -12,8 +12,9 @@ extension Plait {
             discussion: """
                 The running agent (`plait agent`) serves the page and the API on api.listen (127.0.0.1:7480 by \
                 default). The URL printed holds a code that logs one browser in, once, within 60 seconds; the \
-                page then keeps a session cookie for 7 days, across agent restarts. --token prints the long-lived API \
-                token instead, for scripts: send it as `Authorization: Bearer TOKEN` (keep it as private as the home).
+                page then keeps its session (a cookie and a key only that page reads) for 7 days, across agent \
+                restarts. --token prints the long-lived API token instead, for scripts: send it as \
+                `Authorization: Bearer TOKEN` (keep it as private as the home).
 
                 Other machines: with api.listen on a non-loopback address (e.g. 192.168.1.5:7480) the agent \
                 serves the API only once a password is set, and then over HTTPS with a certificate of its own \

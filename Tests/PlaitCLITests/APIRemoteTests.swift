@@ -114,11 +114,12 @@ struct APIRemoteTests {
             #expect(result["fingerprint"] as? String == String(printed), "\(result)")
             #expect(result["plain"] as? String == "no HTTP answer", "\(result)")
             #expect(result["wrong"] as? Int == 401, "\(result)")
-            #expect(result["right"] as? Int == 204, "\(result)")
+            #expect(result["right"] as? Int == 200, "\(result)")
             let cookie = result["cookie"] as? String ?? ""
             #expect(cookie.contains("; Secure") && cookie.contains("HttpOnly"), "\(cookie)")
             #expect(result["status_with_session"] as? Int == 200, "\(result)")
-            #expect(result["code_login"] as? Int == 204, "the code from `plait gui` over HTTPS: \(result)")
+            #expect(result["status_with_cookie_only"] as? Int == 401, "the cookie without its page key: \(result)")
+            #expect(result["code_login"] as? Int == 200, "the code from `plait gui` over HTTPS: \(result)")
             #expect(result["code_status"] as? Int == 200, "\(result)")
             #expect(result["code_again"] as? Int == 401, "a used code: \(result)")
             #expect(result["status_without"] as? Int == 401, "\(result)")
@@ -240,19 +241,27 @@ struct APIRemoteTests {
             return request("POST", "/api/session", {"password": secret})
 
         out["wrong"] = login("not the password")[0].status
-        response, _ = login(password)
+        response, text = login(password)
         out["right"] = response.status
         out["cookie"] = response.getheader("Set-Cookie") or ""
-        pair = out["cookie"].split(";")[0]
-        out["status_with_session"] = request("GET", "/api/status", headers={"Cookie": pair})[0].status
-        response, _ = request("POST", "/api/session", {"code": code})
+
+        # The headers the page sends: the cookie, and the page key of the sign-in's answer.
+        def session(response, text):
+            cookie = (response.getheader("Set-Cookie") or "").split(";")[0]
+            key = json.loads(text).get("page_key", "") if response.status == 200 else ""
+            return {"Cookie": cookie, "Plait-Page-Key": key}
+
+        pair = session(response, text)
+        out["status_with_session"] = request("GET", "/api/status", headers=pair)[0].status
+        out["status_with_cookie_only"] = request("GET", "/api/status", headers={"Cookie": pair["Cookie"]})[0].status
+        response, text = request("POST", "/api/session", {"code": code})
         out["code_login"] = response.status
-        by_code = (response.getheader("Set-Cookie") or "").split(";")[0]
-        out["code_status"] = request("GET", "/api/status", headers={"Cookie": by_code})[0].status
+        by_code = session(response, text)
+        out["code_status"] = request("GET", "/api/status", headers=by_code)[0].status
         out["code_again"] = request("POST", "/api/session", {"code": code})[0].status
         out["status_without"] = request("GET", "/api/status")[0].status
         out["foreign_host"] = request(
-            "GET", "/api/status", headers={"Cookie": pair, "Host": "evil.example:%d" % port})[0].status
+            "GET", "/api/status", headers=dict(pair, Host="evil.example:%d" % port))[0].status
         out["guesses"] = [login("guess %d" % n)[0].status for n in range(3)]
         response, text = login(password)
         out["after_guesses"] = response.status

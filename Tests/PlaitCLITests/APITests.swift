@@ -44,10 +44,47 @@ final class APIAgent {
         return String(code)
     }
 
-    /// Exchanges a code the way the page does; returns the reply (204 and a cookie, or a refusal).
+    /// Exchanges a code the way the page does; returns the reply (200, a cookie and the page key; or a refusal).
     func redeem(_ code: String) throws -> LoopbackClient.Reply {
         try client.send("POST", "/api/session", headers: [("Origin", origin)], json: ["code": code])
     }
+
+    /// Signs in as the page does: the session's two headers, the Cookie the browser sends to every port of the
+    /// host and the page key only the page's own origin holds.
+    func signIn(_ sandbox: Sandbox) throws -> PageSession {
+        let reply = try redeem(try loginCode(sandbox))
+        guard reply.status == 200, let session = PageSession(reply) else {
+            throw CLITestFailure("the sign-in gave no cookie and page key: \(reply.status) \(reply.text)")
+        }
+        return session
+    }
+}
+
+/// A session as a browser holds it after POST /api/session.
+struct PageSession {
+    /// `plait-session-XXXXXXX=VALUE`, what the browser sends in Cookie (to every port of the host).
+    let cookie: String
+    /// What the page keeps in localStorage and sends in `Plait-Page-Key`.
+    let key: String
+
+    /// From the sign-in's answer; nil when it set no cookie or gave no key.
+    init?(_ reply: LoopbackClient.Reply) {
+        guard let cookie = reply.header("Set-Cookie")?.split(separator: ";").first.map(String.init),
+            let body = try? JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any],
+            let key = body["page_key"] as? String
+        else { return nil }
+        self.init(cookie: cookie, key: key)
+    }
+
+    init(cookie: String, key: String) {
+        self.cookie = cookie
+        self.key = key
+    }
+
+    /// The cookie's value alone.
+    var cookieValue: String { String(cookie.split(separator: "=", maxSplits: 1)[1]) }
+    /// Both headers, as the page sends them.
+    var headers: [(String, String)] { [("Cookie", cookie), ("Plait-Page-Key", key)] }
 }
 
 /// The local API's security rules (DESIGN §12), against the real agent on real loopback sockets.
@@ -142,17 +179,18 @@ final class APIAgent {
             defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
             let code = try api.loginCode(sandbox)
             let first = try api.redeem(code)
-            #expect(first.status == 204, "\(first.text)")
+            #expect(first.status == 200, "\(first.text)")
             let setCookie = first.header("Set-Cookie") ?? ""
             let device = try sandbox.ok(["id"]).lines.last ?? ""
             #expect(setCookie.hasPrefix("plait-session-\(device.prefix(7))="), "\(setCookie)")
             #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict"), "\(setCookie)")
-            let session = try #require(cookie(of: first))
-            let lists = try api.client.send("GET", "/api/lists", headers: [("Cookie", session)])
+            let session = try #require(PageSession(first), "\(first.text)")
+            #expect(session.key.count >= 26 && session.key != session.cookieValue, "\(first.text)")
+            let lists = try api.client.send("GET", "/api/lists", headers: session.headers)
             #expect(lists.status == 200, "\(lists.text)")
             // The session is a browser's: a change needs the page's Origin.
             let noOrigin = try api.client.send(
-                "POST", "/api/edit", headers: [("Cookie", session)], json: ["op": "list.add", "title": "x"])
+                "POST", "/api/edit", headers: session.headers, json: ["op": "list.add", "title": "x"])
             #expect(noOrigin.status == 403, "\(noOrigin.text)")
             let again = try api.redeem(code)
             #expect(again.status == 401, "a used code: \(again.text)")
@@ -183,17 +221,115 @@ final class APIAgent {
             let b = try APIAgent(sandbox: sandbox, home: homes[1])
             defer { #expect(b.agent.stop() == 0, "\(b.agent.log)") }
             #expect(a.client.port != b.client.port)
-            let mine = try #require(cookie(of: try a.redeem(try a.loginCode(sandbox))))
-            let theirs = try #require(cookie(of: try b.redeem(try b.loginCode(sandbox))))
-            #expect(mine.split(separator: "=")[0] != theirs.split(separator: "=")[0], "cookie names differ per device")
-            #expect(try a.client.send("GET", "/api/lists", headers: [("Cookie", mine)]).status == 200)
-            // A browser sends every localhost cookie to every port: B's cookie reaches A, as is and renamed.
-            let asIs = try a.client.send("GET", "/api/lists", headers: [("Cookie", theirs)])
+            let mine = try a.signIn(sandbox)
+            let theirs = try b.signIn(sandbox)
+            let name = { (session: PageSession) in session.cookie.split(separator: "=")[0] }
+            #expect(name(mine) != name(theirs), "cookie names differ per device")
+            #expect(try a.client.send("GET", "/api/lists", headers: mine.headers).status == 200)
+            // A browser sends every localhost cookie to every port: B's cookie reaches A, as is and renamed, even
+            // with B's key (which B's page would never send to A's origin).
+            let asIs = try a.client.send("GET", "/api/lists", headers: theirs.headers)
             #expect(asIs.status == 401, "\(asIs.text)")
-            let value = theirs.split(separator: "=", maxSplits: 1)[1]
-            let renamed = "\(mine.split(separator: "=")[0])=\(value)"
-            let forged = try a.client.send("GET", "/api/lists", headers: [("Cookie", renamed)])
+            let renamed = PageSession(cookie: "\(name(mine))=\(theirs.cookieValue)", key: theirs.key)
+            let forged = try a.client.send("GET", "/api/lists", headers: renamed.headers)
             #expect(forged.status == 401, "\(forged.text)")
+        }
+    }
+
+    /// Browsers send a 127.0.0.1 cookie to every port of 127.0.0.1: a local user's server on another port that the
+    /// signed-in user visits receives the session cookie, and replays it from its own process (it can send any Host
+    /// and leave Origin out on a GET). The cookie alone must not be a session (found by a hostile tester).
+    @Test func aSessionCookieAloneAsAServerOnAnotherPortReceivesItIsRefused() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let login = try api.redeem(try api.loginCode(sandbox))
+            #expect((200..<300).contains(login.status), "\(login.text)")
+            // All the other server has: the Cookie header the browser sent it.
+            let leaked = try #require(cookie(of: login))
+            let show = try api.client.send("GET", "/api/show", headers: [("Cookie", leaked)])
+            #expect(show.status == 401, "the cookie alone was accepted: \(show.status) \(show.text.prefix(200))")
+            let events = try api.client.send("GET", "/api/events?timeout=0", headers: [("Cookie", leaked)])
+            #expect(events.status == 401, "\(events.status) \(events.text.prefix(200))")
+        }
+    }
+
+    /// A session is its cookie and its page key together, of the same session: either alone, or with the key of
+    /// another session, is refused; the key goes in the `Plait-Page-Key` header, and in the query only on the event
+    /// stream (an EventSource cannot set a header), where events then arrive; signing out needs both too.
+    @Test func aSessionIsItsCookieWithItsPageKeyOnEveryRouteTheStreamIncluded() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "Groceries"])
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let session = try api.signIn(sandbox)
+            let other = try api.signIn(sandbox)
+            func show(_ headers: [(String, String)], query: String = "") throws -> LoopbackClient.Reply {
+                try api.client.send("GET", "/api/show" + query, headers: headers)
+            }
+            let both = try show(session.headers)
+            #expect(both.status == 200 && both.text.contains("Groceries"), "\(both.status) \(both.text.prefix(200))")
+            let refused: [(String, [(String, String)])] = [
+                ("a wrong key", [("Cookie", session.cookie), ("Plait-Page-Key", "A" + session.key.dropFirst())]),
+                ("the key of another session", [("Cookie", session.cookie), ("Plait-Page-Key", other.key)]),
+                ("an empty key", [("Cookie", session.cookie), ("Plait-Page-Key", "")]),
+                ("the key without the cookie", [("Plait-Page-Key", session.key)]),
+            ]
+            for (what, headers) in refused {
+                let reply = try show(headers)
+                #expect(reply.status == 401, "\(what): \(reply.status) \(reply.text.prefix(200))")
+            }
+            // The query carries the key on the event stream only.
+            let inQuery = try show([("Cookie", session.cookie)], query: "?page_key=\(session.key)")
+            #expect(inQuery.status == 401, "\(inQuery.status) \(inQuery.text.prefix(200))")
+            let edit = try api.client.send(
+                "POST", "/api/edit", headers: session.headers + [("Origin", api.origin)],
+                json: ["op": "add", "list": "Groceries", "text": "milk"])
+            #expect(edit.status == 200, "\(edit.text)")
+            // The long-poll with the key in its header: it answers as soon as there are events after `since`.
+            var since = 0
+            var applied = false
+            for _ in 0..<10 where !applied {
+                let poll = try api.client.send("GET", "/api/events?since=\(since)&timeout=30", headers: session.headers)
+                try #require(poll.status == 200, "\(poll.status) \(poll.text)")
+                let events = (try JSONSerialization.jsonObject(with: Data(poll.body)) as? [String: Any])?["events"]
+                for event in events as? [[String: Any]] ?? [] {
+                    since = max(since, event["seq"] as? Int ?? 0)
+                    applied = applied || event["kind"] as? String == "change.applied"
+                }
+            }
+            #expect(applied, "the edit's event reached the long-poll")
+
+            // The stream as the page opens it: the cookie, and the key in the query.
+            let cookieOnly = EventStreamClient(port: api.client.port, token: "")
+            try cookieOnly.open("/api/events/stream", headers: [("Cookie", session.cookie)])
+            #expect(cookieOnly.status == 401)
+            cookieOnly.close()
+            let stream = EventStreamClient(port: api.client.port, token: "")
+            defer { stream.close() }
+            try stream.open(
+                "/api/events/stream?page_key=\(session.key)&since=\(since)", headers: [("Cookie", session.cookie)])
+            #expect(stream.status == 200, "\(stream.headers)")
+            try sandbox.ok(["add", "Groceries", "bread"])
+            var event: ServerSentEvent?
+            repeat {
+                event = try stream.nextEvent(timeout: 10)
+            } while event != nil && event?.event != "change.applied"
+            #expect(event?.payload["kind"] as? String == "item.create", "\(String(describing: event))")
+
+            // Signing out: the cookie alone is refused (it signs no one out), both end the session.
+            let cookieOut = try api.client.send(
+                "DELETE", "/api/session", headers: [("Origin", api.origin), ("Cookie", session.cookie)], json: [:])
+            #expect(cookieOut.status == 401, "\(cookieOut.text)")
+            #expect(try show(session.headers).status == 200)
+            let out = try api.client.send(
+                "DELETE", "/api/session", headers: session.headers + [("Origin", api.origin)], json: [:])
+            #expect(out.status == 204, "\(out.text)")
+            #expect(out.header("Set-Cookie")?.contains("Max-Age=0") == true, "\(out.headers)")
+            #expect(try show(session.headers).status == 401)
+            #expect(try show(other.headers).status == 200, "the other session is not ended")
         }
     }
 

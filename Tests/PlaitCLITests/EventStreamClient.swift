@@ -41,7 +41,7 @@ final class EventStreamClient: @unchecked Sendable {
 
     deinit { close() }
 
-    /// Opens `path` with the bearer token and `extra` headers; reads the status and headers.
+    /// Opens `path` with the bearer token (none when it is empty) and `extra` headers; reads the status and headers.
     func open(_ path: String, headers extra: [(String, String)] = [], timeout: Double = 10) throws {
         close()
         body = []
@@ -51,7 +51,8 @@ final class EventStreamClient: @unchecked Sendable {
         guard descriptor >= 0 else { throw CLITestFailure("socket() failed: errno \(errno)") }
         let connected = withLoopbackAddress(port: port) { connect(descriptor, $0, $1) }
         guard connected == 0 else { throw CLITestFailure("cannot connect to 127.0.0.1:\(port): errno \(errno)") }
-        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(token)\r\n"
+        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+        if !token.isEmpty { request += "Authorization: Bearer \(token)\r\n" }
         for (name, value) in extra { request += "\(name): \(value)\r\n" }
         request += "\r\n"
         let bytes = Array(request.utf8)

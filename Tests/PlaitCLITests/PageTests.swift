@@ -95,8 +95,9 @@ enum Repository {
                 #expect(page.header("Set-Cookie") == nil, "GET / set a cookie: \(page.headers)")
             }
             let session = try api.redeem(code)
-            #expect(session.status == 204, "\(session.status) \(session.text)")
+            #expect(session.status == 200, "\(session.status) \(session.text)")
             #expect(session.header("Set-Cookie")?.contains("HttpOnly") == true, "\(session.headers)")
+            #expect(PageSession(session) != nil, "no page key: \(session.text)")
         }
     }
 }

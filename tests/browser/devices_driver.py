@@ -46,9 +46,13 @@ def sign_in(page: Page, login_url: str):
 
 
 def api_get(page: Page, path: str):
-    """What the agent answers to GET `path`, read with the page's own session (what the page would see)."""
+    """What the agent answers to GET `path`, read with the page's own session (what the page would see): its
+    cookie, and the page key it keeps in localStorage."""
     return json.loads(
-        page.evaluate(f"fetch({js(path)}, {{credentials: 'same-origin'}}).then(r => r.text())")
+        page.evaluate(
+            f"fetch({js(path)}, {{credentials: 'same-origin', "
+            "headers: {'Plait-Page-Key': localStorage.getItem('plait-page-key') || ''}}).then(r => r.text())"
+        )
     )
 
 

@@ -3,7 +3,8 @@
 
 Argument: one JSON object:
   devtools_port   the browser's DevTools port (127.0.0.1)
-  login_url       what `plait gui` printed (signs the browser in once; the session cookie serves every load)
+  login_url       what `plait gui` printed (signs the browser in once; the session cookie
+                  and the page key in localStorage serve every load)
   page_url        the page's address without a code
   items           how many items the home holds: a load ends when the page shows all of them
   loads           first loads per run, each in a fresh tab with the browser's cache disabled
@@ -65,7 +66,7 @@ def timing(page: Page):
 def main():
     options = json.loads(sys.argv[1])
     ticks_per_second = os.sysconf("SC_CLK_TCK")
-    # Sign in once: the code is single-use; the cookie it gives stays in the browser's profile.
+    # Sign in once: the code is single-use; the cookie and the page key it gives stay in the browser's profile.
     login = Page(options["devtools_port"], timeout=30)
     login.navigate(options["login_url"])
     login.wait_for(ready_expression(options["items"]), "the signed-in page to show its lists", timeout=30)

@@ -16,9 +16,14 @@ Argument: one JSON object:
 Prints JSON lines on stdout, the last one the measurements, and exits 0; or says what failed on stderr and exits 1.
 Every wait is a poll for a condition with a deadline (the idle phase is the measured interval, not a wait).
 """
+import http.server
 import json
 import sys
+import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 from cdp import CDPError, Page
 
@@ -70,6 +75,45 @@ def add_on_page(page: Page, list_title: str, text: str):
     page.press_enter()
 
 
+class OtherServer:
+    """A server of another local user on another port of 127.0.0.1, which the signed-in user visits: it records the
+    Cookie headers the browser sends it (browsers send a host's cookies to every port of it)."""
+
+    def __init__(self):
+        received = self.cookies = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                received.append(self.headers.get("Cookie") or "")
+                body = b"<!doctype html><title>another server</title><p>another server"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def agent_status(base: str, path: str, headers: dict) -> int:
+    """The status the agent answers to GET `path` with `headers`, sent from this process (not the browser)."""
+    request = urllib.request.Request(base + path, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
 def fail_showing_page(page, driver, error):
     """Says on stderr what failed and what the page showed then (its first 3,000 characters), and exits 1."""
     sys.stderr.write(f"{driver}: {error}\n")
@@ -110,6 +154,15 @@ def main():
         results["first_load_dom_content_loaded_ms"] = round(timing["nav"]["domContentLoadedEventEnd"], 1)
         href = page.evaluate("location.href")
         check("code=" not in href, f"the login code stayed in the address bar: {href}")
+        # The session: an HttpOnly cookie no script reads, and the page key in localStorage. The event stream is
+        # an EventSource with the key in its query ("Live"; "Live (polling)" would mean the stream was refused).
+        check(page.evaluate("!!localStorage.getItem('plait-page-key')"), "the page kept no page key")
+        check("plait-session" not in page.evaluate("document.cookie"), "a script can read the session cookie")
+        page.wait_for(
+            "document.getElementById('connection').textContent === 'Live'", "the event stream to open with the key"
+        )
+        cookie_only = page.evaluate("fetch('/api/show', {credentials: 'same-origin'}).then(r => r.status)")
+        check(cookie_only == 401, f"a fetch with the cookie and without the page key got {cookie_only}, not 401")
         history = page.evaluate("history.length")
         results["history_length"] = history
 
@@ -203,7 +256,37 @@ def main():
             page.evaluate("performance.getEntriesByName('plait-ready')[0].startTime"), 1
         )
 
-        # 9. Idle with the page open (its event stream connected): the test reads the agent's CPU meanwhile.
+        # 9. The finding this guards against: another local user's server on another port of 127.0.0.1, visited
+        #    in another tab, receives the session cookie but not the page key (localStorage is per origin, and
+        #    the port is part of the origin); replaying the cookie to the agent from its own process gets 401.
+        other = OtherServer()
+        try:
+            tab = Page(options["devtools_port"])
+            try:
+                tab.navigate(f"http://127.0.0.1:{other.port}/")
+                tab.wait_for(
+                    f"location.port === '{other.port}' && document.readyState === 'complete'",
+                    "the other server's page to load",
+                )
+                stored_there = tab.evaluate("localStorage.getItem('plait-page-key')")
+            finally:
+                tab.close()
+        finally:
+            other.stop()
+        check(stored_there is None, f"the page key is readable on another port: {stored_there!r}")
+        pairs = [p.strip() for c in other.cookies for p in c.split(";") if p.strip().startswith("plait-session-")]
+        check(pairs, f"the browser sent no session cookie to the other port (received {other.cookies}), "
+              "so this step reproduces nothing")
+        login = urllib.parse.urlsplit(options["login_url"])
+        base = f"{login.scheme}://{login.netloc}"
+        leaked = agent_status(base, "/api/show", {"Cookie": pairs[0]})
+        check(leaked == 401, f"the cookie the other server received was accepted alone: {leaked}")
+        key = page.evaluate("localStorage.getItem('plait-page-key')")
+        with_key = agent_status(base, "/api/show", {"Cookie": pairs[0], "Plait-Page-Key": key})
+        check(with_key == 200, f"the cookie with the page's key got {with_key}, not 200")
+        results["leaked_cookie_alone"] = leaked
+
+        # 10. Idle with the page open (its event stream connected): the test reads the agent's CPU meanwhile.
         # "Live": the event stream (or long-poll); "Refreshing every 3 s": the agent has no event endpoint.
         following = "/^(Live|Refreshing)/.test(document.getElementById('connection').textContent)"
         page.wait_for(following, "the page to follow the agent again after the reload")
