@@ -183,17 +183,23 @@ public enum ForkBranch {
         guard !nodes.isEmpty else { return naming }
         var children: [[UInt8]: [Node]] = [:]
         for node in nodes { children[node.previousHash, default: []].append(node) }
-        var recordOf: [[UInt8]: Record] = [:]
-        for record in known where record.root == root && record.isConsistent { recordOf[record.firstHash] = record }
+        var records: [[UInt8]: Record] = [:]
+        for record in known where record.root == root && record.isConsistent { records[record.firstHash] = record }
+        // A record names the first change of its branch, which its author numbered base + 1: a record whose base does
+        // not fit the change it names is no record of it (a hostile peer's base at or above the change's number made
+        // its names negative, and stopped the agent).
+        func recordOf(_ node: Node) -> Record? {
+            records[node.hash].flatMap { $0.base < node.seq && $0.base + 1 == node.seq ? $0 : nil }
+        }
         var stack: [(node: Node, timeline: TimelineID, base: UInt64)] = []
 
         // Places held changes that continue one change, on `timeline` (offset `base`): the keeper goes on, every
         // other starts a branch (its record's, or one named after it).
         func place(_ group: [Node], timeline: TimelineID, base: UInt64) {
             let sorted = group.sorted { $0.hash.lexicographicallyPrecedes($1.hash) }
-            var keeper = sorted.first(where: { recordOf[$0.hash] == nil })?.hash
+            var keeper = sorted.first(where: { recordOf($0) == nil })?.hash
             for node in sorted {
-                if let rival = recordOf[node.hash]?.rivalHash,
+                if let rival = recordOf(node)?.rivalHash,
                     keeper == nil || rival.lexicographicallyPrecedes(keeper!)
                 {
                     keeper = rival
@@ -204,7 +210,7 @@ public enum ForkBranch {
                     stack.append((node, timeline, base))
                     continue
                 }
-                let record = recordOf[node.hash] ?? Record(
+                let record = recordOf(node) ?? Record(
                     branch: id(parent: timeline, firstHash: node.hash), root: root, parent: timeline,
                     base: node.seq - 1, firstHash: node.hash, rivalHash: keeper ?? [])
                 naming.branches.append(record.asBranch)
