@@ -281,6 +281,8 @@ extension Replica {
             do {
                 // Decoding the snapshot up front refuses a damaged one before anything is written.
                 _ = try domain.restore(snapshot: incoming.snapshot[...])
+                try domain.checkSnapshot(
+                    incoming.snapshot[...], folds: incoming.summary, maxLamport: incoming.maxLamport)
                 joined = try current.map { try $0.joined(with: incoming, domain: domain) } ?? incoming
             } catch let error as CoreError {
                 throw StoreError.rejected(error)

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import PlaitCore
+@testable import PlaitCore
 import PlaitTestSupport
 import Testing
 
@@ -121,4 +121,76 @@ struct BaselineFlagTests {
             #expect(try b.store.timelineAuthorities().first { $0.timeline == timeline }?.supersededSeq == end)
         }
     }
+
+    /// A hostile tester's baseline (2026-11-25) folded only its own `timeline.begin` and carried tombstones for
+    /// another device's items, stamped at Lamport 2^62: the items vanished, with no delete in any log. A snapshot
+    /// whose versions are stamped or placed by changes the baseline does not fold is refused, as is one holding an
+    /// object twice; the honest snapshot of the same baseline is adopted.
+    @Test(arguments: [0xBF1A_0003 as UInt64])
+    func aSnapshotStampedBeyondWhatItsBaselineFoldsIsRefused(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            // b: its own items, not compacted. m: a paired peer whose baseline folds its own begin only.
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(b.replica, count: 30, rng: &rng)
+            let items = b.replica.state.items.compactMap { $0.value.deleted ? nil : $0.key }
+            try #require(!items.isEmpty, "seed \(seed)")
+            let keys = try TestKeyPair(commonName: "m")
+            let signer = try P256Signer(keyPEM: keys.keyPEM, certificatePEM: keys.certificatePEM)
+            let mStore = try Store.create(at: directory.file("m.db"), signer: signer, synchronousFull: false)
+            let mTimeline = try mStore.ownTimeline()
+            let honest = try Self.folded(try mStore.encodedChanges(of: mTimeline, from: 1, limit: .max))
+            let before = try Self.snapshot(b)
+            let shownBefore = Set(items)
+
+            func tampered(_ edit: (inout ListsSnapshot) -> Void) throws -> Baseline {
+                var snapshot = try ListsSnapshot(decoding: honest.snapshot[...])
+                edit(&snapshot)
+                var baseline = honest
+                baseline.snapshot = snapshot.encoded()
+                return baseline
+            }
+            func tombstones(_ stamp: OrderKey) throws -> Baseline {
+                try tampered { snapshot in
+                    for id in items {
+                        snapshot.items[id] = ItemVersion(
+                            list: b.replica.state.items[id]!.list, text: "", completed: false, deleted: true,
+                            placedBy: ChangeRef(timeline: TimelineID(0), seq: 0), stamp: stamp, rank: 0, weight: 1)
+                    }
+                }
+            }
+            let cases: [(String, Baseline, String)] = [
+                ("at Lamport 2^62", try tombstones(OrderKey(lamport: 1 << 62, timeline: mTimeline, seq: 1)), "Lamport time 4611686018427387904"),
+                ("by a change not folded", try tombstones(OrderKey(lamport: 1, timeline: b.timeline, seq: 2)), "does not fold"),
+                ("placed by a change not folded", try tampered { snapshot in
+                    let id = items[0]
+                    snapshot.items[id] = ItemVersion(
+                        list: b.replica.state.items[id]!.list, text: "x", completed: false, deleted: false,
+                        placedBy: ChangeRef(timeline: mTimeline, seq: 9), stamp: .zero, rank: 0, weight: 1)
+                }, "placed by change"),
+            ]
+            for (name, baseline, expected) in cases {
+                let refusal = Self.refusal { _ = try b.replica.adopt(baseline) }
+                #expect(refusal.contains(expected), "seed \(seed), \(name): \(refusal)")
+                #expect(try Self.snapshot(b) == before, "seed \(seed), \(name)")
+                #expect(Set(b.replica.state.items.compactMap { $0.value.deleted ? nil : $0.key }) == shownBefore)
+            }
+
+            // The same object twice: the decoder refuses it (which version counted depended on the order read).
+            var writer = ProtoWriter()
+            writer.uint(1, ListsDomain.snapshotFormat)
+            let list = ListVersion(title: "t", color: nil, deleted: false, stamp: .zero, rank: 0, weight: 1)
+            writer.message(2) { list.encode(ObjectID(high: 1, low: 1), &$0) }
+            writer.message(2) { list.encode(ObjectID(high: 1, low: 1), &$0) }
+            var twice = honest
+            twice.snapshot = writer.bytes
+            let twiceRefusal = Self.refusal { _ = try b.replica.adopt(twice) }
+            #expect(twiceRefusal.contains("twice"), "seed \(seed): \(twiceRefusal)")
+            #expect(try Self.snapshot(b) == before)
+
+            #expect(Self.refusal { _ = try b.replica.adopt(honest) } == "adopted", "seed \(seed)")
+            #expect(Set(b.replica.state.items.compactMap { $0.value.deleted ? nil : $0.key }) == shownBefore)
+        }
+    }
 }
+

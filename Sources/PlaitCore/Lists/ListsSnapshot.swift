@@ -110,6 +110,33 @@ extension ListsDomain {
         return state
     }
 
+    /// A hostile paired peer's baseline (2026-11-25) folded only its own `timeline.begin` and carried tombstones
+    /// stamped at Lamport 2^62 for another device's items: they vanished, with no delete in any log, and a stamp of
+    /// 2^64 - 1 would have beaten every later edit of them in every join. Every version's stamp must name a change
+    /// the baseline folds, at most at its largest Lamport time, and every item's placing change too (zero: none).
+    public func checkSnapshot(
+        _ snapshot: ArraySlice<UInt8>, folds folded: Summary, maxLamport: UInt64
+    ) throws(CoreError) {
+        let decoded = try ListsSnapshot(decoding: snapshot)
+        func check(_ stamp: OrderKey, _ what: @autoclosure () -> String) throws(CoreError) {
+            guard stamp != .zero else { return }
+            guard stamp.lamport <= maxLamport, stamp.seq >= 1, stamp.seq <= folded[stamp.timeline] else {
+                throw .corruptSnapshot(
+                    "\(what()) is stamped by change \(stamp.timeline):\(stamp.seq) at Lamport time \(stamp.lamport), "
+                        + "which the baseline does not fold (it folds \(folded), up to Lamport time \(maxLamport))")
+            }
+        }
+        for (id, list) in decoded.lists { try check(list.stamp, "list \(id)") }
+        for (id, item) in decoded.items {
+            try check(item.stamp, "item \(id)")
+            let placed = item.placedBy
+            guard placed.seq == 0 || placed.seq <= folded[placed.timeline] else {
+                throw .corruptSnapshot(
+                    "item \(id) is placed by change \(placed.timeline):\(placed.seq), which the baseline does not fold")
+            }
+        }
+    }
+
     public func join(_ lhs: [UInt8], _ rhs: [UInt8]) throws(CoreError) -> [UInt8] {
         var result = try ListsSnapshot(decoding: lhs[...])
         let other = try ListsSnapshot(decoding: rhs[...])
@@ -383,7 +410,8 @@ struct ListsSnapshot {
                     }
                 }
                 guard let id else { throw .corruptSnapshot("a list without an ID") }
-                lists[id] = list
+                // One version per object: two would leave which one counts to the order of decoding.
+                guard lists.updateValue(list, forKey: id) == nil else { throw .corruptSnapshot("list \(id) twice") }
             case 3:
                 var inner = ProtoReader(try value.data())
                 var id: ObjectID?
@@ -408,7 +436,7 @@ struct ListsSnapshot {
                 }
                 guard let id, let list else { throw .corruptSnapshot("an item without an ID or list") }
                 item.list = list
-                items[id] = item
+                guard items.updateValue(item, forKey: id) == nil else { throw .corruptSnapshot("item \(id) twice") }
             default: continue
             }
         }
