@@ -1,0 +1,13 @@
+import sys; sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+from hp import *
+W = os.environ.get("W", "/tmp/hostile/w")
+h = Ident(W + "/H")
+T = Timeline(h)
+lid = os.urandom(16)
+T.add("list.create", p_list_create(lid, "hostile list"))
+T.add("item.create", p_item_create(os.urandom(16), lid, "hello from H"))
+c = Conn(h, 17401)
+c.hello(summary={T.id: len(T.changes)}, heads={T.id: T.head})
+print("A summary", {tl_text(k): v for k, v in c.peer_summary.items()})
+serve_session(c, [T.batch()], {T.id: len(T.changes)})
+sh("show", "--home", W + "/A")
