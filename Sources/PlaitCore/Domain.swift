@@ -44,9 +44,9 @@ public protocol Domain: Sendable {
     func restore(snapshot: ArraySlice<UInt8>) throws(CoreError) -> State
     /// The join of two snapshots: commutative, associative, idempotent; no object in either is lost.
     func join(_ lhs: [UInt8], _ rhs: [UInt8]) throws(CoreError) -> [UInt8]
-    /// Refuses a peer's snapshot that names what its baseline does not fold: a version stamped (or placed) by a
-    /// change outside `folded`, or later than `maxLamport`. Such a version would beat every later honest one in
-    /// each join to come.
+    /// Refuses a peer's snapshot that does not decode (as `restore` would), or that names what its baseline does
+    /// not fold: a version stamped (or placed) by a change outside `folded`, or later than `maxLamport`. Such a
+    /// version would beat every later honest one in each join to come.
     func checkSnapshot(_ snapshot: ArraySlice<UInt8>, folds folded: Summary, maxLamport: UInt64) throws(CoreError)
 }
 

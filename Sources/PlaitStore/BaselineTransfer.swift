@@ -279,8 +279,8 @@ extension Replica {
             let current = try Store.baseline(db)
             let joined: Baseline
             do {
-                // Decoding the snapshot up front refuses a damaged one before anything is written.
-                _ = try domain.restore(snapshot: incoming.snapshot[...])
+                // Checking the snapshot up front (it is decoded there) refuses a damaged one, or one naming what the
+                // baseline does not fold, before anything is written.
                 try domain.checkSnapshot(
                     incoming.snapshot[...], folds: incoming.summary, maxLamport: incoming.maxLamport)
                 joined = try current.map { try $0.joined(with: incoming, domain: domain) } ?? incoming

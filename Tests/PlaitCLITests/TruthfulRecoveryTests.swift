@@ -22,20 +22,30 @@ import Glibc
         try TimelineID(parsing: try sandbox.ok(["status", "--json", "--home", home]).json()["timeline"] as? String ?? "")
     }
 
+    /// A new device in the sandbox's home with a list L of items a1, a2, a3 (changes: timeline.begin 1, the list 2,
+    /// the items 3 – 5); its timeline.
+    func listOfThree(_ sandbox: Sandbox) throws -> TimelineID {
+        try sandbox.initialize()
+        try sandbox.ok(["list", "add", "L"])
+        for text in ["a1", "a2", "a3"] { try sandbox.ok(["add", "L", text]) }
+        return try ownTimeline(sandbox, sandbox.home)
+    }
+
+    /// Damages change `seq` of `timeline` in the home's store with `assignment` (SQL), as rot would.
+    func damage(_ sandbox: Sandbox, _ timeline: TimelineID, seq: Int, _ assignment: String) throws {
+        try sqlite(
+            sandbox.home + "/plait.db",
+            "UPDATE changes SET \(assignment) WHERE tl = \(column(timeline)) AND seq = \(seq)")
+    }
+
     /// Rot in one change of a device with no peer: repair sets it (and what follows) aside, and items stop
     /// showing. It used to say "it already matched the replay; nothing visible changed" (it compared after the
     /// set-aside had rewritten the rows).
     @Test func repairSaysWhatSettingChangesAsideHid() throws {
         try withSandbox { sandbox in
-            let home = sandbox.home
-            try sandbox.initialize()
-            try sandbox.ok(["list", "add", "L"])
-            for text in ["a1", "a2", "a3"] { try sandbox.ok(["add", "L", text]) }
-            // Changes: timeline.begin (1), the list (2), a1 – a3 (3 – 5); a2's payload damaged.
-            let own = try ownTimeline(sandbox, home)
-            try sqlite(
-                home + "/plait.db",
-                "UPDATE changes SET payload = payload || X'00' WHERE tl = \(column(own)) AND seq = 4")
+            // a2's payload (change 4) damaged.
+            let own = try listOfThree(sandbox)
+            try damage(sandbox, own, seq: 4, "payload = payload || X'00'")
             let repair = try sandbox.run(["repair"])
             #expect(repair.status == 1, "\(repair)")
             #expect(!repair.stdout.contains("nothing visible changed"), "\(repair)")
@@ -63,9 +73,7 @@ import Glibc
             try sandbox.ok(["list", "add", "L"])
             try sandbox.ok(["batch"], stdin: (1...10).map { "add L b\($0)\n" }.joined())
             let own = try ownTimeline(sandbox, home)
-            try sqlite(
-                home + "/plait.db",
-                "UPDATE changes SET payload = payload || X'00' WHERE tl = \(column(own)) AND seq = 8")
+            try damage(sandbox, own, seq: 8, "payload = payload || X'00'")
             let repair = try sandbox.run(["repair"])
             #expect(repair.status == 1, "\(repair)")
             #expect(
@@ -87,13 +95,9 @@ import Glibc
     /// is lost)" while repair would set the change aside and its item would stop showing.
     @Test func aRottedKindIsNotCalledNewerAndDoctorPromisesNothingFalse() throws {
         try withSandbox { sandbox in
-            let home = sandbox.home
-            try sandbox.initialize()
-            try sandbox.ok(["list", "add", "L"])
-            for text in ["a1", "a2", "a3"] { try sandbox.ok(["add", "L", text]) }
-            let own = try ownTimeline(sandbox, home)
+            let own = try listOfThree(sandbox)
             // a2's create (change 4): "item.create" with one letter changed, as a flipped bit leaves it.
-            try sqlite(home + "/plait.db", "UPDATE changes SET kind = 'item.crecte' WHERE tl = \(column(own)) AND seq = 4")
+            try damage(sandbox, own, seq: 4, "kind = 'item.crecte'")
             let status = try sandbox.ok(["status"]).stdout
             #expect(status.contains("from a newer plait, or damaged"), "\(status)")
             #expect(!status.contains("need a newer plait"), "\(status)")

@@ -16,8 +16,7 @@ struct BaselineFlagTests {
         _ directory: TemporaryDirectory, seed: UInt64, edits: Int
     ) throws -> (a: Replica, aStore: Store, b: Device, changes: [EncodedChange]) {
         var rng = SplitMix64(seed: seed)
-        let keys = try TestKeyPair(commonName: "a")
-        let signer = try P256Signer(keyPEM: keys.keyPEM, certificatePEM: keys.certificatePEM)
+        let signer = try ForkFixtures.signer("a")
         let aStore = try Store.create(at: directory.file("a.db"), signer: signer, synchronousFull: false)
         let a = try Replica(store: aStore, signer: signer)
         try randomEdits(a, count: edits, rng: &rng)
@@ -135,8 +134,7 @@ struct BaselineFlagTests {
             try randomEdits(b.replica, count: 30, rng: &rng)
             let items = b.replica.state.items.compactMap { $0.value.deleted ? nil : $0.key }
             try #require(!items.isEmpty, "seed \(seed)")
-            let keys = try TestKeyPair(commonName: "m")
-            let signer = try P256Signer(keyPEM: keys.keyPEM, certificatePEM: keys.certificatePEM)
+            let signer = try ForkFixtures.signer("m")
             let mStore = try Store.create(at: directory.file("m.db"), signer: signer, synchronousFull: false)
             let mTimeline = try mStore.ownTimeline()
             let honest = try Self.folded(try mStore.encodedChanges(of: mTimeline, from: 1, limit: .max))

@@ -30,8 +30,7 @@ struct SupersedeOwnershipTests {
     func aBeginOfAnotherKeySupersedesNothing(seed: UInt64) throws {
         try withTemporaryDirectory { directory in
             var rng = SplitMix64(seed: seed)
-            let aKeys = try TestKeyPair(commonName: "a")
-            let aSigner = try P256Signer(keyPEM: aKeys.keyPEM, certificatePEM: aKeys.certificatePEM)
+            let aSigner = try ForkFixtures.signer("a")
             let aStore = try Store.create(at: directory.file("a.db"), signer: aSigner, synchronousFull: false)
             let a = try Replica(store: aStore, signer: aSigner)
             try randomEdits(a, count: 8, rng: &rng)
@@ -45,8 +44,7 @@ struct SupersedeOwnershipTests {
             #expect(try b.replica.integrate(encoded: prefix).refused.isEmpty)
             let stopAt = prefix.last!.change
 
-            let mKeys = try TestKeyPair(commonName: "m")
-            let mSigner = try P256Signer(keyPEM: mKeys.keyPEM, certificatePEM: mKeys.certificatePEM)
+            let mSigner = try ForkFixtures.signer("m")
             let hostile = TimelineBegin(
                 certificate: mSigner.certificate, nonce: (0..<16).map { _ in UInt8(rng.next() & 0xff) },
                 supersedes: .init(timeline: aTimeline, seq: stopAt.seq, hash: stopAt.hash))

@@ -76,22 +76,17 @@ final class RawTLSPeer: MessageReceiving {
 @Suite(.serialized) struct HostilePeerAlarmTests {
     /// A server agent and a paired rogue home; `body` gets them, the agent's port and its log.
     func withAgent(
-        seed: UInt64, config: Config = Config(),
+        seed: UInt64,
         _ body: (_ server: Home, _ rogue: Home, _ port: UInt16, _ log: LogRecorder, _ directory: TemporaryDirectory)
             throws -> Void
     ) throws {
+        let support = AgentEventTests()
         try withTemporaryDirectory { directory in
-            let server = try Home.create(at: directory.file("server"), name: "server", config: config)
-            let rogue = try Home.create(at: directory.file("rogue"), name: "rogue", config: Config())
-            _ = try server.trust(rogue.identity.deviceID.description, address: nil, name: "rogue")
-            _ = try rogue.trust(server.identity.deviceID.description, address: nil, name: "server")
+            let (server, rogue) = try support.pairedHomes(directory, "server", "rogue")
             var rng = SplitMix64(seed: seed)
             try randomEdits(server.replica, count: 5, rng: &rng)
             let log = LogRecorder()
-            var settings = Agent.Settings()
-            settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
-            let agent = Agent(home: server, settings: settings, logger: log.logger())
-            try agent.start()
+            let agent = try support.startAgent(server, recorder: log)
             defer { agent.stop() }
             try body(server, rogue, try #require(agent.boundPort), log, directory)
         }
