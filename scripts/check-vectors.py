@@ -1491,6 +1491,57 @@ def check_document(vectors, root):
           "PROTOCOL.md §20.5 does not show the first begin's timeline")
 
 
+# ---- §20.9: a folded begin's certificate and nonce in a baseline -----------------------------------------
+
+def baseline_entry_problem(entry):
+    """§20.9: why a reader refuses a BaselineTimeline's key fields (None when it takes them)."""
+    fields = {number: value for number, _, value in decode_fields(entry)}
+    certificate, nonce = fields.get(6), fields.get(8)
+    if nonce is None:
+        return None
+    if certificate is None:
+        return "a nonce without a certificate"
+    if len(nonce) != 16:
+        return "a nonce not of 16 bytes"
+    if int.from_bytes(h(b"plait-timeline" + certificate + nonce)[:8], "big") != fields.get(1):
+        return "certificate and nonce do not derive the entry's timeline"
+    return None
+
+
+def baseline_entries(data):
+    return [value for number, _, value in decode_fields(data) if number == 2]
+
+
+def check_baseline_keys(vectors, signed):
+    g = vectors["baseline_keys"]
+    st = vectors["signed_timeline"]
+    folded = [signed[n] for n in g["folds"]]
+    last = max(folded, key=lambda c: c["seq"])
+    check(g["timeline"] == st["timeline"] and g["seq"] == last["seq"] == len(folded),
+          "baseline keys: the baseline does not fold the signed timeline from its begin")
+    check(g["certificate_der"] == st["certificate_der"] and g["nonce"] == st["nonce"],
+          "baseline keys: the entry's certificate and nonce are not the begin's")
+    # The entry written out from PROTOCOL.md §12 and §20.9: fields 1-5, then 6 (certificate) and 8 (nonce).
+    entry = (f_fixed64(1, tl(g["timeline"])) + f_varint(2, g["seq"]) + f_bytes(3, unhex(last["sha256"]))
+             + f_varint(4, last["lamport"]) + f_bool(5, False))
+    with_key = entry + f_bytes(6, unhex(g["certificate_der"])) + f_bytes(8, unhex(g["nonce"]))
+    encoded, older = unhex(g["encoded"]), unhex(g["without_nonce"])
+    fields = decode_fields(encoded)
+    snapshot = [v for n, _, v in fields if n == 4]
+    check(len(snapshot) == 1, "baseline keys: not one snapshot")
+    tail = f_varint(3, max(c["lamport"] for c in folded)) + f_bytes(4, snapshot[0] if snapshot else b"")
+    check(encoded == f_varint(1, 1) + f_bytes(2, with_key) + tail,
+          "baseline keys: the baseline is not its entry (with certificate and nonce) and snapshot")
+    check(older == f_varint(1, 1) + f_bytes(2, entry + f_bytes(6, unhex(g["certificate_der"]))) + tail,
+          "baseline keys: without_nonce is not the same baseline without field 8")
+    check(h(encoded).hex() == g["digest"], "baseline keys: digest")
+    check(all(baseline_entry_problem(e) is None for e in baseline_entries(encoded) + baseline_entries(older)),
+          "baseline keys: a reader would refuse the good baselines")
+    for r in g["refused"]:
+        problems = [baseline_entry_problem(e) for e in baseline_entries(unhex(r["encoded"]))]
+        check(any(problems), f"baseline keys: a reader would take the refused baseline ({r['why']})")
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "Tests", "Vectors", "conformance.json")
@@ -1518,6 +1569,7 @@ def main():
     check_fork_naming(vectors, signed)
     check_delete_coverage(vectors, signed)
     check_fork_records(vectors, signed)
+    check_baseline_keys(vectors, signed)
     for failure in FAILURES:
         print("MISMATCH:", failure)
     print(f"{CHECKS[0] - len(FAILURES)} of {CHECKS[0]} checks agree with PROTOCOL.md")

@@ -19,6 +19,10 @@ public struct Baseline: Equatable, Sendable {
     /// Signed timelines whose `timeline.begin` was folded in: their certificate, so the changes after the
     /// baseline can still be verified (DESIGN §11).
     public var certificates: [TimelineID: [UInt8]]
+    /// The nonce of each folded begin whose certificate `certificates` holds (`BaselineTimeline` field 8): with
+    /// the certificate it derives the timeline's ID (PROTOCOL.md §20.5), so a receiver that does not hold the begin
+    /// can still check that the certificate is that timeline's. Absent only in baselines folded by older builds.
+    public var nonces: [TimelineID: [UInt8]]
     /// Timelines a folded `timeline.begin` superseded, with the head at which they stop.
     public var superseded: [TimelineID: UInt64]
     /// The fork records of the device that folded it (and of every baseline joined into it), by branch name:
@@ -29,7 +33,7 @@ public struct Baseline: Equatable, Sendable {
     public init(
         summary: Summary, maxLamport: UInt64, heads: [TimelineID: [UInt8]], headLamports: [TimelineID: UInt64],
         ended: Set<TimelineID>, snapshot: [UInt8], certificates: [TimelineID: [UInt8]] = [:],
-        superseded: [TimelineID: UInt64] = [:], forks: [ForkBranch.Record] = []
+        nonces: [TimelineID: [UInt8]] = [:], superseded: [TimelineID: UInt64] = [:], forks: [ForkBranch.Record] = []
     ) {
         self.summary = summary
         self.maxLamport = maxLamport
@@ -38,6 +42,7 @@ public struct Baseline: Equatable, Sendable {
         self.ended = ended
         self.snapshot = snapshot
         self.certificates = certificates
+        self.nonces = nonces
         self.superseded = superseded
         self.forks = Self.canonical(forks)
     }
@@ -77,13 +82,27 @@ public struct Baseline: Equatable, Sendable {
                 lamports[timeline] = other.headLamports[timeline] ?? 0
             }
         }
-        // A timeline's certificate is fixed by its ID (derived from it); the smaller keeps the join
-        // deterministic should two ever differ. A superseded timeline stops at the lower head.
-        let certificates = self.certificates.merging(other.certificates) { $0.lexicographicallyPrecedes($1) ? $0 : $1 }
+        // A timeline's certificate is fixed by its ID (derived from it with its begin's nonce); the smaller keeps
+        // the join deterministic should two ever differ, with its nonce (a side that has one wins a tie: a baseline
+        // of an older build has none). A superseded timeline stops at the lower head.
+        var certificates = self.certificates
+        var nonces = self.nonces
+        for (timeline, theirs) in other.certificates {
+            let theirNonce = other.nonces[timeline]
+            if let mine = certificates[timeline] {
+                if mine.lexicographicallyPrecedes(theirs) { continue }
+                if mine == theirs {
+                    guard let theirNonce else { continue }
+                    if let myNonce = nonces[timeline], !theirNonce.lexicographicallyPrecedes(myNonce) { continue }
+                }
+            }
+            certificates[timeline] = theirs
+            nonces[timeline] = theirNonce
+        }
         return Baseline(
             summary: summary.union(other.summary), maxLamport: max(maxLamport, other.maxLamport), heads: heads,
             headLamports: lamports, ended: ended.union(other.ended),
-            snapshot: try domain.join(snapshot, other.snapshot), certificates: certificates,
+            snapshot: try domain.join(snapshot, other.snapshot), certificates: certificates, nonces: nonces,
             superseded: superseded.merging(other.superseded, uniquingKeysWith: min), forks: forks + other.forks)
     }
 
@@ -101,6 +120,7 @@ public struct Baseline: Equatable, Sendable {
                 // Protocol 2, written only when present: a baseline without signed timelines keeps its bytes.
                 if let certificate = certificates[timeline] { entry.data(6, certificate) }
                 if let at = superseded[timeline] { entry.uint(7, at) }
+                if certificates[timeline] != nil, let nonce = nonces[timeline] { entry.data(8, nonce) }
             }
         }
         writer.uint(3, maxLamport)
@@ -120,6 +140,7 @@ public struct Baseline: Equatable, Sendable {
         var maxLamport: UInt64 = 0
         var snapshot: [UInt8] = []
         var certificates: [TimelineID: [UInt8]] = [:]
+        var nonces: [TimelineID: [UInt8]] = [:]
         var superseded: [TimelineID: UInt64] = [:]
         var forks: [ForkBranch.Record] = []
         while let (field, value) = try reader.next() {
@@ -134,6 +155,7 @@ public struct Baseline: Equatable, Sendable {
                 var isEnded = false
                 var certificate: [UInt8]?
                 var supersededAt: UInt64?
+                var nonce: [UInt8]?
                 while let (number, item) = try inner.next() {
                     switch number {
                     case 1: timeline = TimelineID(try item.uint())
@@ -143,12 +165,19 @@ public struct Baseline: Equatable, Sendable {
                     case 5: isEnded = try item.bool()
                     case 6: certificate = Array(try item.data())
                     case 7: supersededAt = try item.uint()
+                    case 8: nonce = Array(try item.data())
                     default: continue
                     }
                 }
                 guard let timeline, seq > 0, seq <= Change.maxSeq, lamport <= Change.maxSeq,
                     supersededAt ?? 0 <= Change.maxSeq, hash.count == 32
                 else { throw .corruptSnapshot("a bad baseline entry") }
+                if let nonce {
+                    if let problem = Self.keyProblem(timeline, certificate: certificate, nonce: nonce) {
+                        throw .corruptSnapshot(problem)
+                    }
+                    nonces[timeline] = nonce
+                }
                 summary[timeline] = seq
                 heads[timeline] = hash
                 lamports[timeline] = lamport
@@ -168,7 +197,19 @@ public struct Baseline: Equatable, Sendable {
         }
         self.init(
             summary: summary, maxLamport: maxLamport, heads: heads, headLamports: lamports, ended: ended,
-            snapshot: snapshot, certificates: certificates, superseded: superseded, forks: forks)
+            snapshot: snapshot, certificates: certificates, nonces: nonces, superseded: superseded, forks: forks)
+    }
+
+    /// Why a baseline entry's certificate and nonce cannot be its timeline's (nil when they can): PROTOCOL.md
+    /// §20.9, a begin's nonce travels with its certificate and the two must derive the timeline's ID (§20.5),
+    /// else anyone's certificate could be named for anyone's timeline.
+    public static func keyProblem(_ timeline: TimelineID, certificate: [UInt8]?, nonce: [UInt8]) -> String? {
+        guard let certificate else { return "a baseline entry with a nonce but no certificate" }
+        guard nonce.count == 16 else { return "a baseline entry whose nonce is not 16 bytes" }
+        guard TimelineBegin.timelineID(certificate: certificate, nonce: nonce) == timeline else {
+            return "a baseline entry whose certificate and nonce do not derive its timeline \(timeline)"
+        }
+        return nil
     }
 
     /// The anchors of `root` this baseline gives naming (`ForkBranch.name`): the head of `root` and of each of its

@@ -102,6 +102,7 @@ public struct BaselineFolder<D: Domain> {
     private var headLamports: [TimelineID: UInt64]
     private var ended: Set<TimelineID>
     private var certificates: [TimelineID: [UInt8]]
+    private var nonces: [TimelineID: [UInt8]]
     private var superseded: [TimelineID: UInt64]
     /// Folded begins' `supersedes` with the key that made each: judged in `finish`, once every folded begin's
     /// certificate is known, whatever order they were folded in.
@@ -123,6 +124,7 @@ public struct BaselineFolder<D: Domain> {
         headLamports = previous?.headLamports ?? [:]
         ended = previous?.ended ?? []
         certificates = previous?.certificates ?? [:]
+        nonces = previous?.nonces ?? [:]
         superseded = previous?.superseded ?? [:]
         forks = previous?.forks ?? []
     }
@@ -142,6 +144,7 @@ public struct BaselineFolder<D: Domain> {
         // unsigned in the baseline, as it was in the store.
         if change.kind == TimelineBegin.kind, let begin = try? TimelineBegin(payload: change.payload) {
             certificates[change.timeline] = begin.certificate
+            nonces[change.timeline] = begin.nonce
             if let old = begin.supersedes { claims.append((old, begin.certificate)) }
         }
         folded += 1
@@ -162,6 +165,6 @@ public struct BaselineFolder<D: Domain> {
         return Baseline(
             summary: summary, maxLamport: maxLamport, heads: heads, headLamports: headLamports, ended: ended,
             snapshot: domain.snapshot(of: engine.state, weight: summary.count), certificates: certificates,
-            superseded: superseded, forks: forks)
+            nonces: nonces, superseded: superseded, forks: forks)
     }
 }

@@ -241,10 +241,22 @@ extension Replica {
         }
         guard try Store.recordsAuthors(db) else { return }
         for (timeline, claimed) in incoming.certificates.sorted(by: { $0.key < $1.key }) {
-            if let held = try Store.certificate(db, of: timeline), held != claimed {
+            let held = try Store.certificate(db, of: timeline)
+            if let held, held != claimed {
                 throw refuse(
                     "it names another certificate for timeline \(timeline) than the one its timeline.begin, held "
                         + "here, carries")
+            }
+            // Item 5: a certificate this device does not hold yet is taken only with the nonce that derives the
+            // timeline from it (§20.5). Without it a paired peer could name its own key for another device's
+            // timeline, then sign changes of that timeline: they were taken, and the real ones refused as a fork.
+            if let nonce = incoming.nonces[timeline] {
+                if let problem = Baseline.keyProblem(timeline, certificate: claimed, nonce: nonce) { throw refuse(problem) }
+            } else if held == nil {
+                throw refuse(
+                    "it names a certificate for timeline \(timeline) without the nonce of that timeline's begin, and "
+                        + "this device holds neither the begin nor its certificate, so it cannot check that the "
+                        + "certificate is that timeline's (a baseline folded by an older plait carries no nonce)")
             }
         }
         for (timeline, seq) in incoming.superseded.sorted(by: { $0.key < $1.key }) {

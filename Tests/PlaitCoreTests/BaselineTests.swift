@@ -373,6 +373,38 @@ struct BaselineTests {
         #expect(empty.summary.isEmpty)
     }
 
+    /// PROTOCOL.md §20.9: a folded begin's nonce travels with its certificate, through the encoding and the join (a
+    /// baseline of an older build, without the nonce, gives way to one with it, whichever side it is on).
+    @Test func aBeginsNonceTravelsWithItsCertificate() throws {
+        let certificate = Array("not DER: the derivation hashes the bytes as they are".utf8)
+        let nonce = [UInt8](0..<16)
+        let timeline = TimelineBegin.timelineID(certificate: certificate, nonce: nonce)
+        func baseline(_ nonce: [UInt8]?) -> Baseline {
+            var summary = Summary()
+            summary[timeline] = 3
+            return Baseline(
+                summary: summary, maxLamport: 3, heads: [timeline: [UInt8](repeating: 7, count: 32)],
+                headLamports: [timeline: 3], ended: [], snapshot: ListsDomain().snapshot(of: ListsState(), weight: 3),
+                certificates: [timeline: certificate], nonces: nonce.map { [timeline: $0] } ?? [:])
+        }
+        let withNonce = baseline(nonce)
+        let older = baseline(nil)
+        let decoded = try Baseline(decoding: withNonce.encoded()[...])
+        #expect(decoded == withNonce)
+        #expect(try Baseline(decoding: older.encoded()[...]) == older)
+        for joined in [try withNonce.joined(with: older, domain: Self.domain), try older.joined(with: withNonce, domain: Self.domain)] {
+            #expect(joined.nonces[timeline] == nonce)
+            #expect(joined.encoded() == withNonce.encoded())
+        }
+        // Another nonce, or another certificate with this nonce, derives another timeline: not decoded.
+        for (otherCertificate, otherNonce) in [(certificate, [UInt8](1...16)), (certificate + [0], nonce)] {
+            var forged = withNonce
+            forged.certificates[timeline] = otherCertificate
+            forged.nonces[timeline] = otherNonce
+            #expect(throws: CoreError.self) { try Baseline(decoding: forged.encoded()[...]) }
+        }
+    }
+
     @Test func newerFormatsAreRefused() throws {
         var baseline = ProtoWriter()
         baseline.uint(1, UInt64(Baseline.format) + 1)

@@ -121,6 +121,69 @@ struct BaselineFlagTests {
         }
     }
 
+    /// A hostile tester (2026-11-25, F3) named its own certificate in a baseline entry for another device's timeline
+    /// the receiver did not hold yet, then sent changes of that timeline signed with its own key: they were taken, and
+    /// the real ones refused as a fork. A certificate the receiver does not hold is now taken only with the begin's
+    /// nonce, and the two must derive the timeline's ID (PROTOCOL.md §20.9 item 5); the honest baseline, which
+    /// carries it, is adopted by a device that never held the timeline.
+    @Test(arguments: [0xBF1A_0004 as UInt64])
+    func aCertificateForATimelineNotHeldIsTakenOnlyWithTheNonceThatDerivesIt(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: seed)
+            let signer = try ForkFixtures.signer("a")
+            let aStore = try Store.create(at: directory.file("a.db"), signer: signer, synchronousFull: false)
+            let a = try Replica(store: aStore, signer: signer)
+            try randomEdits(a, count: 12, rng: &rng)
+            let timeline = try aStore.ownTimeline()
+            let changes = try aStore.encodedChanges(of: timeline, from: 1, limit: .max)
+            let honest = try Self.folded(changes)
+            try #require(honest.certificates[timeline] == signer.certificate, "seed \(seed)")
+            let nonce = try #require(honest.nonces[timeline], "seed \(seed)")
+            #expect(TimelineBegin.timelineID(certificate: signer.certificate, nonce: nonce) == timeline)
+
+            // b has never held a's timeline.
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(b.replica, count: 5, rng: &rng)
+            let before = try Self.snapshot(b)
+            let hostileKey = try TestKeyPair(commonName: "m").certificateDER
+
+            // m's certificate for a's timeline, without a nonce (as the hostile tester sent it).
+            var bare = honest
+            bare.certificates[timeline] = hostileKey
+            bare.nonces[timeline] = nil
+            let decodedBare = try Baseline(decoding: bare.encoded()[...])
+            let bareRefusal = Self.refusal { _ = try b.replica.adopt(decodedBare) }
+            #expect(bareRefusal.contains("without the nonce of that timeline's begin"), "seed \(seed): \(bareRefusal)")
+            #expect(try Self.snapshot(b) == before, "seed \(seed)")
+            #expect(try b.store.certificate(of: timeline) == nil, "seed \(seed)")
+
+            // With a nonce: none makes m's certificate derive a's timeline. On the wire the entry does not decode.
+            var withNonce = honest
+            withNonce.certificates[timeline] = hostileKey
+            var wrong = withNonce.encoded()
+            #expect(throws: CoreError.self, "seed \(seed)") { _ = try Baseline(decoding: wrong[...]) }
+            let nonceRefusal = Self.refusal { _ = try b.replica.adopt(withNonce) }
+            #expect(nonceRefusal.contains("do not derive its timeline \(timeline)"), "seed \(seed): \(nonceRefusal)")
+            #expect(try Self.snapshot(b) == before, "seed \(seed)")
+            // A nonce of the wrong length, and a nonce without a certificate, do not decode either.
+            var short = honest
+            short.nonces[timeline] = Array(nonce.prefix(15))
+            wrong = short.encoded()
+            #expect(throws: CoreError.self, "seed \(seed)") { _ = try Baseline(decoding: wrong[...]) }
+
+            // The honest baseline travels with its nonce and is adopted: b now verifies a's later changes with a's key.
+            let decoded = try Baseline(decoding: honest.encoded()[...])
+            #expect(decoded.nonces[timeline] == nonce)
+            #expect(Self.refusal { _ = try b.replica.adopt(decoded) } == "adopted", "seed \(seed)")
+            #expect(try b.store.certificate(of: timeline) == signer.certificate, "seed \(seed)")
+            try randomEdits(a, count: 3, rng: &rng)
+            let later = try aStore.encodedChanges(of: timeline, from: UInt64(changes.count) + 1, limit: .max)
+            let taken = try b.replica.integrate(encoded: later)
+            #expect(taken.refused.isEmpty, "seed \(seed): \(taken.refused)")
+            #expect(try b.summary[timeline] == UInt64(changes.count + 3), "seed \(seed)")
+        }
+    }
+
     /// A hostile tester's baseline (2026-11-25) folded only its own `timeline.begin` and carried tombstones for
     /// another device's items, stamped at Lamport 2^62: the items vanished, with no delete in any log. A snapshot
     /// whose versions are stamped or placed by changes the baseline does not fold is refused, as is one holding an
