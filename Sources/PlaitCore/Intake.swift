@@ -197,12 +197,19 @@ public struct Intake<D: Domain>: Sendable {
         /// change. `head` is then at number 0, and its Lamport time is the largest the receiver's baseline folds,
         /// which bounds the folded change the first one continues.
         public var recordedFirstHash: [UInt8]?
+        /// The receiver has a baseline, so the first change of a branch known from a record only may continue a
+        /// folded change (without one, that first change is taken only where it continues a held change).
+        public var mayContinueFolded: Bool
 
-        public init(id: TimelineID, base: UInt64, head: HeldHead, recordedFirstHash: [UInt8]? = nil) {
+        public init(
+            id: TimelineID, base: UInt64, head: HeldHead, recordedFirstHash: [UInt8]? = nil,
+            mayContinueFolded: Bool = true
+        ) {
             self.id = id
             self.base = base
             self.head = head
             self.recordedFirstHash = recordedFirstHash
+            self.mayContinueFolded = mayContinueFolded
         }
     }
 
@@ -245,11 +252,18 @@ public struct Intake<D: Domain>: Sendable {
         var covered = 0
         /// Candidates before this index are taken: covered, and every witness they name in the batch is taken.
         var taken = 0
+        /// Candidates before this index are covered by a verified signature on a branch of this batch that
+        /// continues them (its first change's `prev` is the hash of the last of them): the author's signature
+        /// there covers the whole chain back, and the transaction that signed it may have begun here.
+        var coveredByBranch = 0
         /// A fork branch: the timeline its bytes carry, and the offset of its numbers (its change n is the
         /// author's `base + n`). Nil for a timeline under its own name.
         var branch: (root: TimelineID, base: UInt64)?
         /// The branch was not held before this batch.
         var newBranch = false
+        /// Fork branches of it are held here (held changes or records): a change continuing this run of a signed
+        /// timeline may still be held on one of them, or be a record's first change (PROTOCOL.md §22.8).
+        var besideBranches = false
 
         var signed: Bool { certificate != nil }
 
@@ -323,6 +337,10 @@ public struct Intake<D: Domain>: Sendable {
             } else {
                 let start = try head(change.timeline) ?? .empty
                 run = Run(start: start, certificate: start.certificate)
+                // Looked up for every timeline, not only signed ones: a timeline new here is signed by the begin
+                // this batch brings.
+                if heldBranches[change.timeline] == nil { heldBranches[change.timeline] = try branches(change.timeline) }
+                run.besideBranches = !heldBranches[change.timeline]!.isEmpty
                 order.append(change.timeline)
             }
             guard run.refusal == nil else {
@@ -334,17 +352,27 @@ public struct Intake<D: Domain>: Sendable {
             // A signed timeline's change that does not continue the head held here may continue another branch
             // of it (a fork, DESIGN §11): it goes there, under the branch's name, and is checked like any change.
             let continues = change.seq == current.seq + 1 && change.previousHash == current.hash
-            if run.signed && !continues {
-                let heldHere = try run.held(at: change.seq) { seq in
-                    try heldHash(ChangeRef(timeline: change.timeline, seq: seq)).map {
-                        HeldHead(seq: seq, lamport: 0, hash: $0)
+            if run.signed && (!continues || run.besideBranches) {
+                var routed: Route??
+                if !continues {
+                    let heldHere = try run.held(at: change.seq) { seq in
+                        try heldHash(ChangeRef(timeline: change.timeline, seq: seq)).map {
+                            HeldHead(seq: seq, lamport: 0, hash: $0)
+                        }
                     }
+                    if heldHere?.hash != hash {
+                        routed = .some(try self.route(
+                            encoded, hash: hash, main: run, runs: &runs, branchRuns: &branchRuns,
+                            heldBranches: &heldBranches, order: &order, heldHash: heldHash, heldChange: heldChange,
+                            branches: branches))
+                    }
+                } else if let found = try besideHead(
+                    change, hash: hash, at: current, main: run, runs: &runs, branchRuns: &branchRuns, order: &order,
+                    held: heldBranches[change.timeline] ?? [], heldHash: heldHash)
+                {
+                    routed = .some(found)
                 }
-                if heldHere?.hash != hash {
-                    let route = try self.route(
-                        encoded, hash: hash, main: run, runs: &runs, branchRuns: &branchRuns,
-                        heldBranches: &heldBranches, order: &order, heldHash: heldHash, heldChange: heldChange,
-                        branches: branches)
+                if let route = routed {
                     runs[change.timeline] = run
                     switch route {
                     case .duplicate?:
@@ -504,6 +532,49 @@ public struct Intake<D: Domain>: Sendable {
         return .branch(id)
     }
 
+    /// Where a change of a signed timeline that continues the head held under the timeline's own name goes when
+    /// fork branches of it are held here (PROTOCOL.md §22 "Receiving", §22.8 rule 2): a change whose hash is held
+    /// on a branch is a duplicate, and one a held record names as its branch's first change (at the author's number
+    /// `base + 1`) starts that branch, whatever its chain continues. Nil: it stays on the timeline's own name.
+    /// Without this a device named a record's first change by its chain (on the root) where the device that sent
+    /// the record named it on the branch, and each then held, announced and asked for the same changes under
+    /// two names: a sync that failed every time, and changes stored twice (hostile tester, 2026-11-25, F2).
+    private func besideHead(
+        _ change: Change, hash: [UInt8], at current: HeldHead, main: Run, runs: inout [TimelineID: Run],
+        branchRuns: inout [TimelineID: [TimelineID]], order: inout [TimelineID], held: [HeldBranch],
+        heldHash: (ChangeRef) throws -> [UInt8]?
+    ) rethrows -> Route? {
+        let root = change.timeline
+        let seq = change.seq
+        for branch in held where seq > branch.base {
+            let own = seq - branch.base
+            let heldThere: [UInt8]?
+            if let run = runs[branch.id] {
+                heldThere = try run.held(at: own) { index in
+                    try heldHash(ChangeRef(timeline: branch.id, seq: index)).map { HeldHead(seq: index, lamport: 0, hash: $0) }
+                }?.hash
+            } else if own < branch.head.seq {
+                heldThere = try heldHash(ChangeRef(timeline: branch.id, seq: own))
+            } else {
+                heldThere = own == branch.head.seq ? branch.head.hash : nil
+            }
+            if heldThere == hash { return .duplicate }
+        }
+        guard
+            let branch = held.first(where: {
+                $0.recordedFirstHash == hash && $0.head.seq == 0 && seq == $0.base + 1 && runs[$0.id] == nil
+            })
+        else { return nil }
+        var run = Run(
+            start: HeldHead(seq: 0, lamport: current.lamport, hash: change.previousHash, certificate: main.certificate),
+            certificate: main.certificate)
+        run.branch = (root, branch.base)
+        runs[branch.id] = run
+        branchRuns[root, default: []].append(branch.id)
+        order.append(branch.id)
+        return .branch(branch.id)
+    }
+
     /// The first change of a branch whose fork point the receiver's baseline folds (PROTOCOL.md §22.8): what it
     /// continues is not held, but a fork record held here names its hash, so it starts that branch. Its predecessor's
     /// Lamport time is not known; a change naming a witness is checked against it as any other, and one naming none
@@ -514,7 +585,8 @@ public struct Intake<D: Domain>: Sendable {
     ) -> Route? {
         guard
             let branch = held.first(where: {
-                $0.recordedFirstHash == hash && $0.head.seq == 0 && change.seq == $0.base + 1 && runs[$0.id] == nil
+                $0.recordedFirstHash == hash && $0.mayContinueFolded && $0.head.seq == 0 && change.seq == $0.base + 1
+                    && runs[$0.id] == nil
             }),
             change.lamport >= 1
         else { return nil }
@@ -649,6 +721,19 @@ public struct Intake<D: Domain>: Sendable {
                     runs[timeline]!.covered = runs[timeline]!.candidates.count
                 }
             }
+            // A branch that left this batch's own changes of its root (a record's first change continuing them,
+            // PROTOCOL.md §22.8) covers them with its signature: they are its chain.
+            for timeline in runs.keys.sorted() {
+                let run = runs[timeline]!
+                guard let branch = run.branch, run.covered > 0, run.start.seq == 0, let root = runs[branch.root],
+                    branch.base > root.start.seq, branch.base - root.start.seq <= UInt64(root.candidates.count)
+                else { continue }
+                let upTo = Int(branch.base - root.start.seq)
+                if root.candidates[upTo - 1].hash == run.start.hash && upTo > root.coveredByBranch {
+                    runs[branch.root]!.coveredByBranch = upTo
+                    changed = true
+                }
+            }
             if try checkWitnesses(&runs, witness: witness) { changed = true }
         }
         take(&runs)
@@ -693,13 +778,13 @@ public struct Intake<D: Domain>: Sendable {
             coveredIndex = index + 1
             bytesSince = 0
         }
-        run.covered = coveredIndex
+        run.covered = max(coveredIndex, min(run.coveredByBranch, run.candidates.count))
         // The author signs at least every `maxUnsignedRun` changes and every `maxUnsignedBytes`: a longer
         // unsigned tail breaks that rule, and holding it back would let a sender pin memory here.
-        let tail = run.candidates[coveredIndex...]
+        let tail = run.candidates[run.covered...]
         let tailBytes = tail.reduce(0) { $0 + $1.encoded.bytes.count }
         if tail.count > maxUnsignedRun || tailBytes > ChangeSignature.maxUnsignedBytes + maxChangeBytes {
-            Self.cut(&run, at: coveredIndex, .unsigned(seq: run.candidates[coveredIndex].encoded.change.seq))
+            Self.cut(&run, at: run.covered, .unsigned(seq: run.candidates[run.covered].encoded.change.seq))
         }
     }
 

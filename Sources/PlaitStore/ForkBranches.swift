@@ -32,11 +32,14 @@ extension Store {
                 baselineLamport = try Int64.fetchOne(db, sql: "SELECT max_lamport FROM baseline WHERE id = 1")
                     .map { UInt64(clamping: $0) }
             }
-            guard let bound = baselineLamport ?? nil else { return nil }
+            // Without a baseline nothing is folded: the record still names its first change where that continues a
+            // held change (the intake's `besideHead`), never one continuing nothing held.
+            let bound = baselineLamport ?? nil
             return .init(
                 id: id, base: base,
-                head: HeldHead(seq: 0, lamport: bound, hash: Change.zeroHash, certificate: try certificate(db, of: root)),
-                recordedFirstHash: [UInt8](first))
+                head: HeldHead(
+                    seq: 0, lamport: bound ?? 0, hash: Change.zeroHash, certificate: try certificate(db, of: root)),
+                recordedFirstHash: [UInt8](first), mayContinueFolded: bound != nil)
         }
     }
 
