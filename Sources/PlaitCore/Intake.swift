@@ -11,6 +11,21 @@ public enum Lamport {
 
     /// `value - 1` without going below zero.
     @inline(__always) public static func previous(before value: UInt64) -> UInt64 { value == 0 ? 0 : value - 1 }
+
+    /// How far above the largest Lamport time a receiver holds an unsigned change (or a baseline) may claim to be
+    /// (PROTOCOL.md §15). An honest clock is one above the largest time its author had seen, so it stands above what
+    /// a receiver holds by at most the number of changes the receiver lacks: 2^32 is more than any home holds. A
+    /// signed change cannot jump at all without a witness held at the time before it (§20.6); an unsigned one
+    /// (protocol-1 history, or a new unsigned timeline a peer opens) has no witness, and one at 2^62 − 1 stopped
+    /// every device's writes for good (hostile tester, 2026-11-25).
+    public static let maxJump: UInt64 = 1 << 32
+
+    /// The largest Lamport time a receiver holding changes up to `held` takes from an unsigned change or a baseline
+    /// bringing `count` changes.
+    public static func ceiling(held: UInt64, count: UInt64) -> UInt64 {
+        let (sum, overflow) = held.addingReportingOverflow(maxJump &+ min(count, maxJump))
+        return overflow ? .max : sum
+    }
 }
 
 /// The head a receiver holds of one timeline: where an arriving change must continue it.
@@ -54,6 +69,9 @@ public enum Refusal: Error, Equatable, Sendable, CustomStringConvertible {
     case lamportNotIncreasing(seq: UInt64, lamport: UInt64, previous: UInt64)
     /// Its Lamport time is above `Lamport.max`: no honest clock gets there.
     case lamportOutOfRange(seq: UInt64, lamport: UInt64)
+    /// An unsigned change whose Lamport time is more than `Lamport.maxJump` above the largest the receiver holds
+    /// (`ceiling` is the most it takes): no honest clock jumps so far, and nothing witnesses it.
+    case lamportImplausible(seq: UInt64, lamport: UInt64, ceiling: UInt64)
     /// It is larger than the receiver's size cap.
     case tooLarge(seq: UInt64, size: Int, limit: Int)
     /// Its payload does not decode for a kind and version the receiver understands.
@@ -79,7 +97,7 @@ public enum Refusal: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case let .gap(_, got): return got
         case let .brokenChain(seq), let .fork(seq, _, _), let .lamportNotIncreasing(seq, _, _),
-            let .lamportOutOfRange(seq, _), let .tooLarge(seq, _, _), let .badPayload(seq, _), let .afterEnd(seq),
+            let .lamportOutOfRange(seq, _), let .lamportImplausible(seq, _, _), let .tooLarge(seq, _, _), let .badPayload(seq, _), let .afterEnd(seq),
             let .badBegin(seq, _), let .afterSuperseded(seq, _), let .badSignature(seq), let .unsigned(seq),
             let .missingWitness(seq, _, _), let .witnessNotHeld(seq, _, _):
             return seq
@@ -105,6 +123,10 @@ public enum Refusal: Error, Equatable, Sendable, CustomStringConvertible {
             return "its change \(seq) has Lamport time \(lamport), not above the previous change's \(previous)"
         case let .lamportOutOfRange(seq, lamport):
             return "its change \(seq) has Lamport time \(lamport), above the limit of 2^62"
+        case let .lamportImplausible(seq, lamport, ceiling):
+            return "its change \(seq) is unsigned and has Lamport time \(lamport), more than 2^32 above the largest "
+                + "this device holds (it takes at most \(ceiling)): no honest clock jumps so far, and taking it would "
+                + "use up the Lamport range of every device it reaches"
         case let .tooLarge(seq, size, limit):
             return "its change \(seq) is \(size) bytes, over the limit of \(limit) (store.max_change_bytes)"
         case let .badPayload(seq, reason):
@@ -299,15 +321,18 @@ public struct Intake<D: Domain>: Sendable {
     /// a change the receiver holds (nil when it cannot tell, e.g. folded into a baseline); `witness` whether
     /// the receiver holds a change with exactly the given Lamport time under that reference, or a baseline
     /// that covers the reference and reaches that time; `skip` timelines are dropped silently (refused
-    /// earlier in the session, or forked with this sender).
+    /// earlier in the session, or forked with this sender). `heldLamport`, the largest Lamport time the receiver
+    /// holds, bounds what an unsigned change may claim (`Lamport.ceiling`; nil: only `Lamport.max`).
     // Specialized here for the one domain: a caller in another module otherwise runs the generic body, which
     // looks up type metadata on every change.
     @_specialize(exported: true, where D == ListsDomain)
     public func check(
         _ batch: [EncodedChange], skip: Set<TimelineID> = [], head: (TimelineID) throws -> HeldHead?,
         heldHash: (ChangeRef) throws -> [UInt8]?, witness: (ChangeRef, UInt64) throws -> Bool,
-        heldChange: (ChangeRef) throws -> HeldHead?, branches: (TimelineID) throws -> [HeldBranch]
+        heldChange: (ChangeRef) throws -> HeldHead?, branches: (TimelineID) throws -> [HeldBranch],
+        heldLamport: UInt64? = nil
     ) rethrows -> Result {
+        let ceiling = heldLamport.map { Lamport.ceiling(held: $0, count: UInt64(batch.count)) } ?? .max
         var result = Result()
         var runs: [TimelineID: Run] = [:]
         var order: [TimelineID] = []
@@ -386,7 +411,7 @@ public struct Intake<D: Domain>: Sendable {
                                 bytes: encoded.bytes, signature: encoded.signature)
                             let branchHead = branchRun.current
                             switch try judge(encoded.change, size: encoded.bytes.count, hash: hash, against: branchHead,
-                                             run: &branchRun, heldHash: heldHash) {
+                                             run: &branchRun, ceiling: ceiling, heldHash: heldHash) {
                             case .duplicate:
                                 result.duplicates += 1
                             case let .refuse(reason):
@@ -405,7 +430,7 @@ public struct Intake<D: Domain>: Sendable {
                 }
             }
             switch try judge(change, size: encoded.bytes.count, hash: hash, against: current, run: &run,
-                             heldHash: heldHash) {
+                             ceiling: ceiling, heldHash: heldHash) {
             case .duplicate:
                 result.duplicates += 1
             case let .refuse(reason):
@@ -647,7 +672,7 @@ public struct Intake<D: Domain>: Sendable {
     }
 
     private func judge(
-        _ change: Change, size: Int, hash: [UInt8], against head: HeldHead, run: inout Run,
+        _ change: Change, size: Int, hash: [UInt8], against head: HeldHead, run: inout Run, ceiling: UInt64,
         heldHash: (ChangeRef) throws -> [UInt8]?
     ) rethrows -> Verdict {
         if change.seq <= head.seq {
@@ -663,6 +688,10 @@ public struct Intake<D: Domain>: Sendable {
         guard change.previousHash == head.hash else { return .refuse(.brokenChain(seq: change.seq)) }
         guard change.lamport <= Lamport.max else {
             return .refuse(.lamportOutOfRange(seq: change.seq, lamport: change.lamport))
+        }
+        // An unsigned change has no witness (§20.6) to hold its clock to what exists: a bound stands in (§15).
+        guard run.signed || change.kind == TimelineBegin.kind || change.lamport <= ceiling else {
+            return .refuse(.lamportImplausible(seq: change.seq, lamport: change.lamport, ceiling: ceiling))
         }
         guard change.lamport > head.lamport else {
             return .refuse(.lamportNotIncreasing(seq: change.seq, lamport: change.lamport, previous: head.lamport))

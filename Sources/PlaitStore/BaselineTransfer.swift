@@ -304,6 +304,18 @@ extension Replica {
                 throw StoreError.rejected(
                     .corruptSnapshot("the pulled baseline holds a Lamport time above the limit of 2^62"))
             }
+            // Nor may it claim a time far beyond what this device holds (PROTOCOL.md §15, `Lamport.maxJump`): nothing
+            // witnesses a baseline's times, and one at 2^62 - 1 would stop this device's writes for good.
+            let heldLamport = max(
+                UInt64(clamping: try Int64.fetchOne(db, sql: "SELECT max(head_lamport) FROM timelines") ?? 0),
+                current?.maxLamport ?? 0)
+            let ceiling = Lamport.ceiling(held: heldLamport, count: incoming.summary.count)
+            let claimed = max(incoming.maxLamport, incoming.headLamports.values.max() ?? 0)
+            if claimed > ceiling {
+                throw StoreError.rejected(.corruptSnapshot(
+                    "the pulled baseline claims Lamport time \(claimed), more than 2^32 above the largest this device "
+                        + "holds (it takes at most \(ceiling)): no honest clock jumps so far"))
+            }
             if let current, joined == current {
                 return BaselineAdoption(changed: false, summary: current.summary, foldedAway: 0, replayed: 0)
             }

@@ -702,7 +702,11 @@ public final class Replica: @unchecked Sendable {
                 if let change = pending[ref] { return HeldHead(seq: ref.seq, lamport: change.lamport, hash: change.hash) }
                 return try Store.heldChange(db, ref)
             },
-            branches: { root in try Store.branches(db, root: root) })
+            branches: { root in try Store.branches(db, root: root) },
+            heldLamport: max(
+                UInt64(clamping: try Int64.fetchOne(db, sql: "SELECT max(head_lamport) FROM timelines") ?? 0),
+                projected.values.map(\.lamport).max() ?? 0,
+                pending.values.map(\.lamport).max() ?? 0))
         return ValidatedBatch(
             batch: batch, skip: skip, verdict: verdict, used: used, branches: try Store.branchCount(db))
     }

@@ -184,6 +184,27 @@ struct BaselineFlagTests {
         }
     }
 
+    /// A baseline's Lamport times are witnessed by nothing: one claiming 2^62 − 1 would stop the receiver's writes
+    /// for good (PROTOCOL.md §15). A baseline claiming more than 2^32 above what the receiver holds is refused.
+    @Test(arguments: [0xBF1A_0005 as UInt64])
+    func aBaselineCannotSpendTheLamportRange(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            let changes = try Self.aAndB(directory, seed: seed, edits: 6).changes
+            var rng = SplitMix64(seed: seed)
+            let fresh = try Device("f", in: directory, timeline: TimelineID(rng.next()))
+            let before = try Self.snapshot(fresh)
+            for claim in [Lamport.max - 1, UInt64(1) << 40] {
+                var hostile = try Self.folded(changes)
+                hostile.maxLamport = claim
+                let refusal = Self.refusal { _ = try fresh.replica.adopt(hostile) }
+                #expect(refusal.contains("more than 2^32 above"), "seed \(seed), claim \(claim): \(refusal)")
+                #expect(try Self.snapshot(fresh) == before, "seed \(seed)")
+            }
+            #expect(Self.refusal { _ = try fresh.replica.adopt(try Self.folded(changes)) } == "adopted")
+            try randomEdits(fresh.replica, count: 5, rng: &rng)
+        }
+    }
+
     /// A hostile tester's baseline (2026-11-25) folded only its own `timeline.begin` and carried tombstones for
     /// another device's items, stamped at Lamport 2^62: the items vanished, with no delete in any log. A snapshot
     /// whose versions are stamped or placed by changes the baseline does not fold is refused, as is one holding an

@@ -114,6 +114,7 @@ struct IntakeVerdictConformanceTests {
         case .fork: return "fork"
         case .lamportNotIncreasing: return "lamportNotIncreasing"
         case .lamportOutOfRange: return "lamportOutOfRange"
+        case .lamportImplausible: return "lamportImplausible"
         case .tooLarge: return "tooLarge"
         case .badPayload: return "badPayload"
         case .afterEnd: return "afterEnd"

@@ -87,6 +87,44 @@ import Testing
 
     /// Issue 8 case 2: a change arriving under a number already held used to be skipped without comparing
     /// hashes. A different one is now a fork: found by hash, reported, recorded, nothing of it stored.
+    /// The hostile tester of 2026-11-25 opened a new unsigned timeline whose first change (a `list.delete` of
+    /// version 1) stood at Lamport 2^62 − 1, just under the limit: it was taken and relayed, and after one more edit
+    /// every device failed every write ("the Lamport clock … reached its limit"), `rejoin` included, for good. An
+    /// unsigned change has no witness (§20.6); one more than 2^32 above what the receiver holds is now refused
+    /// (PROTOCOL.md §15), only its timeline stops, and a plausible jump on another unsigned timeline is taken.
+    @Test(arguments: [Lamport.max - 1, Lamport.max, 1 << 40])
+    func anUnsignedTimelineCannotSpendTheLamportRange(poison: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0002)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 4, rng: &rng)
+            let held = try device.store.heads().map(\.lamport).max()!
+            let plausible = chain(TimelineID(rng.next()), count: 3, lamport: held + 5_000, rng: &rng)
+            var poisoned = chain(TimelineID(rng.next()), count: 1, lamport: 0, rng: &rng)
+            poisoned[0].lamport = poison
+            let all = plausible + poisoned
+            let summary = Summary(Dictionary(uniqueKeysWithValues: heads(all).map { ($0.key, $0.value.seq) }))
+            let (result, _) = try rawPeerSession(device) { peer in
+                _ = try play(
+                    peer, hello: rawHello(summary: summary, heads: heads(all)), batches: [poisoned + plausible],
+                    done: summary)
+            }
+            let outcome = try result.get()
+            let refusal = try #require(outcome.refusedTimelines.first, "poison \(poison)")
+            #expect(outcome.refusedTimelines.count == 1 && refusal.timeline == poisoned[0].timeline)
+            guard case .lamportImplausible(seq: 1, lamport: poison, ceiling: _) = refusal.refusal else {
+                Issue.record("poison \(poison): \(refusal.refusal)")
+                return
+            }
+            #expect(refusal.description.contains("more than 2^32 above"), "\(refusal.description)")
+            #expect(try device.summary[poisoned[0].timeline] == 0, "nothing of the poisoned timeline is stored")
+            #expect(try device.summary[plausible[0].timeline] == 3, "a jump of 5,000 is taken")
+            // Editing goes on, many times.
+            try randomEdits(device.replica, count: 20, rng: &rng)
+            #expect(try device.store.heads().map(\.lamport).max()! < held + 6_000)
+        }
+    }
+
     @Test func aForkAtAHeldNumberIsFoundByHash() throws {
         try withTemporaryDirectory { directory in
             var rng = SplitMix64(seed: 0x5AD_0002)
