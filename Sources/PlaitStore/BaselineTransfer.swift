@@ -209,6 +209,30 @@ extension Replica {
         return keptOfOwn
     }
 
+    /// A pulled baseline's `superseded_at` for a signed timeline is not believed (PROTOCOL.md §20.9): only a begin of
+    /// the timeline's own key may supersede it (§20.5), and a baseline folds that begin without its signature, so
+    /// nothing shows the key made it. The second hostile tester of 2026-11-25 sent a baseline marking an honest
+    /// device's timeline superseded at the receiver's head of it, backed by a second timeline it invented under that
+    /// device's certificate (anyone can derive a timeline ID from a certificate and a nonce of their choosing): the
+    /// receiver then refused every later change of that timeline, and the author was told nothing. The flag is kept
+    /// only where this store already holds it (its own baseline, or a begin it verified) and for unsigned timelines
+    /// (§20.10: any key may supersede them). What is lost: a device that meets an owner's supersession only inside a
+    /// baseline does not stop that timeline at its head (the owner's `timeline.end`, a signed change, still does).
+    static func dropUnwitnessedSupersessions(
+        _ db: Database, _ joined: inout Baseline, current: Baseline?, incoming: Baseline
+    ) throws {
+        guard try Store.recordsAuthors(db) else { return }
+        for (timeline, seq) in joined.superseded.sorted(by: { $0.key < $1.key }) {
+            if let known = current?.superseded[timeline], known <= seq { continue }
+            let held = try heldHead(db, timeline)
+            if let known = held?.supersededAt, known <= seq { continue }
+            guard held?.certificate ?? incoming.certificates[timeline] ?? current?.certificates[timeline] != nil else {
+                continue
+            }
+            joined.superseded[timeline] = current?.superseded[timeline]
+        }
+    }
+
     /// Refuses a baseline whose word about authors contradicts what this store holds (PROTOCOL.md §20.9). A baseline
     /// is believed for what it folds, since a snapshot cannot be checked without its changes; but a paired peer's
     /// baseline once marked another device's timeline ended, or superseded, at a head this store held and could see
@@ -289,7 +313,7 @@ extension Replica {
                 try db.execute(sql: "DELETE FROM staged_baselines WHERE peer = ?", arguments: [peer])
             }
             let current = try Store.baseline(db)
-            let joined: Baseline
+            var joined: Baseline
             do {
                 // Checking the snapshot up front (it is decoded there) refuses a damaged one, or one naming what the
                 // baseline does not fold, before anything is written.
@@ -316,6 +340,7 @@ extension Replica {
                     "the pulled baseline claims Lamport time \(claimed), more than 2^32 above the largest this device "
                         + "holds (it takes at most \(ceiling)): no honest clock jumps so far"))
             }
+            try Self.dropUnwitnessedSupersessions(db, &joined, current: current, incoming: incoming)
             if let current, joined == current {
                 return BaselineAdoption(changed: false, summary: current.summary, foldedAway: 0, replayed: 0)
             }

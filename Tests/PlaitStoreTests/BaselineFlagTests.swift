@@ -110,14 +110,15 @@ struct BaselineFlagTests {
             #expect(keyRefusal.contains("another certificate for timeline \(timeline)"), "seed \(seed): \(keyRefusal)")
             #expect(try Self.snapshot(b) == before, "seed \(seed)")
 
-            // a's own rejoin supersedes the timeline with a begin of its key: that baseline is adopted, flag included.
+            // a's own rejoin supersedes the timeline with a begin of its key: that baseline is adopted, but its flag is
+            // not believed (a folded begin carries no signature: `dropUnwitnessedSupersessions`).
             try a.rejoin(now: fixedNow)
             let all = try aStore.encodedChangesInReplayOrder()
             let honest = try Self.folded(all)
             let end = try aStore.summary()[timeline]
             #expect(honest.superseded[timeline] == end)
             #expect(Self.refusal { _ = try b.replica.adopt(honest) } == "adopted", "seed \(seed)")
-            #expect(try b.store.timelineAuthorities().first { $0.timeline == timeline }?.supersededSeq == end)
+            #expect(try b.store.timelineAuthorities().first { $0.timeline == timeline }?.supersededSeq == nil)
         }
     }
 
@@ -176,6 +177,41 @@ struct BaselineFlagTests {
             #expect(decoded.nonces[timeline] == nonce)
             #expect(Self.refusal { _ = try b.replica.adopt(decoded) } == "adopted", "seed \(seed)")
             #expect(try b.store.certificate(of: timeline) == signer.certificate, "seed \(seed)")
+            try randomEdits(a, count: 3, rng: &rng)
+            let later = try aStore.encodedChanges(of: timeline, from: UInt64(changes.count) + 1, limit: .max)
+            let taken = try b.replica.integrate(encoded: later)
+            #expect(taken.refused.isEmpty, "seed \(seed): \(taken.refused)")
+            #expect(try b.summary[timeline] == UInt64(changes.count + 3), "seed \(seed)")
+        }
+    }
+
+    /// The second hostile tester of 2026-11-25 marked a's timeline superseded at b's head of it in a baseline that
+    /// also invented a second timeline under a's certificate (a nonce of its choosing derives a valid ID): b believed
+    /// the flag and refused every later change of a's timeline, and a was told nothing. A baseline's `superseded_at`
+    /// for a signed timeline is not believed now (PROTOCOL.md §20.9); the rest of the baseline is adopted.
+    @Test(arguments: [0xBF1A_0006 as UInt64])
+    func aSupersessionBackedOnlyByTheBaselineItselfIsNotBelieved(seed: UInt64) throws {
+        try withTemporaryDirectory { directory in
+            let (a, aStore, b, changes) = try Self.aAndB(directory, seed: seed, edits: 8)
+            let timeline = try aStore.ownTimeline()
+            var rng = SplitMix64(seed: seed)
+            var hostile = try Self.folded(changes)
+            let certificate = try #require(hostile.certificates[timeline])
+            let nonce = (0..<16).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            let invented = TimelineBegin.timelineID(certificate: certificate, nonce: nonce)
+            hostile.summary[invented] = 1
+            hostile.heads[invented] = (0..<32).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            hostile.headLamports[invented] = 1
+            hostile.certificates[invented] = certificate
+            hostile.nonces[invented] = nonce
+            hostile.superseded[timeline] = UInt64(changes.count)
+            let decoded = try Baseline(decoding: hostile.encoded()[...])
+            #expect(Self.refusal { _ = try b.replica.adopt(decoded) } == "adopted", "seed \(seed)")
+            #expect(try b.store.timelineAuthorities().first { $0.timeline == timeline }?.supersededSeq == nil,
+                    "seed \(seed)")
+            #expect(try b.store.baseline()?.superseded[timeline] == nil, "seed \(seed): nor kept to be passed on")
+
+            // a goes on, and b takes it (refused before the fix: "where a newer timeline superseded it").
             try randomEdits(a, count: 3, rng: &rng)
             let later = try aStore.encodedChanges(of: timeline, from: UInt64(changes.count) + 1, limit: .max)
             let taken = try b.replica.integrate(encoded: later)
