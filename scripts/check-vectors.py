@@ -1418,6 +1418,8 @@ def delete_coverage(observed, version, names, branches):
         if head is None:
             continue  # that chain is not held yet: it covers nothing
         x, m = head
+        if m + base.get(x, 0) != n:
+            continue  # the held change with that hash stands at another author's number: not the one named
         cover(x, m)
         while x in branches:
             parent, f = branches[x]

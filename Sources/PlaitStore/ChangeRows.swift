@@ -44,9 +44,7 @@ enum ChangeRows {
         while true {
             let code = sqlite3_step(handle)
             if code == SQLITE_DONE { break }
-            guard code == SQLITE_ROW else {
-                throw StoreError.sqlite(String(cString: sqlite3_errmsg(sqlite3_db_handle(handle))))
-            }
+            guard code == SQLITE_ROW else { throw StoreDiagnosis.stepError(code, handle) }
             let timeline = TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 0)))
             let seq = UInt64(bitPattern: sqlite3_column_int64(handle, 1))
             let lamport = UInt64(bitPattern: sqlite3_column_int64(handle, 2))
@@ -142,9 +140,9 @@ enum ChangeRows {
             }
             let code = sqlite3_step(handle)
             guard code == SQLITE_DONE else {
-                let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+                let error = StoreDiagnosis.stepError(code, handle, doing: "inserting change \(change.ref)")
                 sqlite3_reset(handle)
-                throw StoreError.sqlite("inserting change \(change.ref): \(message)")
+                throw error
             }
         }
         sqlite3_reset(handle)
@@ -199,9 +197,7 @@ extension ChangeRows {
         while true {
             let code = sqlite3_step(handle)
             if code == SQLITE_DONE { break }
-            guard code == SQLITE_ROW else {
-                throw StoreError.sqlite(String(cString: sqlite3_errmsg(sqlite3_db_handle(handle))))
-            }
+            guard code == SQLITE_ROW else { throw StoreDiagnosis.stepError(code, handle) }
             let kind = kinds.string(sqlite3_column_text(handle, 3), count: Int(sqlite3_column_bytes(handle, 3)))
             let change = Change(
                 timeline: TimelineID(timelineFromColumn(sqlite3_column_int64(handle, 0))),

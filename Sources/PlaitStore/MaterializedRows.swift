@@ -146,15 +146,15 @@ enum MaterializedRows {
         if code == SQLITE_ROW { return true }
         sqlite3_reset(handle)
         if code == SQLITE_DONE { return false }
-        throw StoreError.sqlite(String(cString: sqlite3_errmsg(sqlite3_db_handle(handle))))
+        throw StoreDiagnosis.stepError(code, handle)
     }
 
     static func done(_ handle: OpaquePointer) throws {
         let code = sqlite3_step(handle)
         guard code == SQLITE_DONE else {
-            let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+            let error = StoreDiagnosis.stepError(code, handle)
             sqlite3_reset(handle)
-            throw StoreError.sqlite(message)
+            throw error
         }
     }
 

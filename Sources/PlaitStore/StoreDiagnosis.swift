@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 #if canImport(Glibc)
 import Glibc
@@ -49,6 +50,15 @@ enum StoreDiagnosis {
         return "file:" + (path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path) + "?immutable=1"
     }
 
+    /// A failed `sqlite3_step` as GRDB reports SQLite's errors, with its result code, so `diagnose` finds the cause
+    /// (a full disk is `noSpace`, not "the store failed: database or disk is full": the second hostile tester of
+    /// 2026-11-25 met that wording when a pulled baseline filled the disk).
+    static func stepError(_ code: Int32, _ handle: OpaquePointer, doing: String? = nil) -> DatabaseError {
+        let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+        return DatabaseError(
+            resultCode: ResultCode(rawValue: code), message: doing.map { "\($0): \(message)" } ?? message)
+    }
+
     /// The true cause of `error`, met while using the store at `path`.
     static func diagnose(_ error: any Error, path: String, busyTimeout: Double = Store.defaultBusyTimeout)
         -> StoreError
@@ -68,8 +78,11 @@ enum StoreDiagnosis {
             return .noSpace(path: path)
         case .SQLITE_CORRUPT, .SQLITE_NOTADB:
             return confirmDamage(path, detail: message)
-        default:
+        case .SQLITE_IOERR, .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY, .SQLITE_AUTH:
             return probe(path) ?? .io(path: path, detail: message)
+        default:
+            // Not the disk's doing (a constraint, a misuse): said as SQLite's own words, not "cannot access".
+            return probe(path) ?? .sqlite(message)
         }
     }
 

@@ -108,6 +108,10 @@ extension Home {
         // What the session stored before a failure: each batch commits on its own, so a store failure mid-way
         // (a full disk) leaves those, and the failure must not say that nothing was changed.
         let pulled = PulledCounter()
+        // A baseline adopted before a failure is kept too, and counts no pulled changes: what the store held at the
+        // start tells whether the session stored anything (the second hostile tester of 2026-11-25 was told "nothing
+        // was changed" by a sync whose adopted baseline filled the disk only afterwards).
+        let summaryBefore = try? store.summary()
         do {
             TLS.setUp()
             let trusted = try trustedDeviceIDs()
@@ -156,6 +160,12 @@ extension Home {
                 let cause = storeError.describing(unchanged: "the batch being stored was not stored")
                 outcome.failure = "the local store failed after storing \(pulled.value) changes from this peer (they "
                     + "are kept, and the next sync goes on from them): \(cause)"
+            } else if case let .store(storeError) = error as? SessionError, let summaryBefore,
+                (try? store.summary()).map({ $0 != summaryBefore }) ?? true
+            {
+                let cause = storeError.describing(unchanged: "what was being stored then was not stored")
+                outcome.failure = "the local store failed after storing part of what this peer sent (its baseline; "
+                    + "it is kept, and the next sync goes on from it): \(cause)"
             } else {
                 // `plait sync` puts the address before it.
                 outcome.failure = "\(error)"

@@ -296,6 +296,70 @@ import Glibc
         }
     }
 
+    /// The second hostile tester of 2026-11-25: a sync whose pulled baseline filled the disk said "the store failed:
+    /// database or disk is full" (at one size) and "nothing was changed" after the baseline had been adopted (at
+    /// another). At every size tried the failure now names the full disk, and says "nothing was changed" only where
+    /// the receiver's store is as it was.
+    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
+    func aSyncWhoseBaselineFillsTheDiskSaysWhatItStored() throws {
+        try withSandbox { sandbox in
+            let source = sandbox.root + "/source"
+            let helper = sandbox.root + "/helper"
+            try sandbox.ok(["init", "--name", "source", "--home", source])
+            try sandbox.ok(["init", "--name", "helper", "--home", helper])
+            let sourceID = try sandbox.ok(["id", "--home", source]).lines.last ?? ""
+            let helperID = try sandbox.ok(["id", "--home", helper]).lines.last ?? ""
+            try sandbox.ok(["pair", "--trust", helperID, "--home", source])
+            try sandbox.ok(["pair", "--trust", sourceID, "--home", helper])
+            let text = String(repeating: "x", count: 56)
+            try sandbox.ok(
+                ["batch", "--home", source], stdin: "list add Big\n" + (1...20_000).map { "add Big \(text)\($0)\n" }.joined())
+            var agent: RunningAgent? = try RunningAgent(sandbox: sandbox, home: source)
+            try sandbox.ok(["sync", "--peer", agent!.address, "--home", helper])
+            try sandbox.ok(["add", "Big", "after", "--home", helper])
+            try sandbox.ok(["sync", "--peer", agent!.address, "--home", helper])
+            agent!.stop()
+            agent = nil
+            try sandbox.ok(["compact", "--home", source])
+            let folded = try sandbox.ok(["status", "--json", "--home", source]).json()
+            try #require((folded["changes"] as? Int ?? .max) < 1_000, "the source folded its history: \(folded)")
+
+            var outcomes: [String] = []
+            var changedAndFailed = 0
+            for size in [6, 10, 12] {
+                let mountPoint = sandbox.root + "/small\(size)"
+                try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+                try mount(["-t", "tmpfs", "-o", "size=\(size)m", "tmpfs", mountPoint])
+                defer { _ = try? mount(["-u", mountPoint]) }
+                let receiver = mountPoint + "/receiver"
+                try sandbox.ok(["init", "--name", "receiver", "--home", receiver])
+                let receiverID = try sandbox.ok(["id", "--home", receiver]).lines.last ?? ""
+                try sandbox.ok(["pair", "--trust", receiverID, "--home", source])
+                try sandbox.ok(["pair", "--trust", sourceID, "--home", receiver])
+                let serving = try RunningAgent(sandbox: sandbox, home: source)
+                defer { serving.stop() }
+                let before = try sandbox.ok(["status", "--json", "--home", receiver]).json()
+                let sync = try sandbox.run(["sync", "--peer", serving.address, "--home", receiver], timeout: 120)
+                let after = try sandbox.ok(["status", "--json", "--home", receiver]).json()
+                let changed = after["summary"] as? String != before["summary"] as? String
+                outcomes.append("\(size) MiB: status \(sync.status), changed \(changed): \(sync.stderr.prefix(300))")
+                if sync.status != 0 {
+                    #expect(sync.stderr.contains("no space left"), "\(size) MiB: \(sync)")
+                    #expect(!sync.stderr.contains("database or disk is full"), "\(size) MiB: \(sync)")
+                    if changed {
+                        changedAndFailed += 1
+                        #expect(!sync.stderr.contains("nothing was changed"), "\(size) MiB: \(sync)")
+                        #expect(sync.stderr.contains("the local store failed after storing"), "\(size) MiB: \(sync)")
+                    }
+                }
+                try sandbox.ok(["unpair", receiverID, "--home", source])
+            }
+            print(outcomes.joined(separator: "\n"))
+            #expect(outcomes.contains { $0.contains("status 1") }, "no size filled the disk: \(outcomes)")
+            #expect(changedAndFailed > 0, "no size adopted the baseline and then failed: \(outcomes)")
+        }
+    }
+
     func mount(_ arguments: [String]) throws {
         let mounted = try ChildProcess.run(
             arguments.first == "-u" ? "/bin/umount" : "/bin/mount",
