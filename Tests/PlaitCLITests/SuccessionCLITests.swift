@@ -225,17 +225,31 @@ import Testing
 
             let named = Succession(oldCertificate: old.certificateDER, newCertificate: new.certificateDER, issuedAt: 1)
                 .encoded()
-            let byOtherKey = named + (try Succession.signature(over: named, by: other))
-            let otherCertificate = try Succession.sign(old: other, newCertificate: new.certificateDER, issuedAt: 1)
+            let newSignature = try Succession.newSignature(over: named, by: new)
+            let byOtherKey = named + (try Succession.signature(over: named, by: other)) + newSignature
+            let otherCertificate = try Succession.sign(old: other, new: new, issuedAt: 1)
             var flipped = [UInt8](genuine)
-            flipped[flipped.count - 40] ^= 0x01
+            flipped[flipped.count - 100] ^= 0x01
+            var flippedNew = [UInt8](genuine)
+            flippedNew[flippedNew.count - 30] ^= 0x01
+            // The hostile tester's finding: the old key alone named another device B trusts as its successor. The
+            // key of that device never signed: whatever stands in for its signature, B refuses the statement.
+            let (namingPhone, oldKeysSignature) = try Succession.sign(
+                old: old, newCertificate: other.certificateDER, issuedAt: 1)
             let forgeries: [(String, [UInt8], String)] = [
                 ("signed by another key", byOtherKey, "does not verify"),
                 (
                     "naming another certificate than the connection's",
-                    otherCertificate.statement + otherCertificate.signature, "not the certificate this connection"
+                    otherCertificate.statement + otherCertificate.signature + otherCertificate.newSignature,
+                    "not the certificate this connection"
                 ),
                 ("with a damaged signature", flipped, "does not verify"),
+                ("with a damaged new signature", flippedNew, "new signature does not verify"),
+                (
+                    "naming another paired device's certificate, signed by the old key only",
+                    namingPhone + oldKeysSignature + (try Succession.newSignature(over: namingPhone, by: old)),
+                    "new signature does not verify"
+                ),
             ]
             let before = try sandbox.ok(["peers", "--json", "--home", b.home]).stdout
             let pendingBefore = try sandbox.ok(["peers", "--pending", "--json", "--home", b.home]).stdout
