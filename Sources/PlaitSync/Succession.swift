@@ -193,10 +193,14 @@ extension Home {
             return (nil, "it names this very device as the successor")
         }
         do {
-            guard let name = try store.acceptSuccession(old: old, new: new, now: Replica.now()) else {
+            switch try store.acceptSuccession(old: old, new: new, now: Replica.now()) {
+            case let .trusted(name):
+                return ((old, new, name), nil)
+            case .oldNotPaired:
                 return (nil, "device \(old) is not paired here")
+            case .newUnpairedHere:
+                return (nil, "its new Device ID \(new) was unpaired here; only pairing that device again trusts it")
             }
-            return ((old, new, name), nil)
         } catch {
             return (nil, "the store failed: \(error)")
         }

@@ -269,4 +269,43 @@ import Testing
             #expect(try sandbox.ok(["peers", "--json", "--home", b.home]).stdout != before)
         }
     }
+
+    /// The hostile tester's second case: B's user unpaired D, and a statement from a device B trusts, naming D's
+    /// certificate, made B trust D again (D's `plait sync` then succeeded). Even signed by D's key too, such a
+    /// statement is refused over real TLS, and D stays refused until B's user pairs it again.
+    @Test func aStatementNamingADeviceUnpairedHereIsRefusedAndItStaysUnpaired() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let d = try device(sandbox, "d")
+            try sandbox.ok(["pair", "--trust", d.id, "--name", "tablet", "--home", b.home])
+            try sandbox.ok(["pair", "--trust", b.id, "--address", agent.address, "--home", d.home])
+            try sandbox.ok(["sync", "--no-discovery", "--home", d.home])
+            try sandbox.ok(["unpair", d.id, "--home", b.home])
+            // B's agent reads the unpair from its store when it sees the commit: D is refused from then on.
+            #expect(
+                try eventually { try sandbox.run(["sync", "--no-discovery", "--home", d.home]).status != 0 },
+                "B's agent dropped D: \(agent.log)")
+
+            let old = try Identity.load(directory: a.home)
+            let named = try Succession.sign(old: old, new: try Identity.load(directory: d.home), issuedAt: 1)
+            let file = a2 + "/retired/" + a.id.filter { $0 != "-" } + "/succession.bin"
+            try Data(named.statement + named.signature + named.newSignature).write(to: URL(fileURLWithPath: file))
+            let before = try sandbox.ok(["peers", "--json", "--home", b.home]).stdout
+            let run = try sandbox.fails(["sync", "--no-discovery", "--home", a2])
+            #expect(run.stderr.contains("succession statement was refused"), "\(run)")
+            #expect(run.stderr.contains("was unpaired here"), "\(run)")
+            #expect(try sandbox.ok(["peers", "--json", "--home", b.home]).stdout == before)
+            #expect(peer(try peers(sandbox, b.home), d.id) == nil, "D is not trusted again")
+            let still = try sandbox.fails(["sync", "--no-discovery", "--home", d.home])
+            #expect(!still.stderr.isEmpty, "D's sync is still refused: \(still)")
+
+            // The user pairs D again: that alone undoes the unpair, as `unpair --help` says.
+            try sandbox.ok(["pair", "--trust", d.id, "--home", b.home])
+            try sandbox.ok(["sync", "--no-discovery", "--home", d.home])
+            let help = try sandbox.ok(["unpair", "--help"]).stdout
+            #expect(help.contains("until you pair it again") && help.contains("is refused"), "\(help)")
+        }
+    }
 }

@@ -113,6 +113,34 @@ import Testing
         }
     }
 
+    /// The tester's second case: the user unpaired D, and a paired device's statement naming D's certificate made
+    /// B trust D again. A statement naming a device unpaired here is refused even when D's key signed it (D may
+    /// collude, or be the hostile device's own); pairing D again clears the mark.
+    @Test func aStatementNamingADeviceUnpairedHereIsRefusedUntilItIsPairedAgain() throws {
+        try withTemporaryDirectory { directory in
+            let (a, b, _) = try setUp(directory)
+            let d = try Home.create(at: directory.file("d"), name: "d", config: Config())
+            let dID = try d.identity.deviceID.description
+            _ = try b.trust(dID, address: "192.0.2.11:7400", name: "old tablet")
+            _ = try b.untrust(dID)
+            #expect(try b.store.unpairedDevices() == [dID])
+            let before = try b.store.peers()
+            let told = try statement(old: a.identity, new: try d.identity)
+            let outcome = b.acceptSuccession(told, connectionCertificate: try a.identity.certificateDER)
+            #expect(outcome.accepted == nil)
+            #expect(outcome.refusal?.contains("was unpaired here") == true, "\(String(describing: outcome.refusal))")
+            #expect(try b.store.peers() == before, "D is not trusted again, A is not marked")
+            #expect(try !b.store.isTrusted(deviceID: dID))
+
+            // Pairing D again is the user's decision: the mark goes, and the same statement is then taken.
+            _ = try b.trust(dID, address: nil, name: "tablet")
+            #expect(try b.store.unpairedDevices().isEmpty)
+            let again = b.acceptSuccession(told, connectionCertificate: try a.identity.certificateDER)
+            #expect(again.refusal == nil && again.accepted?.new == dID)
+            #expect(try b.store.peers().first { $0.deviceID == dID }?.name == "tablet", "its row is left as it is")
+        }
+    }
+
     /// A Hello carrying a statement: the owner's check runs before the greeting; a refusal ends the session with
     /// a Close that names it, and nothing else is exchanged.
     @Test func aRefusedStatementClosesTheSessionBeforeAnythingIsExchanged() throws {
