@@ -189,8 +189,10 @@ import Testing
 
     @Test func theHelpSaysWhenAndWhatAndTheCommandRefusesWhileAnAgentRuns() throws {
         try withSandbox { sandbox in
-            let help = try sandbox.ok(["rejoin", "--help"]).stdout
-            for phrase in ["--new-key", "home copied", "next sync", "retired/", "no longer used"] {
+            // Read as one line: where the help wraps depends on its width, not on what it says.
+            let help = try sandbox.ok(["rejoin", "--help"]).stdout.split(whereSeparator: \.isWhitespace)
+                .joined(separator: " ")
+            for phrase in ["--new-key", "home copied", "next sync", "retired/", "no longer used", "and the new one"] {
                 #expect(help.contains(phrase), "`rejoin --help` says \(phrase): \(help)")
             }
             let a = try device(sandbox, "a")
@@ -304,7 +306,8 @@ import Testing
             // The user pairs D again: that alone undoes the unpair, as `unpair --help` says.
             try sandbox.ok(["pair", "--trust", d.id, "--home", b.home])
             try sandbox.ok(["sync", "--no-discovery", "--home", d.home])
-            let help = try sandbox.ok(["unpair", "--help"]).stdout
+            let help = try sandbox.ok(["unpair", "--help"]).stdout.split(whereSeparator: \.isWhitespace)
+                .joined(separator: " ")
             #expect(help.contains("until you pair it again") && help.contains("is refused"), "\(help)")
         }
     }
