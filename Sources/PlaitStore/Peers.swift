@@ -39,7 +39,8 @@ extension Store {
     /// Pending devices kept at most; the least recently seen is dropped first.
     public static let pendingLimit = 16
 
-    /// Trusts a device (or updates its name and address). Removes it from the pending list.
+    /// Trusts a device (or updates its name and address). Removes it from the pending list and forgets that it
+    /// was unpaired: trusting is the user's explicit pairing (`plait pair`), which alone undoes an unpair.
     public func trust(deviceID: String, name: String, address: String?, now: Int64) throws {
         try write { db in
             try db.execute(
@@ -50,16 +51,30 @@ extension Store {
                     """,
                 arguments: [deviceID, name, address, now])
             try db.execute(sql: "DELETE FROM pending_peers WHERE device_id = ?", arguments: [deviceID])
+            try db.execute(sql: "DELETE FROM unpaired_devices WHERE device_id = ?", arguments: [deviceID])
         }
     }
 
-    /// Revokes trust; returns whether the device was paired.
+    /// Revokes trust and remembers that the user unpaired the device (no peer's succession statement brings it
+    /// back, PROTOCOL.md §21); returns whether the device was paired.
     @discardableResult
-    public func untrust(deviceID: String) throws -> Bool {
+    public func untrust(deviceID: String, now: Int64) throws -> Bool {
         try write { db in
             try db.execute(sql: "DELETE FROM peers WHERE device_id = ?", arguments: [deviceID])
-            return db.changesCount > 0
+            guard db.changesCount > 0 else { return false }
+            try db.execute(
+                sql: """
+                    INSERT INTO unpaired_devices (device_id, unpaired_at) VALUES (?, ?)
+                    ON CONFLICT (device_id) DO UPDATE SET unpaired_at = excluded.unpaired_at
+                    """,
+                arguments: [deviceID, now])
+            return true
         }
+    }
+
+    /// The devices the user unpaired here and has not paired again, by Device ID.
+    public func unpairedDevices() throws -> Set<String> {
+        try read { db in Set(try String.fetchAll(db, sql: "SELECT device_id FROM unpaired_devices")) }
     }
 
     public func peers() throws -> [PeerRecord] {

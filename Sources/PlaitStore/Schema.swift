@@ -321,6 +321,17 @@ enum Schema {
         migrator.registerMigration("v13-copied-home-reporters") { db in
             try db.execute(sql: "ALTER TABLE copied_homes ADD COLUMN reported_by TEXT")
         }
+        // The devices the user unpaired here (PROTOCOL.md §21): a paired peer's succession statement naming one of
+        // them as its successor is refused, so an unpair is undone only by the user pairing that device again.
+        migrator.registerMigration("v14-unpaired-devices") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE unpaired_devices (
+                        device_id TEXT PRIMARY KEY NOT NULL CHECK (length(device_id) = 63),
+                        unpaired_at INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 }

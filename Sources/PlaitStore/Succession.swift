@@ -36,11 +36,14 @@ extension Store {
 
     /// A verified statement from the trusted device `old` names `new` as its successor: trusts `new` under `old`'s
     /// name and address (or leaves it as it is if already trusted), marks `old` as succeeded by it, and keeps
-    /// trusting `old`. Returns the name `new` is trusted under, or nil (nothing written) if `old` is not trusted.
-    public func acceptSuccession(old: String, new: String, now: Int64) throws -> String? {
+    /// trusting `old`. Nothing is written when `old` is not trusted or the user unpaired `new` here (§21 checks 5
+    /// and 7: a peer's statement never undoes an unpair).
+    public func acceptSuccession(old: String, new: String, now: Int64) throws -> SuccessionAcceptance {
         try write { db in
             let sql = "SELECT name, address FROM peers WHERE device_id = ?"
-            guard let row = try Row.fetchOne(db, sql: sql, arguments: [old]) else { return nil }
+            guard let row = try Row.fetchOne(db, sql: sql, arguments: [old]) else { return .oldNotPaired }
+            let unpaired = "SELECT 1 FROM unpaired_devices WHERE device_id = ?"
+            guard try Bool.fetchOne(db, sql: unpaired, arguments: [new]) != true else { return .newUnpairedHere }
             let (name, address) = (row[0] as String, row[1] as String?)
             try db.execute(
                 sql: """
@@ -50,7 +53,18 @@ extension Store {
                 arguments: [new, name, address, now])
             try db.execute(sql: "UPDATE peers SET succeeded_by = ? WHERE device_id = ?", arguments: [new, old])
             try db.execute(sql: "DELETE FROM pending_peers WHERE device_id = ?", arguments: [new])
-            return try String.fetchOne(db, sql: "SELECT name FROM peers WHERE device_id = ?", arguments: [new])
+            let trusted = try String.fetchOne(db, sql: "SELECT name FROM peers WHERE device_id = ?", arguments: [new])
+            return .trusted(name: trusted ?? name)
         }
     }
+}
+
+/// What the store made of a verified succession statement (`Store.acceptSuccession`).
+public enum SuccessionAcceptance: Equatable, Sendable {
+    /// The new Device ID is trusted under this name.
+    case trusted(name: String)
+    /// The old Device ID is not paired here: nothing was written.
+    case oldNotPaired
+    /// The user unpaired the new Device ID here: nothing was written.
+    case newUnpairedHere
 }

@@ -43,10 +43,11 @@ extension Home {
         return name.hasSuffix(" (unverified)") ? name : name + " (unverified)"
     }
 
-    /// Revokes trust in a device.
+    /// Revokes trust in a device, and remembers it was unpaired: no peer's succession statement brings it back
+    /// (PROTOCOL.md §21); pairing it again does.
     public func untrust(_ text: String) throws -> DeviceID {
         let id = try Self.parseDeviceID(text)
-        guard try store.untrust(deviceID: id.description) else {
+        guard try store.untrust(deviceID: id.description, now: Replica.now()) else {
             throw PlaitError.notFound(
                 what: "paired device", query: text, candidates: try store.peers().map { "\($0.deviceID) (\($0.name))" })
         }

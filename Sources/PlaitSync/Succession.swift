@@ -40,7 +40,8 @@ extension Home {
     /// The directory in a home where `rejoin --new-key` keeps retired identities, one directory per Device ID.
     public static let retiredDirectoryName = "retired"
     /// The statement in a retired identity's directory: the canonical `Succession` bytes, then the 64-byte
-    /// signature by that directory's key.
+    /// signature by that directory's key, then the 64-byte signature by the new key. A file written before the new
+    /// key signed too (one signature) is signed again when next read: receivers refuse it without.
     public static let successionFileName = "succession.bin"
 
     /// The directory of the retired identity `id`: its grouped form without dashes.
@@ -50,7 +51,8 @@ extension Home {
 
     /// Replaces this device's key and Device ID (`plait rejoin --new-key`, PROTOCOL.md §21): the old key and
     /// certificate move to `retired/<old ID>/` beside a statement signed by the old key naming the new
-    /// certificate; every paired device is recorded as one to tell; then the store's rejoin starts a new timeline
+    /// certificate, signed by both keys; every paired device is recorded as one to tell; then the store's rejoin
+    /// starts a new timeline
     /// (ending the old one unless another copy of this home may own its head). Refused while an agent runs here.
     public func rejoinWithNewKey(now: Int64 = Replica.now()) throws -> Rekeyed {
         let agentLock = try AgentLock.acquire(home: path)
@@ -129,15 +131,42 @@ extension Home {
     public func successionCredentials(for peer: String) -> SuccessionCredentials? {
         guard let retired = (try? store.successionPending())?[peer] else { return nil }
         let directory = retiredPath(retired)
+        let file = directory + "/" + Self.successionFileName
         guard let identity = try? Identity.load(directory: directory),
-            let bytes = try? Data(contentsOf: URL(fileURLWithPath: directory + "/" + Self.successionFileName)),
-            bytes.count > SuccessionStatement.signatureBytes
+            var bytes = (try? Data(contentsOf: URL(fileURLWithPath: file))).map(Array.init)
         else { return nil }
-        let split = bytes.count - SuccessionStatement.signatureBytes
+        let signatures = 2 * SuccessionStatement.signatureBytes
+        if let earlier = Self.singlySigned(bytes) {
+            // Written before the new key signed too: the statement is made again, naming this home's certificate
+            // (the successor every pending statement names, since each `--new-key` signs them again) and signed by
+            // both keys, both held here. Nothing of the old file's is signed by the new key.
+            guard let current = try? self.identity,
+                (try? Self.writeStatement(old: identity, new: current, directory: directory, now: earlier.issuedAt))
+                    != nil,
+                let rewritten = (try? Data(contentsOf: URL(fileURLWithPath: file))).map(Array.init)
+            else { return nil }
+            bytes = rewritten
+        }
+        guard bytes.count > signatures else { return nil }
+        let split = bytes.count - signatures
         return SuccessionCredentials(
             identity: identity,
             statement: SuccessionStatement(
-                statement: Array(bytes.prefix(split)), signature: Array(bytes.suffix(from: split))))
+                statement: Array(bytes[..<split]),
+                signature: Array(bytes[split..<(split + SuccessionStatement.signatureBytes)]),
+                newSignature: Array(bytes[(split + SuccessionStatement.signatureBytes)...])))
+    }
+
+    /// The statement of a `succession.bin` in the format before the new key signed (statement ‖ old signature),
+    /// or nil for any other content. The two formats cannot be confused: the bytes before the last 128 of a
+    /// one-signature file end inside its new certificate, so they never decode as a canonical statement.
+    static func singlySigned(_ bytes: [UInt8]) -> Succession? {
+        let signature = SuccessionStatement.signatureBytes
+        if bytes.count > 2 * signature, (try? Succession(decoding: Array(bytes.dropLast(2 * signature)))) != nil {
+            return nil
+        }
+        guard bytes.count > signature else { return nil }
+        return try? Succession(decoding: Array(bytes.dropLast(signature)))
     }
 
     /// Whether some paired device has still to learn this device's new Device ID.
@@ -154,7 +183,7 @@ extension Home {
         do {
             succession = try Succession.verify(
                 statement: statement.statement, signature: statement.signature,
-                connectionCertificate: connectionCertificate)
+                newSignature: statement.newSignature, connectionCertificate: connectionCertificate)
         } catch {
             if case let .succession(problem) = error { return (nil, problem.description) }
             return (nil, error.description)
@@ -164,10 +193,14 @@ extension Home {
             return (nil, "it names this very device as the successor")
         }
         do {
-            guard let name = try store.acceptSuccession(old: old, new: new, now: Replica.now()) else {
+            switch try store.acceptSuccession(old: old, new: new, now: Replica.now()) {
+            case let .trusted(name):
+                return ((old, new, name), nil)
+            case .oldNotPaired:
                 return (nil, "device \(old) is not paired here")
+            case .newUnpairedHere:
+                return (nil, "its new Device ID \(new) was unpaired here; only pairing that device again trusts it")
             }
-            return ((old, new, name), nil)
         } catch {
             return (nil, "the store failed: \(error)")
         }
@@ -176,12 +209,13 @@ extension Home {
     // MARK: Files
 
     private static func writeStatement(old: Identity, new: Identity, directory: String, now: Int64) throws {
-        let (statement, signature) = try Succession.sign(old: old, newCertificate: new.certificateDER, issuedAt: now)
+        let (statement, signature, newSignature) = try Succession.sign(old: old, new: new, issuedAt: now)
         let path = directory + "/" + successionFileName
         let temporary = path + ".new"
         unlink(temporary)
         guard FileManager.default.createFile(
-            atPath: temporary, contents: Data(statement + signature), attributes: [.posixPermissions: 0o600])
+            atPath: temporary, contents: Data(statement + signature + newSignature),
+            attributes: [.posixPermissions: 0o600])
         else {
             throw PlaitError.file(path: temporary, problem: "cannot write the succession statement")
         }

@@ -2,16 +2,21 @@ import COpenSSL
 import PlaitCore
 
 /// A device's statement that its key was replaced (`plait rejoin --new-key`, PROTOCOL.md §21): the old
-/// certificate names the new one, and the old key signs it, so peers that trusted the old Device ID can trust
+/// certificate names the new one, and both keys sign it, so peers that trusted the old Device ID can trust
 /// the new one without pairing again.
 ///
 /// The statement is the protobuf `Succession { bytes old_certificate = 1; bytes new_certificate = 2;
 /// int64 issued_at = 3; }`, fields in number order; the signature is ECDSA P-256 by the old key over
 /// SHA-256(`plait-succession-v1\0` ‖ statement), 64 bytes r ‖ s with s in the lower half of the group order. The
-/// context string keeps it apart from the same key's TLS and change signatures.
+/// context string keeps it apart from the same key's TLS and change signatures. The new signature is the same by
+/// the new key over SHA-256(`plait-succession-new-v1\0` ‖ statement): without it the old key alone could name any
+/// certificate it has seen (another paired device's, one the user unpaired) as its successor.
 public struct Succession: Hashable, Sendable {
-    /// What the signature covers ahead of the statement's bytes.
+    /// What the old key's signature covers ahead of the statement's bytes.
     public static let context: [UInt8] = Array("plait-succession-v1".utf8) + [0]
+    /// What the new key's signature covers ahead of the statement's bytes: another string than the old key's, so
+    /// one signature never stands for the other.
+    public static let newContext: [UInt8] = Array("plait-succession-new-v1".utf8) + [0]
     /// A statement larger than this is refused unread: two certificates of plait's kind are about 800 bytes.
     public static let maxStatementBytes = 16 << 10
 
@@ -72,7 +77,19 @@ public struct Succession: Hashable, Sendable {
     /// What the old key signs.
     public static func message(statement: [UInt8]) -> [UInt8] { context + statement }
 
-    /// The statement and the old identity's signature of it.
+    /// What the new key signs.
+    public static func newMessage(statement: [UInt8]) -> [UInt8] { newContext + statement }
+
+    /// The statement naming `new`'s certificate, signed by both identities: what `rejoin --new-key` writes.
+    public static func sign(
+        old: Identity, new: Identity, issuedAt: Int64
+    ) throws(IdentityError) -> (statement: [UInt8], signature: [UInt8], newSignature: [UInt8]) {
+        let (statement, signature) = try sign(old: old, newCertificate: new.certificateDER, issuedAt: issuedAt)
+        return (statement, signature, try newSignature(over: statement, by: new))
+    }
+
+    /// The statement and the old identity's signature of it alone: half of what a receiver takes (tests build
+    /// statements whose new key cannot sign with it).
     public static func sign(
         old: Identity, newCertificate: [UInt8], issuedAt: Int64
     ) throws(IdentityError) -> (statement: [UInt8], signature: [UInt8]) {
@@ -82,10 +99,19 @@ public struct Succession: Hashable, Sendable {
         return (statement, try signature(over: statement, by: old))
     }
 
-    /// `identity`'s signature of `statement` (any bytes: tests build wrong statements with it).
+    /// `identity`'s signature of `statement` as the old key (any bytes: tests build wrong statements with it).
     public static func signature(over statement: [UInt8], by identity: Identity) throws(IdentityError) -> [UInt8] {
+        try sign(message(statement: statement), by: identity)
+    }
+
+    /// `identity`'s signature of `statement` as the new key.
+    public static func newSignature(over statement: [UInt8], by identity: Identity) throws(IdentityError) -> [UInt8] {
+        try sign(newMessage(statement: statement), by: identity)
+    }
+
+    private static func sign(_ message: [UInt8], by identity: Identity) throws(IdentityError) -> [UInt8] {
         ERR_clear_error()
-        guard let signature = P256.sign(message(statement: statement), key: identity.privateKey) else {
+        guard let signature = P256.sign(message, key: identity.privateKey) else {
             throw .openSSL(operation: "sign a succession statement", message: openSSLErrorText())
         }
         return signature
@@ -93,9 +119,10 @@ public struct Succession: Hashable, Sendable {
 
     /// Checks a statement received on a connection whose peer presented `connectionCertificate` (DER, from the
     /// TLS handshake, never from the message): that certificate must be the statement's old one, the signature
-    /// must verify with its key, and the new certificate must be a P-256 one other than the old.
+    /// must verify with its key, the new certificate must be a P-256 one other than the old, and the new signature
+    /// must verify with the new certificate's key (PROTOCOL.md §21, checks 1 to 4 and 6).
     public static func verify(
-        statement: [UInt8], signature: [UInt8], connectionCertificate: [UInt8]
+        statement: [UInt8], signature: [UInt8], newSignature: [UInt8], connectionCertificate: [UInt8]
     ) throws(IdentityError) -> Succession {
         let succession = try Succession(decoding: statement)
         guard succession.oldCertificate == connectionCertificate else {
@@ -115,7 +142,11 @@ public struct Succession: Hashable, Sendable {
         guard let newKey = P256.publicKey(certificate: succession.newCertificate) else {
             throw .succession(.newCertificateUnusable)
         }
-        EVP_PKEY_free(newKey)
+        defer { EVP_PKEY_free(newKey) }
+        // The successor proves it holds its key: the old key alone vouches for nothing but itself.
+        guard P256.verify(newSignature, message: newMessage(statement: statement), key: newKey) else {
+            throw .succession(newSignature.isEmpty ? .newSignatureMissing : .badNewSignature)
+        }
         return succession
     }
 }
@@ -130,6 +161,11 @@ public enum SuccessionProblem: Equatable, Sendable, CustomStringConvertible {
     case badSignature
     /// The new certificate does not parse as one DER certificate with a P-256 key.
     case newCertificateUnusable
+    /// It carries no signature by the new certificate's key (its sender is a plait from before proof of
+    /// possession, or a device naming a certificate whose key it lacks).
+    case newSignatureMissing
+    /// The new signature does not verify with the new certificate's key (or is not 64 bytes r ‖ s, low S).
+    case badNewSignature
 
     public var description: String {
         switch self {
@@ -138,6 +174,9 @@ public enum SuccessionProblem: Equatable, Sendable, CustomStringConvertible {
             return "its old certificate is not the certificate this connection was made with"
         case .badSignature: return "its signature does not verify with the old certificate's key"
         case .newCertificateUnusable: return "its new certificate does not parse as a P-256 certificate"
+        case .newSignatureMissing:
+            return "it is not signed by its new certificate's key (the successor must prove it holds that key)"
+        case .badNewSignature: return "its new signature does not verify with the new certificate's key"
         }
     }
 }

@@ -123,8 +123,9 @@ public struct Hello: Hashable, Sendable {
     }
 }
 
-/// A succession statement as it travels in Hello (field 15): the canonical `Succession` bytes and the old key's
-/// signature over them, both opaque here. PlaitTLS's `Succession.verify` checks them against the connection.
+/// A succession statement as it travels in Hello (field 15): the canonical `Succession` bytes, the old key's
+/// signature over them and the new key's, all opaque here. PlaitTLS's `Succession.verify` checks them against the
+/// connection.
 public struct SuccessionStatement: Hashable, Sendable {
     /// Bytes of a statement at most (two certificates of plait's kind take about 800).
     public static let maxStatementBytes = 16 << 10
@@ -132,11 +133,16 @@ public struct SuccessionStatement: Hashable, Sendable {
     public static let signatureBytes = 64
 
     public var statement: [UInt8]
+    /// By the old certificate's key.
     public var signature: [UInt8]
+    /// By the new certificate's key: its proof of possession. Empty when the sender sent none (plait before it),
+    /// which the receiver refuses.
+    public var newSignature: [UInt8]
 
-    public init(statement: [UInt8], signature: [UInt8]) {
+    public init(statement: [UInt8], signature: [UInt8], newSignature: [UInt8]) {
         self.statement = statement
         self.signature = signature
+        self.newSignature = newSignature
     }
 }
 
@@ -264,6 +270,7 @@ extension Message {
                         $0.succession = Plait_Wire_V1_SuccessionStatement.with {
                             $0.statement = Data(succession.statement)
                             $0.signature = Data(succession.signature)
+                            $0.newSignature = Data(succession.newSignature)
                         }
                     }
                 })
@@ -593,7 +600,14 @@ extension SuccessionStatement {
         guard proto.signature.count == Self.signatureBytes else {
             throw Invalid("succession signature is \(proto.signature.count) bytes, not \(Self.signatureBytes)")
         }
-        self.init(statement: [UInt8](proto.statement), signature: [UInt8](proto.signature))
+        // Absent, it decodes: the receiver refuses the statement with a reason its sender is told (PROTOCOL.md §21).
+        guard proto.newSignature.isEmpty || proto.newSignature.count == Self.signatureBytes else {
+            throw Invalid(
+                "succession new signature is \(proto.newSignature.count) bytes, not 0 or \(Self.signatureBytes)")
+        }
+        self.init(
+            statement: [UInt8](proto.statement), signature: [UInt8](proto.signature),
+            newSignature: [UInt8](proto.newSignature))
     }
 }
 

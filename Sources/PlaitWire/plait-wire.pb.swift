@@ -261,6 +261,9 @@ package nonisolated struct Plait_Wire_V1_Hello: Sendable {
 /// (fields in number order, nothing else; at most 16 KiB), and `signature` is 64 bytes r||s, low S, ECDSA P-256
 /// by the old certificate's key over SHA-256("plait-succession-v1\0" || statement). A receiver takes the old
 /// certificate to check against from the TLS handshake of the connection it came on, never from the message.
+/// `new_signature` is the same by the NEW certificate's key over SHA-256("plait-succession-new-v1\0" || statement):
+/// the successor proves it holds its key, so no device can name another's certificate as its successor. A
+/// statement without it is refused (it decodes; a size other than 0 or 64 bytes makes the Hello malformed).
 package nonisolated struct Plait_Wire_V1_SuccessionStatement: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -269,6 +272,8 @@ package nonisolated struct Plait_Wire_V1_SuccessionStatement: Sendable {
   package var statement: Data = Data()
 
   package var signature: Data = Data()
+
+  package var newSignature: Data = Data()
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -695,7 +700,7 @@ nonisolated extension Plait_Wire_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Plait_Wire_V1_SuccessionStatement: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".SuccessionStatement"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}statement\0\u{1}signature\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}statement\0\u{1}signature\0\u{3}new_signature\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -705,6 +710,7 @@ nonisolated extension Plait_Wire_V1_SuccessionStatement: SwiftProtobuf.Message, 
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularBytesField(value: &self.statement) }()
       case 2: try { try decoder.decodeSingularBytesField(value: &self.signature) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.newSignature) }()
       default: break
       }
     }
@@ -717,12 +723,16 @@ nonisolated extension Plait_Wire_V1_SuccessionStatement: SwiftProtobuf.Message, 
     if !self.signature.isEmpty {
       try visitor.visitSingularBytesField(value: self.signature, fieldNumber: 2)
     }
+    if !self.newSignature.isEmpty {
+      try visitor.visitSingularBytesField(value: self.newSignature, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   package static func ==(lhs: Plait_Wire_V1_SuccessionStatement, rhs: Plait_Wire_V1_SuccessionStatement) -> Bool {
     if lhs.statement != rhs.statement {return false}
     if lhs.signature != rhs.signature {return false}
+    if lhs.newSignature != rhs.newSignature {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

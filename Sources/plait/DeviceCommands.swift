@@ -133,11 +133,11 @@ extension Plait {
                 was copied with cp, restored from a backup while the original lives on, or cloned with a \
                 disk image). Both copies then hold the same key and Device ID; this gives this copy a key and \
                 Device ID of its own. The old key and certificate are moved to retired/<old ID>/ in the home \
-                with a statement, signed by the old key, that names the new Device ID; a new timeline is \
-                started (the old one is ended only if no other copy may be writing on it). Paired devices learn \
-                the new ID by themselves at the next sync with them (`plait sync` or the agent): this device \
-                connects to each once more with its old identity and hands over the statement, and each \
-                trusts the new ID under the old one's name. Once all have been told, the retired identity is \
+                with a statement, signed by the old key and the new one, that names the new Device ID; a new \
+                timeline is started (the old one is ended only if no other copy may be writing on it). Paired \
+                devices learn the new ID by themselves at the next sync with them (`plait sync` or the agent): \
+                this device connects to each once more with its old identity and hands over the statement, and \
+                each trusts the new ID under the old one's name. Once all have been told, the retired identity is \
                 no longer used; its files stay in retired/ (keep them private). Stop `plait agent` on this \
                 home first.
                 """)

@@ -196,7 +196,11 @@ extension Plait {
     struct Unpair: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "unpair",
-            abstract: "Stop trusting a device: it can no longer sync with this one.")
+            abstract: "Stop trusting a device: it can no longer sync with this one.",
+            discussion: """
+                The device stays unpaired until you pair it again here (`plait pair`): a succession statement \
+                from another device (`plait rejoin --new-key`) naming it as that device's new key is refused.
+                """)
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The device's ID.") var deviceID: String

@@ -189,8 +189,10 @@ import Testing
 
     @Test func theHelpSaysWhenAndWhatAndTheCommandRefusesWhileAnAgentRuns() throws {
         try withSandbox { sandbox in
-            let help = try sandbox.ok(["rejoin", "--help"]).stdout
-            for phrase in ["--new-key", "home copied", "next sync", "retired/", "no longer used"] {
+            // Read as one line: where the help wraps depends on its width, not on what it says.
+            let help = try sandbox.ok(["rejoin", "--help"]).stdout.split(whereSeparator: \.isWhitespace)
+                .joined(separator: " ")
+            for phrase in ["--new-key", "home copied", "next sync", "retired/", "no longer used", "and the new one"] {
                 #expect(help.contains(phrase), "`rejoin --help` says \(phrase): \(help)")
             }
             let a = try device(sandbox, "a")
@@ -225,17 +227,31 @@ import Testing
 
             let named = Succession(oldCertificate: old.certificateDER, newCertificate: new.certificateDER, issuedAt: 1)
                 .encoded()
-            let byOtherKey = named + (try Succession.signature(over: named, by: other))
-            let otherCertificate = try Succession.sign(old: other, newCertificate: new.certificateDER, issuedAt: 1)
+            let newSignature = try Succession.newSignature(over: named, by: new)
+            let byOtherKey = named + (try Succession.signature(over: named, by: other)) + newSignature
+            let otherCertificate = try Succession.sign(old: other, new: new, issuedAt: 1)
             var flipped = [UInt8](genuine)
-            flipped[flipped.count - 40] ^= 0x01
+            flipped[flipped.count - 100] ^= 0x01
+            var flippedNew = [UInt8](genuine)
+            flippedNew[flippedNew.count - 30] ^= 0x01
+            // The hostile tester's finding: the old key alone named another device B trusts as its successor. The
+            // key of that device never signed: whatever stands in for its signature, B refuses the statement.
+            let (namingPhone, oldKeysSignature) = try Succession.sign(
+                old: old, newCertificate: other.certificateDER, issuedAt: 1)
             let forgeries: [(String, [UInt8], String)] = [
                 ("signed by another key", byOtherKey, "does not verify"),
                 (
                     "naming another certificate than the connection's",
-                    otherCertificate.statement + otherCertificate.signature, "not the certificate this connection"
+                    otherCertificate.statement + otherCertificate.signature + otherCertificate.newSignature,
+                    "not the certificate this connection"
                 ),
                 ("with a damaged signature", flipped, "does not verify"),
+                ("with a damaged new signature", flippedNew, "new signature does not verify"),
+                (
+                    "naming another paired device's certificate, signed by the old key only",
+                    namingPhone + oldKeysSignature + (try Succession.newSignature(over: namingPhone, by: old)),
+                    "new signature does not verify"
+                ),
             ]
             let before = try sandbox.ok(["peers", "--json", "--home", b.home]).stdout
             let pendingBefore = try sandbox.ok(["peers", "--pending", "--json", "--home", b.home]).stdout
@@ -253,6 +269,46 @@ import Testing
             let told = try sandbox.ok(["sync", "--no-discovery", "--home", a2])
             #expect(told.stdout.contains("told it this device's new Device ID"), "\(told)")
             #expect(try sandbox.ok(["peers", "--json", "--home", b.home]).stdout != before)
+        }
+    }
+
+    /// The hostile tester's second case: B's user unpaired D, and a statement from a device B trusts, naming D's
+    /// certificate, made B trust D again (D's `plait sync` then succeeded). Even signed by D's key too, such a
+    /// statement is refused over real TLS, and D stays refused until B's user pairs it again.
+    @Test func aStatementNamingADeviceUnpairedHereIsRefusedAndItStaysUnpaired() throws {
+        try withSandbox { sandbox in
+            let (a, b, a2, agent) = try copiedHome(sandbox)
+            defer { #expect(agent.stop() == 0, "the agent exits cleanly on SIGTERM: \(agent.log)") }
+            try sandbox.ok(["rejoin", "--new-key", "--home", a2])
+            let d = try device(sandbox, "d")
+            try sandbox.ok(["pair", "--trust", d.id, "--name", "tablet", "--home", b.home])
+            try sandbox.ok(["pair", "--trust", b.id, "--address", agent.address, "--home", d.home])
+            try sandbox.ok(["sync", "--no-discovery", "--home", d.home])
+            try sandbox.ok(["unpair", d.id, "--home", b.home])
+            // B's agent reads the unpair from its store when it sees the commit: D is refused from then on.
+            #expect(
+                try eventually { try sandbox.run(["sync", "--no-discovery", "--home", d.home]).status != 0 },
+                "B's agent dropped D: \(agent.log)")
+
+            let old = try Identity.load(directory: a.home)
+            let named = try Succession.sign(old: old, new: try Identity.load(directory: d.home), issuedAt: 1)
+            let file = a2 + "/retired/" + a.id.filter { $0 != "-" } + "/succession.bin"
+            try Data(named.statement + named.signature + named.newSignature).write(to: URL(fileURLWithPath: file))
+            let before = try sandbox.ok(["peers", "--json", "--home", b.home]).stdout
+            let run = try sandbox.fails(["sync", "--no-discovery", "--home", a2])
+            #expect(run.stderr.contains("succession statement was refused"), "\(run)")
+            #expect(run.stderr.contains("was unpaired here"), "\(run)")
+            #expect(try sandbox.ok(["peers", "--json", "--home", b.home]).stdout == before)
+            #expect(peer(try peers(sandbox, b.home), d.id) == nil, "D is not trusted again")
+            let still = try sandbox.fails(["sync", "--no-discovery", "--home", d.home])
+            #expect(!still.stderr.isEmpty, "D's sync is still refused: \(still)")
+
+            // The user pairs D again: that alone undoes the unpair, as `unpair --help` says.
+            try sandbox.ok(["pair", "--trust", d.id, "--home", b.home])
+            try sandbox.ok(["sync", "--no-discovery", "--home", d.home])
+            let help = try sandbox.ok(["unpair", "--help"]).stdout.split(whereSeparator: \.isWhitespace)
+                .joined(separator: " ")
+            #expect(help.contains("until you pair it again") && help.contains("is refused"), "\(help)")
         }
     }
 }

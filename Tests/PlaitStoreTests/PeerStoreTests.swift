@@ -23,9 +23,16 @@ import Testing
             let peer = try #require(try store.peers().first)
             #expect(peer.address == "127.0.0.1:7400" && peer.lastSeen == 20)
             #expect(peer.lastSummary == Summary([TimelineID(5): 3]))
-            #expect(try store.untrust(deviceID: id(1)))
-            #expect(try !store.untrust(deviceID: id(1)))
+            #expect(try store.untrust(deviceID: id(1), now: 30))
+            #expect(try !store.untrust(deviceID: id(1), now: 31))
             #expect(try store.peers().isEmpty)
+            // The unpair is remembered (PROTOCOL.md §21) until the device is paired again; unpairing a device that
+            // was not paired marks nothing.
+            #expect(try store.unpairedDevices() == [id(1)])
+            #expect(try !store.untrust(deviceID: id(2), now: 32))
+            #expect(try store.unpairedDevices() == [id(1)])
+            try store.trust(deviceID: id(1), name: "b", address: nil, now: 40)
+            #expect(try store.unpairedDevices().isEmpty)
         }
     }
 

@@ -387,6 +387,7 @@ struct SignedTimelineMigrationTests {
         try runSQLite(
             path,
             """
+            DROP TABLE unpaired_devices; DELETE FROM grdb_migrations WHERE identifier = 'v14-unpaired-devices';
             ALTER TABLE copied_homes DROP COLUMN reported_by;
             DELETE FROM grdb_migrations WHERE identifier = 'v13-copied-home-reporters';
             ALTER TABLE peers DROP COLUMN last_heads;

@@ -55,16 +55,41 @@ struct SuccessionTests {
         }
     }
 
-    @Test func aStatementSignedByTheOldKeyVerifiesOnTheOldKeysConnection() throws {
-        let (statement, signature) = try Succession.sign(old: old, newCertificate: new.certificateDER, issuedAt: 1_700)
-        #expect(signature.count == 64)
+    @Test func aStatementSignedByBothKeysVerifiesOnTheOldKeysConnection() throws {
+        let (statement, signature, newSignature) = try Succession.sign(old: old, new: new, issuedAt: 1_700)
+        #expect(signature.count == 64 && newSignature.count == 64)
         let succession = try Succession.verify(
-            statement: statement, signature: signature, connectionCertificate: old.certificateDER)
+            statement: statement, signature: signature, newSignature: newSignature,
+            connectionCertificate: old.certificateDER)
         #expect(succession.oldDeviceID == old.deviceID)
         #expect(succession.newDeviceID == new.deviceID)
         #expect(succession.issuedAt == 1_700)
         // Low S, always: s ≤ n/2.
         #expect(!P256.halfOrder.lexicographicallyPrecedes(signature[32...]))
+        #expect(!P256.halfOrder.lexicographicallyPrecedes(newSignature[32...]))
+    }
+
+    /// The hostile tester's finding (2026-11-25): signed by the old key alone, a statement let a paired device name
+    /// any certificate it had seen (another paired device's, one the user had unpaired) as its successor. The new
+    /// key must sign too, over its own context string.
+    @Test func aStatementTheNewKeyDidNotSignIsRefused() throws {
+        let (statement, signature, newSignature) = try Succession.sign(old: old, new: new, issuedAt: 1)
+        func check(_ candidate: [UInt8]) -> SuccessionProblem? {
+            refusal {
+                try Succession.verify(
+                    statement: statement, signature: signature, newSignature: candidate,
+                    connectionCertificate: old.certificateDER)
+            }
+        }
+        #expect(check([]) == .newSignatureMissing, "signed by the old key only")
+        #expect(check(try Succession.newSignature(over: statement, by: other)) == .badNewSignature, "another key")
+        #expect(check(try Succession.newSignature(over: statement, by: old)) == .badNewSignature, "the old key")
+        // The new key's signature under the old key's context string does not stand for the other.
+        #expect(check(try Succession.signature(over: statement, by: new)) == .badNewSignature, "the old context")
+        #expect(check(signature) == .badNewSignature, "the old key's signature again")
+        let high = Array(newSignature[0..<32]) + P256.subtract(P256.order[...], newSignature[32...])
+        #expect(check(high) == .badNewSignature, "high S")
+        #expect(check(newSignature) == nil)
     }
 
     @Test func theSignatureIsOverTheContextStringAndTheStatementAsOpenSSLSeesIt() throws {
@@ -78,6 +103,12 @@ struct SuccessionTests {
         let message = Array("plait-succession-v1".utf8) + [0] + statement
         try Data(message).write(to: directory.appendingPathComponent("message"))
         try Data(P256.derSignature(fromRaw: signature)!).write(to: directory.appendingPathComponent("sig"))
+        // The new key's signature is over "plait-succession-new-v1\0" ‖ statement.
+        let newSignature = try Succession.newSignature(over: statement, by: new)
+        try Data(Array("plait-succession-new-v1".utf8) + [0] + statement)
+            .write(to: directory.appendingPathComponent("new-message"))
+        try Data(P256.derSignature(fromRaw: newSignature)!).write(to: directory.appendingPathComponent("new-sig"))
+        try Data(new.certificateDER).write(to: directory.appendingPathComponent("new-cert.der"))
         try Data(old.certificateDER).write(to: directory.appendingPathComponent("cert.der"))
         func openssl(_ arguments: [String]) throws -> Int32 {
             try ChildProcess.run("/usr/bin/openssl", arguments, directory: directory.path).termination.status
@@ -85,16 +116,23 @@ struct SuccessionTests {
         let key = try openssl(["x509", "-inform", "DER", "-in", "cert.der", "-pubkey", "-noout", "-out", "pub.pem"])
         #expect(key == 0)
         #expect(try openssl(["dgst", "-sha256", "-verify", "pub.pem", "-signature", "sig", "message"]) == 0)
+        let newKey = try openssl(
+            ["x509", "-inform", "DER", "-in", "new-cert.der", "-pubkey", "-noout", "-out", "new-pub.pem"])
+        #expect(newKey == 0)
+        #expect(
+            try openssl(["dgst", "-sha256", "-verify", "new-pub.pem", "-signature", "new-sig", "new-message"]) == 0)
+        #expect(try openssl(["dgst", "-sha256", "-verify", "new-pub.pem", "-signature", "new-sig", "message"]) != 0)
         // And the same signature does not verify over the statement without its context string.
         try Data(statement).write(to: directory.appendingPathComponent("bare"))
         #expect(try openssl(["dgst", "-sha256", "-verify", "pub.pem", "-signature", "sig", "bare"]) != 0)
     }
 
     @Test func aStatementOnAnotherCertificatesConnectionIsRefused() throws {
-        let (statement, signature) = try Succession.sign(old: old, newCertificate: new.certificateDER, issuedAt: 1)
+        let (statement, signature, newSignature) = try Succession.sign(old: old, new: new, issuedAt: 1)
         let problem = refusal {
             try Succession.verify(
-                statement: statement, signature: signature, connectionCertificate: other.certificateDER)
+                statement: statement, signature: signature, newSignature: newSignature,
+                connectionCertificate: other.certificateDER)
         }
         #expect(problem == .notFromOldKey)
     }
@@ -104,14 +142,17 @@ struct SuccessionTests {
             oldCertificate: old.certificateDER, newCertificate: new.certificateDER, issuedAt: 1
         ).encoded()
         let forged = try Succession.signature(over: statement, by: other)
+        let newSignature = try Succession.newSignature(over: statement, by: new)
         let problem = refusal {
-            try Succession.verify(statement: statement, signature: forged, connectionCertificate: old.certificateDER)
+            try Succession.verify(
+                statement: statement, signature: forged, newSignature: newSignature,
+                connectionCertificate: old.certificateDER)
         }
         #expect(problem == .badSignature)
     }
 
     @Test func aChangedStatementOrSignatureIsRefused() throws {
-        let (statement, signature) = try Succession.sign(old: old, newCertificate: new.certificateDER, issuedAt: 1)
+        let (statement, signature, newSignature) = try Succession.sign(old: old, new: new, issuedAt: 1)
         // Another new certificate under the old signature: the point of the signature.
         let swapped = Succession(
             oldCertificate: old.certificateDER, newCertificate: other.certificateDER, issuedAt: 1
@@ -119,25 +160,29 @@ struct SuccessionTests {
         #expect(
             refusal {
                 try Succession.verify(
-                    statement: swapped, signature: signature, connectionCertificate: old.certificateDER)
+                    statement: swapped, signature: signature, newSignature: newSignature,
+                    connectionCertificate: old.certificateDER)
             } == .badSignature)
         var flipped = signature
         flipped[10] ^= 0x01
         #expect(
             refusal {
                 try Succession.verify(
-                    statement: statement, signature: flipped, connectionCertificate: old.certificateDER)
+                    statement: statement, signature: flipped, newSignature: newSignature,
+                    connectionCertificate: old.certificateDER)
             } == .badSignature)
         // The high-S twin of a valid signature verifies mathematically, and is refused all the same.
         let high = Array(signature[0..<32]) + P256.subtract(P256.order[...], signature[32...])
         #expect(
             refusal {
-                try Succession.verify(statement: statement, signature: high, connectionCertificate: old.certificateDER)
+                try Succession.verify(
+                    statement: statement, signature: high, newSignature: newSignature,
+                    connectionCertificate: old.certificateDER)
             } == .badSignature)
         #expect(
             refusal {
                 try Succession.verify(
-                    statement: statement, signature: Array(signature.prefix(63)),
+                    statement: statement, signature: Array(signature.prefix(63)), newSignature: newSignature,
                     connectionCertificate: old.certificateDER)
             } == .badSignature)
     }
@@ -147,7 +192,7 @@ struct SuccessionTests {
         #expect(
             refusal {
                 try Succession.verify(
-                    statement: garbage.statement, signature: garbage.signature,
+                    statement: garbage.statement, signature: garbage.signature, newSignature: [],
                     connectionCertificate: old.certificateDER)
             } == .newCertificateUnusable)
         // A certificate with bytes after it is not one certificate.
@@ -155,14 +200,15 @@ struct SuccessionTests {
         #expect(
             refusal {
                 try Succession.verify(
-                    statement: trailing.statement, signature: trailing.signature,
+                    statement: trailing.statement, signature: trailing.signature, newSignature: [],
                     connectionCertificate: old.certificateDER)
             } == .newCertificateUnusable)
         let same = try Succession.sign(old: old, newCertificate: old.certificateDER, issuedAt: 1)
         guard
             case .malformed = refusal({
                 try Succession.verify(
-                    statement: same.statement, signature: same.signature, connectionCertificate: old.certificateDER)
+                    statement: same.statement, signature: same.signature, newSignature: [],
+                    connectionCertificate: old.certificateDER)
             })
         else {
             Issue.record("a statement naming the old certificate as the new one was not refused")
