@@ -35,6 +35,18 @@ struct BaselineFlagTests {
         return folder.finish()
     }
 
+    /// a writes `count` more edits and b takes them all: the timeline was not stopped at b.
+    static func aGoesOnAndBTakesIt(
+        _ a: Replica, _ aStore: Store, _ b: Device, timeline: TimelineID, after held: Int, seed: UInt64
+    ) throws {
+        var rng = SplitMix64(seed: seed ^ 1)
+        try randomEdits(a, count: 3, rng: &rng)
+        let later = try aStore.encodedChanges(of: timeline, from: UInt64(held) + 1, limit: .max)
+        let taken = try b.replica.integrate(encoded: later)
+        #expect(taken.refused.isEmpty, "seed \(seed): \(taken.refused)")
+        #expect(try b.summary[timeline] == UInt64(held + 3), "seed \(seed)")
+    }
+
     /// What of b a refused baseline must leave as it was.
     static func snapshot(_ b: Device) throws -> [String] {
         [
@@ -78,12 +90,7 @@ struct BaselineFlagTests {
             #expect(try Self.snapshot(b) == before, "seed \(seed)")
 
             // a goes on, and b takes it (refused before the fix: the timeline had "ended").
-            var rng = SplitMix64(seed: seed ^ 1)
-            try randomEdits(a, count: 3, rng: &rng)
-            let later = try aStore.encodedChanges(of: timeline, from: UInt64(changes.count) + 1, limit: .max)
-            let taken = try b.replica.integrate(encoded: later)
-            #expect(taken.refused.isEmpty, "seed \(seed): \(taken.refused)")
-            #expect(try b.summary[timeline] == UInt64(changes.count + 3))
+            try Self.aGoesOnAndBTakesIt(a, aStore, b, timeline: timeline, after: changes.count, seed: seed)
 
             // The untampered baseline is adopted.
             #expect(Self.refusal { _ = try b.replica.adopt(try Self.folded(changes)) } == "adopted")
@@ -131,16 +138,16 @@ struct BaselineFlagTests {
     func aCertificateForATimelineNotHeldIsTakenOnlyWithTheNonceThatDerivesIt(seed: UInt64) throws {
         try withTemporaryDirectory { directory in
             var rng = SplitMix64(seed: seed)
-            let signer = try ForkFixtures.signer("a")
-            let aStore = try Store.create(at: directory.file("a.db"), signer: signer, synchronousFull: false)
-            let a = try Replica(store: aStore, signer: signer)
+            let a = try ForkRecordHelloTests.device("a", in: directory)
+            let aStore = a.store
             try randomEdits(a, count: 12, rng: &rng)
             let timeline = try aStore.ownTimeline()
+            let certificate = try #require(try aStore.certificate(of: timeline))
             let changes = try aStore.encodedChanges(of: timeline, from: 1, limit: .max)
             let honest = try Self.folded(changes)
-            try #require(honest.certificates[timeline] == signer.certificate, "seed \(seed)")
+            try #require(honest.certificates[timeline] == certificate, "seed \(seed)")
             let nonce = try #require(honest.nonces[timeline], "seed \(seed)")
-            #expect(TimelineBegin.timelineID(certificate: signer.certificate, nonce: nonce) == timeline)
+            #expect(TimelineBegin.timelineID(certificate: certificate, nonce: nonce) == timeline)
 
             // b has never held a's timeline.
             let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
@@ -176,12 +183,8 @@ struct BaselineFlagTests {
             let decoded = try Baseline(decoding: honest.encoded()[...])
             #expect(decoded.nonces[timeline] == nonce)
             #expect(Self.refusal { _ = try b.replica.adopt(decoded) } == "adopted", "seed \(seed)")
-            #expect(try b.store.certificate(of: timeline) == signer.certificate, "seed \(seed)")
-            try randomEdits(a, count: 3, rng: &rng)
-            let later = try aStore.encodedChanges(of: timeline, from: UInt64(changes.count) + 1, limit: .max)
-            let taken = try b.replica.integrate(encoded: later)
-            #expect(taken.refused.isEmpty, "seed \(seed): \(taken.refused)")
-            #expect(try b.summary[timeline] == UInt64(changes.count + 3), "seed \(seed)")
+            #expect(try b.store.certificate(of: timeline) == certificate, "seed \(seed)")
+            try Self.aGoesOnAndBTakesIt(a, aStore, b, timeline: timeline, after: changes.count, seed: seed)
         }
     }
 
@@ -212,11 +215,7 @@ struct BaselineFlagTests {
             #expect(try b.store.baseline()?.superseded[timeline] == nil, "seed \(seed): nor kept to be passed on")
 
             // a goes on, and b takes it (refused before the fix: "where a newer timeline superseded it").
-            try randomEdits(a, count: 3, rng: &rng)
-            let later = try aStore.encodedChanges(of: timeline, from: UInt64(changes.count) + 1, limit: .max)
-            let taken = try b.replica.integrate(encoded: later)
-            #expect(taken.refused.isEmpty, "seed \(seed): \(taken.refused)")
-            #expect(try b.summary[timeline] == UInt64(changes.count + 3), "seed \(seed)")
+            try Self.aGoesOnAndBTakesIt(a, aStore, b, timeline: timeline, after: changes.count, seed: seed)
         }
     }
 
