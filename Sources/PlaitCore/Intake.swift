@@ -738,10 +738,12 @@ public struct Intake<D: Domain>: Sendable {
     /// another timeline's change), then what is taken now: a prefix of each timeline that a verified signature
     /// covers and whose witnesses in the batch are taken too. The rest is held back, not refused.
     private func settle(_ runs: inout [TimelineID: Run], witness: (ChangeRef, UInt64) throws -> Bool) rethrows {
+        // Cutting shortens runs but never removes one: the order is taken once.
+        let timelines = runs.keys.sorted()
         var changed = true
         while changed {
             changed = false
-            for timeline in runs.keys.sorted() {
+            for timeline in timelines {
                 if runs[timeline]!.signed {
                     let before = runs[timeline]!.candidates.count
                     cover(&runs[timeline]!)
@@ -752,7 +754,7 @@ public struct Intake<D: Domain>: Sendable {
             }
             // A branch that left this batch's own changes of its root (a record's first change continuing them,
             // PROTOCOL.md §22.8) covers them with its signature: they are its chain.
-            for timeline in runs.keys.sorted() {
+            for timeline in timelines {
                 let run = runs[timeline]!
                 guard let branch = run.branch, run.covered > 0, run.start.seq == 0, let root = runs[branch.root],
                     branch.base > root.start.seq, branch.base - root.start.seq <= UInt64(root.candidates.count)

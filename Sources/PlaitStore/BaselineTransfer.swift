@@ -330,9 +330,7 @@ extension Replica {
             }
             // Nor may it claim a time far beyond what this device holds (PROTOCOL.md §15, `Lamport.maxJump`): nothing
             // witnesses a baseline's times, and one at 2^62 - 1 would stop this device's writes for good.
-            let heldLamport = max(
-                UInt64(clamping: try Int64.fetchOne(db, sql: "SELECT max(head_lamport) FROM timelines") ?? 0),
-                current?.maxLamport ?? 0)
+            let heldLamport = max(try Store.largestHeldLamport(db), current?.maxLamport ?? 0)
             let ceiling = Lamport.ceiling(held: heldLamport, count: incoming.summary.count)
             let claimed = max(incoming.maxLamport, incoming.headLamports.values.max() ?? 0)
             if claimed > ceiling {

@@ -337,7 +337,7 @@ public final class Replica: @unchecked Sendable {
             head = row.map {
                 (UInt64(clamping: $0[0] as Int64), UInt64(clamping: $0[1] as Int64), [UInt8]($0[2] as Data))
             } ?? (0, 0, Change.zeroHash)
-            lamport = UInt64(clamping: try Int64.fetchOne(db, sql: "SELECT max(head_lamport) FROM timelines") ?? 0)
+            lamport = try Store.largestHeldLamport(db)
         }
 
         /// The summary of everything the store holds, this edit's changes included: what a `list.delete`
@@ -682,6 +682,7 @@ public final class Replica: @unchecked Sendable {
     ) throws -> ValidatedBatch {
         var used: [TimelineID: UInt64] = [:]
         var witnesses = WitnessLookup()
+        let branchCount = try Store.branchCount(db)
         let verdict = try intake.check(
             batch, skip: skip,
             head: { timeline in
@@ -702,13 +703,14 @@ public final class Replica: @unchecked Sendable {
                 if let change = pending[ref] { return HeldHead(seq: ref.seq, lamport: change.lamport, hash: change.hash) }
                 return try Store.heldChange(db, ref)
             },
-            branches: { root in try Store.branches(db, root: root) },
+            // The intake asks for every timeline of the batch; a store holding no branch (the usual case) answers
+            // from the one count instead of a query each.
+            branches: { root in branchCount == 0 ? [] : try Store.branches(db, root: root) },
             heldLamport: max(
-                UInt64(clamping: try Int64.fetchOne(db, sql: "SELECT max(head_lamport) FROM timelines") ?? 0),
-                projected.values.map(\.lamport).max() ?? 0,
-                pending.values.map(\.lamport).max() ?? 0))
-        return ValidatedBatch(
-            batch: batch, skip: skip, verdict: verdict, used: used, branches: try Store.branchCount(db))
+                try Store.largestHeldLamport(db),
+                projected.values.reduce(0) { max($0, $1.lamport) },
+                pending.values.reduce(0) { max($0, $1.lamport) }))
+        return ValidatedBatch(batch: batch, skip: skip, verdict: verdict, used: used, branches: branchCount)
     }
 
     /// Whether the store holds a Lamport witness (DESIGN §11): the change itself with exactly that Lamport time,

@@ -62,6 +62,12 @@ extension Store {
         try db.columns(in: "timelines").contains { $0.name == "certificate" }
     }
 
+    /// The largest Lamport time the store holds (its timelines' heads, a baseline's included): where an author's
+    /// next change stands above, and what bounds an unsigned change or a baseline a peer sends (`Lamport.ceiling`).
+    static func largestHeldLamport(_ db: Database) throws -> UInt64 {
+        UInt64(clamping: try Int64.fetchOne(db, sql: "SELECT max(head_lamport) FROM timelines") ?? 0)
+    }
+
     static func certificate(_ db: Database, of timeline: TimelineID) throws -> [UInt8]? {
         guard try recordsAuthors(db) else { return nil }
         return try Data.fetchOne(
