@@ -141,7 +141,8 @@ public final class Session: @unchecked Sendable {
             refusedTimelines: machine.refusedTimelines, damagedChanges: machine.damaged, staleClaim: machine.staleClaim,
             divergence: machine.divergence, verifiedEqual: machine.verifiedEqual, finalSummary: summary, bytesSent: bytesSent,
             bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason,
-            forksResolved: machine.forksResolved.sorted(), oversizedChanges: machine.oversizedChanges)
+            forksResolved: machine.forksResolved.sorted(), oversizedChanges: machine.oversizedChanges,
+            peerSummary: machine.peerHolds, untaken: machine.untaken)
     }
 
     // MARK: The loop

@@ -244,6 +244,44 @@ public struct SessionResult: Sendable {
     public var forksResolved: [TimelineID] = []
     /// Changes held back from the peer because no frame it accepts holds them (with the rest of their timelines).
     public var oversizedChanges: [OversizedChange] = []
+    /// What the peer last said it holds: in an agent session its Hello's or last Notify's summary; in a one-shot
+    /// session its closing report's (nil when none came: a peer built before closing reports were sent by agents).
+    public var peerSummary: Summary?
+    /// One-shot: timelines this device sent changes of that the peer's closing report shows it did not store
+    /// (it refused them, PROTOCOL.md §14.2, or set them aside).
+    public var untaken: [UntakenChanges] = []
+
+    /// What the peer acknowledged holding of this store as the session ended: per timeline, the least of this
+    /// device's final summary and the peer's last announced one. Never more than the peer said (a peer that
+    /// refused changes this device sent does not hold them), never more than is held here.
+    /// Without a closing report from a one-shot peer, this device's own final summary, as before such reports.
+    public var acknowledged: Summary {
+        guard let peerSummary else { return finalSummary }
+        var out = Summary()
+        for timeline in finalSummary.timelines { out[timeline] = min(finalSummary[timeline], peerSummary[timeline]) }
+        return out
+    }
+}
+
+/// Changes of one timeline this device sent in a one-shot session and the peer did not store.
+public struct UntakenChanges: Sendable, Equatable, CustomStringConvertible {
+    public var timeline: TimelineID
+    /// The peer's head of the timeline in its closing report.
+    public var peerHolds: UInt64
+    /// The last change of it this device's Done named as sent.
+    public var sentUpTo: UInt64
+
+    public init(timeline: TimelineID, peerHolds: UInt64, sentUpTo: UInt64) {
+        self.timeline = timeline
+        self.peerHolds = peerHolds
+        self.sentUpTo = sentUpTo
+    }
+
+    public var description: String {
+        "the peer did not store changes \(timeline):\(peerHolds + 1)…\(sentUpTo) that this device sent (its closing "
+            + "report holds \(timeline) only up to \(peerHolds)): it refused them or set them aside, and its own "
+            + "`plait sync` or agent log says why; they stay here and are offered again at the next sync"
+    }
 }
 
 /// The changes of one `Changes` message, passed through to the store untouched: the machine never looks
@@ -353,6 +391,11 @@ struct SessionMachine {
     private(set) var peer: Hello?
     /// The summary the peer last announced (its Hello, then each Notify).
     private var peerAnnounced: Summary?
+    /// The summary of the peer's last Notify (one-shot: its closing report, sent once it holds what it pulled).
+    private var peerNotified: Summary?
+    /// Per timeline, the furthest change a Done of this side named beyond what the peer's Want said it held: what
+    /// this device told the peer it sent (PROTOCOL.md §13.3).
+    private var promised = Summary()
     /// Agent mode: a state report is owed to the peer since a local change (`owedReport()` sends it).
     private(set) var reportOwed = false
     private var helloSent = false
@@ -467,6 +510,20 @@ struct SessionMachine {
     /// In a Want, this `have` means "send nothing of it": this side refused it earlier in the session.
     static let refusedMarker = WireLimits.maxSeq - 1
 
+    /// What the peer last said it holds (`SessionResult.peerSummary`).
+    var peerHolds: Summary? { options.mode == .oneShot ? peerNotified : peerAnnounced }
+
+    /// One-shot: timelines of which the peer's closing report holds less than this side's Dones named as sent, its
+    /// forks aside (both sides report those). Nothing until that report came: then it says what the peer stored.
+    var untaken: [UntakenChanges] {
+        guard options.mode == .oneShot, let notified = peerNotified else { return [] }
+        return promised.timelines.sorted().compactMap { timeline in
+            guard notified[timeline] < promised[timeline], forks[timeline] == nil, !forksResolved.contains(timeline)
+            else { return nil }
+            return UntakenChanges(timeline: timeline, peerHolds: notified[timeline], sentUpTo: promised[timeline])
+        }
+    }
+
     /// One-shot: both directions are done (the peer answered our Want, we answered its).
     var isSynced: Bool { pull == .answered && answeredOnce && stream == nil && queuedWant == nil }
 
@@ -522,6 +579,7 @@ struct SessionMachine {
             }
             if options.mode == .agent { told.append(.offered(summary)) }
             peerAnnounced = summary
+            peerNotified = summary
             if let report { return try told + run([.compare(summary, report), .notified(summary)]) }
             return try told + run([.notified(summary)])
         case let .ping(nonce):
@@ -537,8 +595,10 @@ struct SessionMachine {
             guard !closeSent else { return [] }
             closeSent = true
             let close = Message.close(reason: options.mode == .oneShot ? "done" : "closing")
-            if options.mode == .oneShot && !reportSent {
-                // The peer reads up to our Close: the state report must come before it.
+            // The peer reads up to our Close: the state report must come before it. An agent answering a one-shot
+            // sync sends its report too: it tells the sync what this side stored (a refused change is not in its
+            // summary) and lets it compare states (PROTOCOL.md §13.5).
+            if !reportSent && (options.mode == .oneShot || peer?.oneShot == true) {
                 reportSent = true
                 return try run([.stateNotify, .send(close)])
             }
@@ -1125,6 +1185,9 @@ struct SessionMachine {
         guard let last = page.last else {
             stream = nil
             answeredOnce = true
+            for timeline in current.cap.timelines where current.cap[timeline] > current.have[timeline] {
+                promised[timeline] = max(promised[timeline], current.cap[timeline])
+            }
             if let next = queuedWant {
                 queuedWant = nil
                 return actions + (try run([.wanted(next, baselineOffset: nil), .send(.done(current.cap))]))

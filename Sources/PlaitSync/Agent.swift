@@ -689,7 +689,7 @@ public final class Agent: @unchecked Sendable {
                 backOff(peer)
             }
             try? home.store.peerSeen(
-                deviceID: peer, address: address?.description, summary: acknowledgement(entry, result.finalSummary),
+                deviceID: peer, address: address?.description, summary: acknowledgement(entry, result.acknowledged),
                 now: Replica.now())
             if telling != nil {
                 do {
@@ -735,7 +735,8 @@ public final class Agent: @unchecked Sendable {
         return failedAtOnce
     }
 
-    /// What the peers table records as acknowledged by `entry`'s device: its final summary, or, when the device
+    /// What the peers table records as acknowledged by `entry`'s device: what its session acknowledged (this
+    /// store's final summary as far as the peer announced holding it, `SessionResult.acknowledged`), or, when the device
     /// was found running from several homes (copies with their own instance nonces), what every copy's last
     /// session ended with (per timeline, the least): compaction must not fold what one copy still lacks.
     private func acknowledgement(_ entry: Running, _ summary: Summary) -> Summary {

@@ -20,7 +20,8 @@ public struct PeerSyncOutcome: Sendable {
     public var extraNotes: [String] = []
 
     /// What the session found wrong although it ran to the end, one sentence each (DESIGN §10): forks,
-    /// refused changes, a divergence, a claim on this device's own timeline, damaged stored changes.
+    /// refused changes, a divergence, a claim on this device's own timeline, damaged stored changes, changes sent
+    /// that the peer's closing report shows it did not store.
     public var problems: [String] {
         guard let result else { return [] }
         var out = result.forkedTimelines.map { fork in
@@ -38,6 +39,7 @@ public struct PeerSyncOutcome: Sendable {
                 + "says more"
         }
         out += result.oversizedChanges.map(\.description)
+        out += result.untaken.map(\.description)
         if let claim = result.staleClaim { out.append(claim.description) }
         if let divergence = result.divergence { out.append(divergence.description) }
         return out
@@ -148,7 +150,8 @@ extension Home {
                 try store.successionTold(peer: peer)
                 outcome.toldSuccessor = true
             }
-            try store.peerSeen(deviceID: peer, address: address.description, summary: result.finalSummary, now: Replica.now())
+            try store.peerSeen(deviceID: peer, address: address.description, summary: result.acknowledged,
+                now: Replica.now())
         } catch let error as TLSError {
             outcome.failure = Self.explain(error, address: address)
         } catch {

@@ -74,6 +74,8 @@ extension Plait {
                         first.pulled += second.pulled
                         first.sent += second.sent
                         first.finalSummary = second.finalSummary
+                        first.peerSummary = second.peerSummary
+                        first.untaken = second.untaken
                         again.result = first
                     }
                     outcome = again

@@ -2,6 +2,7 @@ import Foundation
 import PlaitCore
 import PlaitNetnsSupport
 import PlaitStore
+import PlaitTestSupport
 import Testing
 
 /// Issue 8's cases with the real binary, real stores and real TLS on loopback: what plait does when a peer
@@ -270,6 +271,58 @@ import Testing
             #expect(push.stderr.contains("damaged") || push.stdout.contains("damaged"), "\(push)")
             #expect(try ownHead(sandbox, fresh.home, own) == 1, "up to the last signature before the damage")
             #expect(!freshAgent.log.contains("refused"), "\(freshAgent.log)")
+        }
+    }
+
+    /// The second hostile tester of 2026-11-25: a `plait sync` whose changes the peer's agent refused (§14.2)
+    /// exited 0, and its `plait peers` said "in sync" with a summary the peer did not hold. The sender here is
+    /// honest: it took an unsigned timeline whose Lamport time climbed in two jumps of under 2^32, and the fresh
+    /// agent, taking both at once, refuses the second (PROTOCOL.md §15). The agent's closing report now tells the
+    /// sync what it stored: the sync names what the peer did not store and exits 1, and `peers` says the peer is
+    /// behind. The next sync (the agent now holds the first jump) takes the rest, and then both say "in sync".
+    @Test func aSyncWhoseChangesThePeerRefusedSaysSo() throws {
+        try withSandbox { sandbox in
+            let sender = try device(sandbox, "sender")
+            let receiver = try device(sandbox, "receiver")
+            try pair(sandbox, sender, receiver)
+            try sandbox.ok(["batch", "--home", sender.home], stdin: "list add Home\nadd Home paint\n")
+            var rng = SplitMix64(seed: 0x5AD_C11_0009)
+            let jumps: [[Change]] = [Lamport.maxJump - 100, 2 * Lamport.maxJump - 200].map { lamport in
+                let timeline = TimelineID(rng.next())
+                var out: [Change] = []
+                for seq in 1...UInt64(2) {
+                    let payload = ListsChange.listCreate(
+                        id: ObjectID.random(using: &rng), title: "j\(seq)", color: nil, at: .top)
+                    out.append(
+                        Change(
+                            timeline: timeline, seq: seq, lamport: lamport + seq,
+                            previousHash: out.last?.hash ?? Change.zeroHash, kind: payload.kind, version: 1,
+                            wallTime: 1_700_000_000_000, payload: payload.payload))
+                }
+                return out
+            }
+            do {
+                let replica = try Replica(store: try Store.open(at: sender.home + "/plait.db"))
+                for chain in jumps { #expect(try replica.integrate(chain).refused.isEmpty) }
+            }
+            let refused = jumps[1][0].timeline
+            let agent = try RunningAgent(sandbox: sandbox, home: receiver.home)
+            defer { agent.stop() }
+            let sync = try sandbox.run(["sync", "--peer", agent.address, "--home", sender.home])
+            #expect(sync.status == 1, "\(sync)")
+            #expect(sync.stderr.contains("the peer did not store changes \(refused):1…2"), "\(sync)")
+            #expect(eventually { agent.log.contains("more than 2^32 above") }, "\(agent.log)")
+            var row = (try sandbox.ok(["peers", "--json", "--home", sender.home]).json()["peers"] as? [[String: Any]])?
+                .first
+            #expect(row?["in_sync"] as? Bool == false && row?["state"] as? String == "behind", "\(row ?? [:])")
+            #expect((row?["summary"] as? String)?.contains("\(refused)") == false, "\(row ?? [:])")
+
+            let again = try sandbox.run(["sync", "--peer", agent.address, "--home", sender.home])
+            #expect(again.status == 0, "\(again)")
+            row = (try sandbox.ok(["peers", "--json", "--home", sender.home]).json()["peers"] as? [[String: Any]])?
+                .first
+            #expect(row?["in_sync"] as? Bool == true, "\(row ?? [:])")
+            #expect(try ownHead(sandbox, receiver.home, refused) == 2)
         }
     }
 

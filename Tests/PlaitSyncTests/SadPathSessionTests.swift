@@ -125,6 +125,46 @@ import Testing
         }
     }
 
+    /// The second hostile tester of 2026-11-25: a one-shot session whose receiver refused the sender's changes
+    /// (§14.2) ended normally, and the sender recorded its own summary as what the peer holds, so its `plait peers`
+    /// said "in sync". The receiver's closing report says what it stored: the sender now names what it sent and
+    /// the peer did not store, and acknowledges only what the peer's report holds. Here honest history does it:
+    /// the sender took an unsigned timeline whose Lamport time climbed in two jumps of under 2^32, and a fresh
+    /// receiver, taking both at once, refuses the second jump (PROTOCOL.md §15).
+    @Test func aSenderSaysWhatTheReceiverDidNotStore() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0009)
+            let a = try Device("a", in: directory, timeline: TimelineID(rng.next()))
+            let b = try Device("b", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(a.replica, count: 3, rng: &rng)
+            let first = chain(TimelineID(rng.next()), count: 2, lamport: Lamport.maxJump - 100, rng: &rng)
+            let second = chain(TimelineID(rng.next()), count: 3, lamport: 2 * Lamport.maxJump - 200, rng: &rng)
+            #expect(try a.replica.integrate(first).refused.isEmpty, "a step of under 2^32 is taken")
+            #expect(try a.replica.integrate(second).refused.isEmpty, "and the next one from there")
+            let pair = try runSession(a, b)
+            let sent = try pair.a.get()
+            let received = try pair.b.get()
+            #expect(received.refusedTimelines.map(\.timeline) == [second[0].timeline], "\(received.refusedTimelines)")
+            #expect(try b.summary[second[0].timeline] == 0 && b.summary[first[0].timeline] == 2)
+            #expect(
+                sent.untaken == [UntakenChanges(timeline: second[0].timeline, peerHolds: 0, sentUpTo: 3)],
+                "\(sent.untaken)")
+            #expect(sent.untaken.first?.description.contains("did not store changes") == true)
+            var expected = try a.summary
+            expected[second[0].timeline] = 0
+            #expect(sent.acknowledged == expected, "the acknowledgement is what the peer's report holds")
+            let summaryA = try a.summary
+            let summaryB = try b.summary
+            #expect(sent.finalSummary == summaryA)
+            #expect(received.untaken.isEmpty && received.acknowledged == summaryB, "B sent what A stored")
+            // Once B holds the first jump, the second is within 2^32 of it: the next session takes it all.
+            let again = try runSession(a, b)
+            #expect(try again.a.get().untaken.isEmpty && again.b.get().refusedTimelines.isEmpty)
+            let (endA, endB) = (try a.summary, try b.summary)
+            #expect(endA == endB)
+        }
+    }
+
     @Test func aForkAtAHeldNumberIsFoundByHash() throws {
         try withTemporaryDirectory { directory in
             var rng = SplitMix64(seed: 0x5AD_0002)

@@ -665,6 +665,40 @@ import Testing
         #expect(machine.isComplete && machine.peerCloseReason == "stopped")
     }
 
+    /// An agent answers a one-shot sync's Close with its state report, then its Close: the sync learns what the
+    /// agent stored (PROTOCOL.md §13.5), where before it assumed the agent held everything it had sent.
+    @Test func agentAnswersAOneShotCloseWithItsReport() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        var hello = Self.hello(summary: [:])
+        hello.oneShot = true
+        _ = try Self.greet(&machine, hello: hello, local: Self.status(summary: [:]))
+        let actions = try machine.received(.close(reason: "done"))
+        guard case .readStatus = actions.last else { Issue.record("no state report read: \(actions)"); return }
+        let sent = Self.sent(try machine.answered(.status(Self.status(summary: [Self.theirs: 3], digest: [4]))))
+        guard case let .notify(summary, report?, _) = sent.first else { Issue.record("no report: \(sent)"); return }
+        #expect(summary == [Self.theirs: 3] && report.stateDigest == [4])
+        #expect(sent.last == .close(reason: "closing") && sent.count == 2, "\(sent)")
+    }
+
+    /// One-shot: what a Done named beyond the peer's Want, and its closing report holds less of, is named as not
+    /// stored; a fork, or a report holding it all, names nothing. Without a report nothing is said.
+    @Test func aClosingReportShortOfTheDoneNamesWhatThePeerDidNotStore() throws {
+        for (report, expected) in [
+            ([Self.mine: 1] as Summary, [UntakenChanges(timeline: Self.other, peerHolds: 0, sentUpTo: 1)]),
+            ([Self.mine: 1, Self.other: 1], []),
+        ] {
+            var machine = Self.machine()
+            _ = try Self.greet(&machine, hello: Self.hello(summary: [:]), local: Self.status(summary: [:]))
+            _ = try Self.answerWant(&machine, have: [:], mine: [Self.mine: 1, Self.other: 1], baseline: nil)
+            _ = try machine.nextOutgoing()
+            _ = try machine.answered(.page(baselineSummary: [:], changes: [], damaged: []))
+            #expect(machine.untaken.isEmpty, "no report yet")
+            _ = try machine.received(.notify(report, report: nil))
+            #expect(machine.untaken == expected, "report \(report): \(machine.untaken)")
+            #expect(machine.peerHolds == report)
+        }
+    }
+
     // MARK: Support
 
     static let me = SessionIdentity(deviceID: "LOCAL-DEVICE", name: "here")
