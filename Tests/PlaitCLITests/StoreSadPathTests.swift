@@ -352,6 +352,15 @@ import Glibc
                         #expect(sync.stderr.contains("the local store failed after storing"), "\(size) MiB: \(sync)")
                     }
                 }
+                // What the failed sync committed (the staged baseline kept to resume from, adopted batches) waits in
+                // the WAL: SQLite moves it into the store only when it can grow the store file. The next command
+                // that writes, once there is room, does (README, What is missing).
+                let wal = receiver + "/plait.db-wal"
+                func walBytes() -> Int { (try? FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int) ?? 0 }
+                if sync.status != 0 { #expect(walBytes() > 1 << 20, "\(size) MiB: the WAL holds what was written") }
+                try mount(["-o", "remount,size=64m", mountPoint])
+                try sandbox.ok(["list", "add", "Room", "--home", receiver])
+                #expect(walBytes() == 0, "\(size) MiB: a write with room moved the WAL into the store")
                 try sandbox.ok(["unpair", receiverID, "--home", source])
             }
             print(outcomes.joined(separator: "\n"))
