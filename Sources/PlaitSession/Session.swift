@@ -58,6 +58,11 @@ public final class Session: @unchecked Sendable {
     /// When bytes last came from the peer: after `probe()`, a later instant proves the peer alive.
     public var lastHeard: ContinuousClock.Instant { lock.withLock { lastInput } }
     private var pingOutstanding = false
+    /// One-shot: when the sync last moved on (a message other than Ping or Pong arrived, or the peer took bytes of
+    /// one); a peer that only keeps the connection alive does not hold a sync for ever (`SessionError.stalled`).
+    private var lastSyncStep = ContinuousClock.now
+    /// Bytes of messages other than Ping and Pong queued and not yet written (about: frames interleave).
+    private var unsentSyncBytes = 0
     private var pingNonce: UInt64 = 0
 
     /// Queued bytes past which the driver stops reading: a peer that sends but never reads cannot make it
@@ -152,6 +157,7 @@ public final class Session: @unchecked Sendable {
         var readBuffer = [UInt8](repeating: 0, count: 64 << 10)
         try perform(machine.start())
         lastProgress = .now
+        lastSyncStep = lastProgress
         helloDeadline = lastProgress + options.helloTimeout
         var woken = true
         while true {
@@ -243,7 +249,14 @@ public final class Session: @unchecked Sendable {
             } else if !immediate {
                 try checkSilence()
             }
+            if let due = stallDeadline, ContinuousClock.now >= due { throw .stalled(after: options.idleTimeout) }
         }
+    }
+
+    /// One-shot: when the session fails unless the sync moves on (`lastSyncStep`); nil in agent mode, where an idle
+    /// session is the normal state.
+    private var stallDeadline: ContinuousClock.Instant? {
+        options.mode == .oneShot ? lastSyncStep + options.idleTimeout : nil
     }
 
     /// Sends a Ping after `pingInterval` without progress, fails after `idleTimeout`. Called only after a
@@ -288,6 +301,7 @@ public final class Session: @unchecked Sendable {
         if let due = reportDeadline() { deadline = min(deadline, due) }
         if let due = derivedSaveDeadline() { deadline = min(deadline, due) }
         if machine.peer == nil { deadline = min(deadline, helloDeadline) }
+        if let due = stallDeadline { deadline = min(deadline, due) }
         let wait = deadline - ContinuousClock.now
         let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1
         return Int32(clamping: max(0, milliseconds))
@@ -318,7 +332,14 @@ public final class Session: @unchecked Sendable {
                     } catch {
                         throw .wire(error)
                     }
+                    let step: Bool
+                    switch message {
+                    case .ping, .pong: step = false
+                    default: step = true
+                    }
                     try perform(machine.received(message))
+                    // Taken after the work it made here: a long batch or baseline adopted is not the peer's delay.
+                    if step { lastSyncStep = .now }
                     if machine.isComplete { return }
                 }
             case .wouldBlock:
@@ -343,6 +364,14 @@ public final class Session: @unchecked Sendable {
 
     private func performOne(_ action: SessionAction) throws(SessionError) -> SessionAnswer? {
         let store = replica.store
+        switch action {
+        case .integrate, .readPage, .stageChunk, .adoptBaseline:
+            // Nothing more is taken from, or sent to, a peer unpaired meanwhile (the third hostile tester of
+            // 2026-11-25: a `plait sync` went on both ways after `plait unpair` of its peer).
+            if let stillTrusted = options.stillTrusted, !stillTrusted() { throw .unpaired }
+        default:
+            break
+        }
         switch action {
         case .send, .integrate, .readPage, .finding, .pulled, .offered, .admit, .succession:
             break
@@ -483,6 +512,10 @@ public final class Session: @unchecked Sendable {
         let length = frame.count - Frame.lengthPrefixSize
         guard length <= limit else { throw .frameTooLargeForPeer(size: length, limit: limit) }
         outbox.append(frame)
+        switch message {
+        case .ping, .pong: break
+        default: unsentSyncBytes += frame.count
+        }
     }
 
     private func writeAvailable() throws(SessionError) {
@@ -498,6 +531,10 @@ public final class Session: @unchecked Sendable {
             guard case let .wrote(count) = result, count > 0 else { return }
             outbox.consumed(count)
             bytesSent += count
+            if unsentSyncBytes > 0 {
+                unsentSyncBytes = max(0, unsentSyncBytes - count)
+                lastSyncStep = .now
+            }
         }
     }
 

@@ -42,6 +42,11 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     /// The peer's Hello did not arrive within this long of the session's start, whatever else it sent: a peer that
     /// trickles bytes would otherwise hold the connection (and its thread) for good.
     case noHello(within: Duration)
+    /// One-shot: the peer kept the connection alive (Ping, Pong) but sent nothing that moves the sync on, and took
+    /// nothing of ours, for this long. Without it a paired peer could hold a `plait sync` for ever.
+    case stalled(after: Duration)
+    /// The peer was unpaired on this device while the session ran (`SessionOptions.stillTrusted`).
+    case unpaired
     /// `stop()` was called before a one-shot session finished.
     case stopped
     /// The agent kept another connection with the same instance of this device instead (PROTOCOL.md §13.5).
@@ -92,6 +97,12 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "the peer did not answer for \(duration) (not even a Ping)."
         case let .noHello(within):
             return "the peer sent no Hello within \(within) of connecting."
+        case .unpaired:
+            return "the peer was unpaired on this device during the sync: the session stopped there (what was stored "
+                + "before stays, and nothing more goes to or comes from it)."
+        case let .stalled(duration):
+            return "the peer answered Pings but moved the sync no further for \(duration): it sent no change, Done, "
+                + "report or Close, and took nothing this device sent."
         case .stopped:
             return "the session was stopped before it finished."
         case .notKept:

@@ -127,6 +127,10 @@ public struct SessionOptions: Sendable {
     /// It returns nil when the statement was taken, else why it was refused: the session then ends with a Close
     /// naming that reason, so the sender never counts this device as told.
     public var onSuccession: (@Sendable (SuccessionStatement) -> String?)?
+    /// Asked before each batch taken from the peer, each page sent to it and each baseline chunk: false ends the
+    /// session with `SessionError.unpaired` (the user unpaired the peer meanwhile, from another process). An agent
+    /// stops its sessions itself when its store says so; a `plait sync` asks here.
+    public var stillTrusted: (@Sendable () -> Bool)?
 
     public init(mode: SessionMode = .oneShot) { self.mode = mode }
 
@@ -251,15 +255,20 @@ public struct SessionResult: Sendable {
     /// (it refused them, PROTOCOL.md §14.2, or set them aside).
     public var untaken: [UntakenChanges] = []
 
-    /// What the peer acknowledged holding of this store as the session ended: per timeline, the least of this
-    /// device's final summary and the peer's last announced one. Never more than the peer said (a peer that
-    /// refused changes this device sent does not hold them), never more than is held here.
+    /// What the peers table records as the peer's holdings as the session ended: what it last said it holds, never
+    /// this device's own summary in its place (a peer that refused changes this device sent does not hold them, and
+    /// one that holds more is ahead, not "in sync"). Entries beyond what is held here limit no compaction (§12).
     /// Without a closing report from a one-shot peer, this device's own final summary, as before such reports.
-    public var acknowledged: Summary {
-        guard let peerSummary else { return finalSummary }
-        var out = Summary()
-        for timeline in finalSummary.timelines { out[timeline] = min(finalSummary[timeline], peerSummary[timeline]) }
-        return out
+    public var acknowledged: Summary { peerSummary ?? finalSummary }
+
+    /// One-shot: timelines of which the peer's closing report holds more than this device does at the end, each as
+    /// (this device's head, the peer's): changes made there while the sync ran, or not sent in it.
+    public var peerAhead: [(timeline: TimelineID, held: UInt64, peerHolds: UInt64)] {
+        guard let peerSummary else { return [] }
+        return peerSummary.timelines.sorted().compactMap { timeline in
+            peerSummary[timeline] > finalSummary[timeline]
+                ? (timeline, finalSummary[timeline], peerSummary[timeline]) : nil
+        }
     }
 }
 

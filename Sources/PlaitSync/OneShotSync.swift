@@ -47,7 +47,13 @@ public struct PeerSyncOutcome: Sendable {
 
     /// What the session found and set right, one sentence each: forks resolved by renaming (DESIGN §11).
     public var notes: [String] {
-        extraNotes + (result?.forksResolved ?? []).map {
+        let ahead = (result?.peerAhead ?? []).map { "\($0.timeline):\($0.held + 1)…\($0.peerHolds)" }
+        let aheadNote = ahead.isEmpty ? [] : [
+            "the peer's closing report holds changes this device lacks (\(ahead.joined(separator: ", "))) that were "
+                + "not sent in this sync: made there while it ran, or held back by the peer; a further sync takes "
+                + "what the peer sends"
+        ]
+        return extraNotes + aheadNote + (result?.forksResolved ?? []).map {
             "timeline \($0) had forked (a home copied or restored): both histories were exchanged; the branch with "
                 + "the smallest hash keeps the name and every other is kept whole under a name of its own, so "
                 + "nothing is lost (a copy whose branch lost goes on on a new timeline at its next edit)"
@@ -135,6 +141,9 @@ extension Home {
                 onPulled?(added)
             }
             options.succession = credentials?.statement
+            // A read per batch or page: an unpair run meanwhile stops the sync, as it stops an agent's session. A
+            // failing read answers yes: the batch's own write fails then, with its own reason.
+            options.stillTrusted = { [store] in (try? store.isTrusted(deviceID: peer)) ?? true }
             let certificate = connection.peerCertificateDER
             options.onSuccession = { [self] statement in
                 self.acceptSuccession(statement, connectionCertificate: certificate).refusal

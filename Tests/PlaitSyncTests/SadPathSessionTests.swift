@@ -150,18 +150,122 @@ import Testing
                 sent.untaken == [UntakenChanges(timeline: second[0].timeline, peerHolds: 0, sentUpTo: 3)],
                 "\(sent.untaken)")
             #expect(sent.untaken.first?.description.contains("did not store changes") == true)
-            var expected = try a.summary
-            expected[second[0].timeline] = 0
-            #expect(sent.acknowledged == expected, "the acknowledgement is what the peer's report holds")
             let summaryA = try a.summary
             let summaryB = try b.summary
-            #expect(sent.finalSummary == summaryA)
-            #expect(received.untaken.isEmpty && received.acknowledged == summaryB, "B sent what A stored")
+            #expect(sent.acknowledged == summaryB, "the acknowledgement is what the peer's report holds")
+            #expect(sent.finalSummary == summaryA && sent.peerAhead.isEmpty)
+            #expect(received.untaken.isEmpty && received.acknowledged == summaryA, "B sent what A stored")
             // Once B holds the first jump, the second is within 2^32 of it: the next session takes it all.
             let again = try runSession(a, b)
             #expect(try again.a.get().untaken.isEmpty && again.b.get().refusedTimelines.isEmpty)
             let (endA, endB) = (try a.summary, try b.summary)
             #expect(endA == endB)
+        }
+    }
+
+    /// The third hostile tester of 2026-11-25: a paired peer that answers every Ping but never moves the sync on
+    /// (Hello, then nothing; or no answer to the Want; or no Close after the exchange) kept `plait sync --timeout 20`
+    /// running for ever: a Pong counted as progress. A one-shot session now fails once nothing but Ping and Pong
+    /// moved for its idle timeout. (The peer here gives up answering after 10 s, so the old code ends too, with
+    /// another error, instead of hanging the suite.)
+    @Test(arguments: ["nowant", "nodone"])
+    func aPeerThatOnlyAnswersPingsDoesNotHoldASyncForEver(stall: String) throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_000A)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 3, rng: &rng)
+            var options = SessionOptions()
+            options.pingInterval = .milliseconds(200)
+            let started = ContinuousClock.now
+            let (result, _) = try rawPeerSession(device, options: options, idleTimeout: .milliseconds(1500)) { peer in
+                try peer.send(rawHello())
+                if stall == "nodone" { try peer.send(.want(Want(have: Summary(), baselineOffset: nil))) }
+                while ContinuousClock.now - started < .seconds(10), let message = try peer.receive() {
+                    if case let .ping(nonce) = message { try peer.send(.pong(nonce: nonce)) }
+                    if case .close = message { break }
+                }
+            }
+            guard case let .failure(error) = result, case .stalled = error else {
+                Issue.record("\(stall): \(result)")
+                return
+            }
+            #expect(error.description.contains("answered Pings but moved the sync no further"))
+            #expect(ContinuousClock.now - started < .seconds(10), "\(stall): it ended before the peer gave up")
+        }
+    }
+
+    /// The third hostile tester of 2026-11-25: `plait unpair` of a peer while a `plait sync` with it ran did not
+    /// stop the sync: it went on taking the peer's changes (and sending it this device's). Now the session asks
+    /// before each batch, page and baseline chunk whether the peer is still paired: the batch stored before the
+    /// unpair stays, the next is not taken, and the session ends saying why.
+    @Test func anUnpairStopsARunningSync() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_000B)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 3, rng: &rng)
+            let peerID = String(String(repeating: "ABCDEFG-", count: 8).dropLast())  // a Device ID's shape
+            try device.store.trust(deviceID: peerID, name: "raw", address: nil, now: 1)
+            let first = chain(TimelineID(rng.next()), count: 3, lamport: 10, rng: &rng)
+            let second = chain(TimelineID(rng.next()), count: 4, lamport: 10, rng: &rng)
+            let all = first + second
+            let summary = Summary(Dictionary(uniqueKeysWithValues: heads(all).map { ($0.key, $0.value.seq) }))
+            let stored = DispatchSemaphore(value: 0)
+            var options = SessionOptions()
+            options.onPulled = { _ in stored.signal() }
+            let store = device.store
+            options.stillTrusted = { (try? store.isTrusted(deviceID: peerID)) ?? true }
+            let (result, _) = try rawPeerSession(device, options: options) { peer in
+                try peer.send(rawHello(deviceID: peerID, summary: summary, heads: heads(all)))
+                _ = try peer.receive { if case .want = $0 { true } else { false } }
+                try peer.send(.changes(first))
+                #expect(stored.wait(timeout: .now() + 20) == .success, "the first batch was stored")
+                #expect(try store.untrust(deviceID: peerID, now: 2))
+                try peer.send(.changes(second))
+                try peer.send(.done(summary))
+                let end = try peer.receive { if case .close = $0 { true } else { false } }
+                #expect(
+                    end.contains { if case let .close(reason) = $0 { reason.contains("unpaired") } else { false } },
+                    "the peer is told why: \(end)")
+            }
+            guard case let .failure(error) = result, case .unpaired = error else {
+                Issue.record("\(result)")
+                return
+            }
+            #expect(try device.summary[first[0].timeline] == 3, "what came before the unpair stays")
+            #expect(try device.summary[second[0].timeline] == 0, "nothing after it is taken")
+        }
+    }
+
+    /// The third hostile tester of 2026-11-25: a closing report holding more than the sync's device (its own
+    /// timeline beyond its head, timelines it lacks) left `plait peers` saying "in sync": the acknowledgement was
+    /// the least of both summaries, this device's own. It is now what the peer said, so the peer shows as ahead,
+    /// and the sync names what the report holds beyond this device.
+    @Test func aClosingReportHoldingMoreIsNotInSync() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_000C)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 3, rng: &rng)
+            let mine = try device.summary
+            let own = try device.store.ownTimeline()
+            var claimed = mine
+            claimed[own] = mine[own] + 1_000
+            let invented = TimelineID(rng.next())
+            claimed[invented] = 7
+            let (result, _) = try rawPeerSession(device) { peer in
+                try peer.send(rawHello(summary: Summary()))
+                _ = try peer.receive { if case .want = $0 { true } else { false } }
+                try peer.send(.want(Want(have: Summary(), baselineOffset: nil)))
+                try peer.send(.done(Summary()))
+                _ = try peer.receive { if case .close = $0 { true } else { false } }
+                let report = StateReport(stateDigest: [UInt8](repeating: 1, count: 32), baselineDigest: nil, unknownCount: 0)
+                try peer.send(.notify(claimed, report: report, copies: []))
+                try peer.send(.close(reason: "closing"))
+            }
+            let outcome = try result.get()
+            #expect(outcome.acknowledged == claimed && outcome.acknowledged != outcome.finalSummary)
+            #expect(
+                outcome.peerAhead.map { "\($0.timeline):\($0.held):\($0.peerHolds)" }
+                    == [own, invented].sorted().map { "\($0):\(mine[$0]):\(claimed[$0])" }, "\(outcome.peerAhead)")
         }
     }
 

@@ -453,7 +453,8 @@ func sessionAgainstRawPeer(
 /// Runs a one-shot session of `device` against a peer scripted message by message; the session's result, and
 /// every message the device sent.
 func rawPeerSession(
-    _ device: Device, options extra: SessionOptions? = nil, script: (RawPeer) throws -> Void
+    _ device: Device, options extra: SessionOptions? = nil, idleTimeout: Duration = .seconds(20),
+    script: (RawPeer) throws -> Void
 ) throws -> (Result<SessionResult, SessionError>, [Message]) {
     let (left, right) = try socketPair()
     let socket = try SocketTransport(adopting: left)
@@ -463,7 +464,7 @@ func rawPeerSession(
         peer.close()
     }
     var options = extra ?? SessionOptions()
-    options.idleTimeout = .seconds(20)
+    options.idleTimeout = idleTimeout
     let session = try Session(transport: socket, replica: device.replica, identity: device.identity, options: options)
     let thread = JoinableThread { () throws(SessionError) in try session.run() }
     var scriptError: (any Error)?
