@@ -332,14 +332,9 @@ public final class Session: @unchecked Sendable {
                     } catch {
                         throw .wire(error)
                     }
-                    let step: Bool
-                    switch message {
-                    case .ping, .pong: step = false
-                    default: step = true
-                    }
                     try perform(machine.received(message))
                     // Taken after the work it made here: a long batch or baseline adopted is not the peer's delay.
-                    if step { lastSyncStep = .now }
+                    if !message.isKeepAlive { lastSyncStep = .now }
                     if machine.isComplete { return }
                 }
             case .wouldBlock:
@@ -512,10 +507,7 @@ public final class Session: @unchecked Sendable {
         let length = frame.count - Frame.lengthPrefixSize
         guard length <= limit else { throw .frameTooLargeForPeer(size: length, limit: limit) }
         outbox.append(frame)
-        switch message {
-        case .ping, .pong: break
-        default: unsentSyncBytes += frame.count
-        }
+        if !message.isKeepAlive { unsentSyncBytes += frame.count }
     }
 
     private func writeAvailable() throws(SessionError) {

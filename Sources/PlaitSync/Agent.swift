@@ -735,10 +735,10 @@ public final class Agent: @unchecked Sendable {
         return failedAtOnce
     }
 
-    /// What the peers table records as acknowledged by `entry`'s device: what its session acknowledged (this
-    /// store's final summary as far as the peer announced holding it, `SessionResult.acknowledged`), or, when the device
-    /// was found running from several homes (copies with their own instance nonces), what every copy's last
-    /// session ended with (per timeline, the least): compaction must not fold what one copy still lacks.
+    /// What the peers table records as acknowledged by `entry`'s device: what its session acknowledged (the summary
+    /// the peer last announced, `SessionResult.acknowledged`), or, when the device was found running from several
+    /// homes (copies with their own instance nonces), what every copy's last session ended with (per timeline, the
+    /// least): compaction must not fold what one copy still lacks.
     private func acknowledgement(_ entry: Running, _ summary: Summary) -> Summary {
         lock.withLock {
             guard let instance = entry.instance, !entry.extra, let copies = copiedInstances[entry.peer],

@@ -36,6 +36,14 @@ public enum Message: Hashable, Sendable {
     /// Pairing step 5: whether the sender's user confirmed the code.
     case pairConfirm(accepted: Bool)
 
+    /// Ping or Pong: they keep a connection alive and move no session on.
+    public var isKeepAlive: Bool {
+        switch self {
+        case .ping, .pong: true
+        default: false
+        }
+    }
+
     /// The frame type this message travels as.
     public var type: MessageType {
         switch self {

@@ -33,7 +33,11 @@ extension Plait {
         @Flag(help: "Do not look for paired devices by mDNS: only known addresses (or --peer).")
         var noDiscovery = false
 
-        @Option(parsing: .unconditional, help: "Seconds to wait for a peer that stops answering, or that answers only Pings without moving the sync on.")
+        @Option(
+            parsing: .unconditional,
+            help: ArgumentHelp(
+                "Seconds to wait for a peer that stops answering, or that answers only Pings without moving the "
+                    + "sync on."))
         var timeout: Int = 30
 
         @Flag(help: "Print the result as JSON.") var json = false
