@@ -119,6 +119,8 @@ extension ReadOutputs {
         let copied = Set(try home.store.copiedHomes(now: Replica.now()).map(\.deviceID))
         let state = { (peer: PeerRecord) -> String in
             if copied.contains(peer.deviceID) { return "home copied (run `plait rejoin --new-key` on one copy)" }
+            // What the last connection found outranks what the last session that ran said.
+            if peer.refusedThisDeviceAt != nil { return "refuses this device (not paired there)" }
             if forks[peer.deviceID] != nil { return "forked" }
             if peer.diverged != nil { return "diverged" }
             if peer.refused != nil { return "refused changes" }
@@ -136,7 +138,8 @@ extension ReadOutputs {
                     address: $0.address, claim: $0.claim, device: $0.deviceID, diverged: $0.diverged,
                     forked: (forks[$0.deviceID] ?? []).map(\.detail), inSync: shown == "in sync",
                     lastSeen: time($0.lastSeen), name: $0.name, pairedAt: time($0.pairedAt), refused: $0.refused,
-                    state: shown, summary: $0.lastSummary?.description, succeededBy: $0.succeededBy)
+                    state: shown, summary: $0.lastSummary?.description, succeededBy: $0.succeededBy,
+                    refusedThisDevice: time($0.refusedThisDeviceAt))
             })
     }
 

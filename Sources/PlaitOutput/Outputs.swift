@@ -275,6 +275,9 @@ public struct PeerOutput: Codable, Sendable, Equatable {
     public var name: String
     @Nullable public var pairedAt: String?
     @Nullable public var refused: String?
+    /// When the peer last refused this device after the TLS handshake (it does not hold it as paired), if no
+    /// session with it got as far as its Hello since.
+    @Nullable public var refusedThisDevice: String?
     public var state: String
     /// The Device ID a statement signed by this device's key named as its successor (`plait rejoin --new-key`).
     @Nullable public var succeededBy: String?
@@ -283,7 +286,7 @@ public struct PeerOutput: Codable, Sendable, Equatable {
     public init(
         address: String?, claim: String?, device: String, diverged: String?, forked: [String], inSync: Bool,
         lastSeen: String?, name: String, pairedAt: String?, refused: String?, state: String, summary: String?,
-        succeededBy: String? = nil
+        succeededBy: String? = nil, refusedThisDevice: String? = nil
     ) {
         self.address = address
         self.claim = claim
@@ -295,6 +298,7 @@ public struct PeerOutput: Codable, Sendable, Equatable {
         self.name = name
         self.pairedAt = pairedAt
         self.refused = refused
+        self.refusedThisDevice = refusedThisDevice
         self.state = state
         self.succeededBy = succeededBy
         self.summary = summary
@@ -302,7 +306,8 @@ public struct PeerOutput: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case address, claim, device, diverged, forked, inSync = "in_sync", lastSeen = "last_seen", name
-        case pairedAt = "paired_at", refused, state, succeededBy = "succeeded_by", summary
+        case pairedAt = "paired_at", refused, refusedThisDevice = "refused_this_device", state
+        case succeededBy = "succeeded_by", summary
     }
 }
 

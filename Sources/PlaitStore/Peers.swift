@@ -23,6 +23,9 @@ public struct PeerRecord: Hashable, Sendable {
     public var claim: String?
     /// The Device ID that a statement signed by this device's key named as its successor (PROTOCOL.md §21).
     public var succeededBy: String?
+    /// When (milliseconds since 1970) the peer last refused this device after the TLS handshake, if no session
+    /// with it got as far as its Hello since: it does not hold this device as paired (any more).
+    public var refusedThisDeviceAt: Int64?
 }
 
 /// A device that tried to connect without being paired. Its name is what it claimed: unverified.
@@ -105,14 +108,14 @@ extension Store {
                 db,
                 sql: """
                     SELECT device_id, name, address, paired_at, last_seen, last_summary, diverged, refused, claim,
-                    succeeded_by, last_heads FROM peers ORDER BY name, device_id
+                    succeeded_by, last_heads, refused_me_at FROM peers ORDER BY name, device_id
                     """
             ).map { row in
                 PeerRecord(
                     deviceID: row[0], name: row[1], address: row[2], pairedAt: row[3], lastSeen: row[4],
                     lastSummary: try (row[5] as String?).map { try Summary(parsing: $0) },
                     lastHeads: Acknowledgements.decode(row[10] as Data?), diverged: row[6],
-                    refused: row[7], claim: row[8], succeededBy: row[9])
+                    refused: row[7], claim: row[8], succeededBy: row[9], refusedThisDeviceAt: row[11])
             }
     }
 
@@ -129,11 +132,34 @@ extension Store {
             let heads = try summary.map { try Acknowledgements.encode(Acknowledgements.hashes(db, of: $0)) }
             try db.execute(
                 sql: """
-                    UPDATE peers SET last_seen = ?, address = coalesce(?, address),
+                    UPDATE peers SET last_seen = ?, address = coalesce(?, address), refused_me_at = NULL,
                     last_summary = coalesce(?, last_summary),
                     last_heads = CASE WHEN ? IS NULL THEN last_heads ELSE ? END WHERE device_id = ?
                     """,
                 arguments: [now, address, summary?.description, summary?.description, heads, deviceID])
+        }
+    }
+
+    /// Records that the paired peer `deviceID` refused this device after the TLS handshake (its alert, or the
+    /// connection reset on the first read: PROTOCOL.md §3). Returns whether that is news: the last session
+    /// with it had not been refused.
+    @discardableResult
+    public func peerRefusedThisDevice(deviceID: String, now: Int64) throws -> Bool {
+        try write { db in
+            let known = "SELECT refused_me_at IS NOT NULL FROM peers WHERE device_id = ?"
+            let already = try Bool.fetchOne(db, sql: known, arguments: [deviceID]) ?? true
+            try db.execute(sql: "UPDATE peers SET refused_me_at = ? WHERE device_id = ?", arguments: [now, deviceID])
+            return !already
+        }
+    }
+
+    /// The paired peer `deviceID` answered a session with its Hello: it holds this device as paired, whatever it
+    /// refused before. Writes only when a refusal was recorded.
+    public func peerAnsweredThisDevice(deviceID: String) throws {
+        let recorded = "SELECT 1 FROM peers WHERE device_id = ? AND refused_me_at IS NOT NULL"
+        guard try read({ try Bool.fetchOne($0, sql: recorded, arguments: [deviceID]) }) == true else { return }
+        try write { db in
+            try db.execute(sql: "UPDATE peers SET refused_me_at = NULL WHERE device_id = ?", arguments: [deviceID])
         }
     }
 

@@ -332,6 +332,11 @@ enum Schema {
                     ) WITHOUT ROWID;
                     """)
         }
+        // When a paired peer last refused this device after the TLS handshake (it is not paired there), as this
+        // device's agent or `plait sync` saw it; cleared when a session with it gets as far as its Hello.
+        migrator.registerMigration("v15-refused-by-peer") { db in
+            try db.execute(sql: "ALTER TABLE peers ADD COLUMN refused_me_at INTEGER")
+        }
         return migrator
     }
 }

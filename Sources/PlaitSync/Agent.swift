@@ -73,6 +73,10 @@ public final class Agent: @unchecked Sendable {
         var pulled = 0
         /// The summary the peer's Hello announced: what it offers, for the "missing" of progress events.
         var offered: Summary?
+        /// When `offered` was last recorded in the peers table while the session ran, and whether a record is due
+        /// (`noteLiveAcknowledgement`).
+        var liveRecordedAt: ContinuousClock.Instant?
+        var liveRecordDue = false
         init(session: Session, peer: String, dialedByMe: Bool) {
             self.session = session
             self.peer = peer
@@ -145,6 +149,8 @@ public final class Agent: @unchecked Sendable {
     private var announcedGeneration: Int64 = -1
     /// The paired devices as the store last listed them (the dial thread's targets), read when a commit is seen.
     private var knownPeers: [PeerRecord] = []
+    /// Where running sessions' acknowledgements are written (`noteLiveAcknowledgement`), one at a time.
+    private let liveRecords = DispatchQueue(label: "plait.agent.acknowledgements")
     /// The summary changed since the TXT record was last published.
     private var txtStale = false
     /// Used when inotify cannot be had (its limits reached): how often the store is checked then.
@@ -161,6 +167,13 @@ public final class Agent: @unchecked Sendable {
 
     /// Read after `start` loaded the identity (it is cached in the home from then on).
     private var myID: String { (try? home.identity)?.deviceID.description ?? "?" }
+
+    /// How the log and events name the paired device `peer`: the name stored at pairing, never what its Hello or
+    /// its mDNS record calls it (a paired peer's word); `fallback` only for a device no longer listed.
+    private func storedLabel(_ peer: String, fallback: String = "") -> String {
+        let stored = lock.withLock { knownPeers.first { $0.deviceID == peer }?.name }
+        return peerLabel(name: stored ?? fallback, deviceID: peer)
+    }
 
     public func start() throws {
         homeLock = try AgentLock.acquire(home: home.path, instanceNonce: InstanceNonce.process)
@@ -244,6 +257,7 @@ public final class Agent: @unchecked Sendable {
         dialWake.signal()
         discovery?.close()
         threads.wait()
+        liveRecords.sync {}  // a live acknowledgement being written is in the store before the lock goes
         discoveryTask?.cancel()
         homeLock?.release()
         logger.info("agent stopped")
@@ -638,7 +652,13 @@ public final class Agent: @unchecked Sendable {
                 ])
         }
         // What the peer holds, as it last said: a catch-up its Notify started counts "missing" against it.
-        options.onOffered = { [weak self] summary in self?.lock.withLock { slot.entry?.offered = summary } }
+        options.onOffered = { [weak self] summary in
+            guard let self, let entry = self.lock.withLock({ () -> Running? in
+                slot.entry?.offered = summary
+                return slot.entry
+            }) else { return }
+            self.noteLiveAcknowledgement(entry)
+        }
         options.admitPeer = { [weak self] hello in
             guard let self, let entry = slot.entry else { return false }
             return self.admit(entry, hello: hello)
@@ -670,8 +690,7 @@ public final class Agent: @unchecked Sendable {
         do {
             let result = try session.run()
             // The certificate's Device ID names the peer when the session ended before its Hello.
-            let label = peerLabel(
-                name: result.peerName, deviceID: result.peerDeviceID.isEmpty ? peer : result.peerDeviceID)
+            let label = storedLabel(peer, fallback: result.peerName)
             logger.info("session with \(label) ended: pulled \(result.pulled), sent \(result.sent)")
             if entry.instance != nil {
                 let offered = lock.withLock { entry.offered }
@@ -709,7 +728,16 @@ public final class Agent: @unchecked Sendable {
                 try? home.store.recordCopiedHome(deviceID: peer, instances: copied.instances, now: Replica.now())
                 publishCopiedHome(copied)
             default:
-                logger.info("session with \(peer) ended: \("\(error)".terminalSafe)")
+                if dialedByMe, entry.instance == nil, Home.refusalAfterHandshake(error) != nil {
+                    // In TLS 1.3 the peer refuses this device after the handshake (PROTOCOL.md §3): it does not
+                    // hold it as paired (any more). `plait peers` says so, and the log once per refusal streak.
+                    let news = (try? home.store.peerRefusedThisDevice(deviceID: peer, now: Replica.now())) ?? true
+                    let line = "\(storedLabel(peer)) (\(peer)) refused this device: it is not paired there (run "
+                        + "`plait pair --trust \(myID)` on it if it should be); dialled again less and less often"
+                    if news { logger.warning("\(line)") } else { logger.debug("\(line)") }
+                } else {
+                    logger.info("session with \(peer) ended: \("\(error)".terminalSafe)")
+                }
             }
             // A session that failed at once (the peer kept another one from this device, or refused this one):
             // re-dialing at once would only repeat it.
@@ -755,6 +783,45 @@ public final class Agent: @unchecked Sendable {
         }
     }
 
+    /// How often at most a running session's acknowledgement is written to the peers table.
+    static let liveRecordInterval: Duration = .seconds(1)
+
+    /// The peer of `entry` said what it holds (its Hello, a Notify) or the anti-entropy tick came: the peers table
+    /// records it as acknowledged while the session runs, not only when it ends, so `plait peers` and compaction
+    /// follow a connected peer (the third hostile tester of 2026-11-25 saw "never seen" beside a live session).
+    /// Written on `liveRecords`, never on the session's thread (a pull waits for no peers-table write); at most once
+    /// per `liveRecordInterval` per session, and the last word always. Extra sessions (a peer's `plait sync`)
+    /// record at their end only.
+    private func noteLiveAcknowledgement(_ entry: Running) {
+        let delay = lock.withLock { () -> Duration? in
+            guard entry.instance != nil, !entry.extra, !entry.liveRecordDue else { return nil }
+            entry.liveRecordDue = true
+            let since = entry.liveRecordedAt.map { ContinuousClock.now - $0 } ?? Self.liveRecordInterval
+            return max(.zero, Self.liveRecordInterval - since)
+        }
+        guard let delay else { return }
+        let milliseconds = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
+        liveRecords.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { [weak self] in
+            self?.recordLiveAcknowledgement(entry)
+        }
+    }
+
+    private func recordLiveAcknowledgement(_ entry: Running) {
+        let summary = lock.withLock { () -> Summary? in
+            entry.liveRecordDue = false
+            entry.liveRecordedAt = .now
+            // A session that ended recorded its acknowledgement itself.
+            return stopped || sessions[ObjectIdentifier(entry)] == nil || entry.extra ? nil : entry.offered
+        }
+        guard let summary else { return }
+        do {
+            try home.store.peerSeen(
+                deviceID: entry.peer, address: nil, summary: acknowledgement(entry, summary), now: Replica.now())
+        } catch {
+            logger.debug("recording what \(entry.peer) holds failed: \(error)")
+        }
+    }
+
     /// At the peer's Hello: keeps `entry` or not, per instance of the peer's device (PROTOCOL.md §13.5). Against
     /// a session with the same instance, the rules of one connection per pair hold: two agents dialling each other
     /// at once keep the one dialled by the smaller Device ID (both decide alike); otherwise the newer one wins (a
@@ -795,11 +862,14 @@ public final class Agent: @unchecked Sendable {
                 older.session.stop()
             }
             entry.instance = nonce
-            entry.name = hello.name
+            entry.name = knownPeers.first { $0.deviceID == peer }?.name ?? hello.name
             entry.offered = hello.summary
             return true
         }
-        if keep { events.publish(.peerConnected, ["device": .string(peer), "name": .string(hello.name)]) }
+        if keep {
+            events.publish(.peerConnected, ["device": .string(peer), "name": .init(entry.name)])
+            noteLiveAcknowledgement(entry)
+        }
         if keep && !others.isEmpty { probeCopies(newcomer: entry, others: others) }
         return keep
     }
@@ -937,7 +1007,10 @@ public final class Agent: @unchecked Sendable {
             if now - lastAntiEntropy >= settings.antiEntropyInterval {
                 lastAntiEntropy = now
                 let running = lock.withLock { primarySessions }
-                for entry in running { entry.session.resync() }
+                for entry in running {
+                    entry.session.resync()
+                    noteLiveAcknowledgement(entry)  // "last seen" stays within an interval for a connected peer
+                }
             }
             if now - lastCompaction >= settings.compactionInterval {
                 lastCompaction = now
@@ -1072,7 +1145,7 @@ extension Agent {
             // Another protocol version (DESIGN §11 "Versions"): no session could run, so it is not dialled here.
             guard txt.proto == Int(Hello.currentProtocolVersion) else {
                 if lock.withLock({ versionWarned.insert("proto " + id).inserted }) {
-                    let line = "paired device \(service.name.terminalSafe) (\(id)) announces plait protocol "
+                    let line = "paired device \(storedLabel(id)) (\(id)) announces plait protocol "
                         + "\(txt.proto); this device speaks protocol \(Hello.currentProtocolVersion): upgrade plait on the older one"
                     logger.warning("\(line)")
                 }
@@ -1092,14 +1165,14 @@ extension Agent {
                 if isNew && !copied {
                     // It (re)appeared, or moved: the session may be dead on a link that went away. Start afresh.
                     logger.info(
-                        "paired device \(service.name.terminalSafe) is back on the LAN at \(endpoint); reconnecting")
+                        "paired device \(storedLabel(id)) is back on the LAN at \(endpoint); reconnecting")
                     running.session.stop()
                 } else if previous?.sum != txt.sum || copied {
                     running.session.resync()  // its summary changed: ask now, whatever Notify said
                 }
             }
             if all.isEmpty && (isNew || previous?.sum != txt.sum) {
-                logger.info("found paired device \(service.name.terminalSafe) at \(endpoint)")
+                logger.info("found paired device \(storedLabel(id)) at \(endpoint)")
             }
             dialWake.signal()
         case let .removed(name):

@@ -9,6 +9,7 @@ public struct PeerSyncOutcome: Sendable {
     public var address: PeerAddress
     /// The peer's Device ID as its certificate proved it (nil if the connection never got that far).
     public var deviceID: String?
+    /// The name stored for it at pairing (its Hello's only where none is stored).
     public var name: String?
     public var result: SessionResult?
     /// Why it failed, one sentence; nil on success.
@@ -144,6 +145,11 @@ extension Home {
             // A read per batch or page: an unpair run meanwhile stops the sync, as it stops an agent's session. A
             // failing read answers yes: the batch's own write fails then, with its own reason.
             options.stillTrusted = { [store] in (try? store.isTrusted(deviceID: peer)) ?? true }
+            // Its Hello shows it holds this device as paired: a refusal recorded before is over.
+            options.admitPeer = { [store] _ in
+                try? store.peerAnsweredThisDevice(deviceID: peer)
+                return true
+            }
             let certificate = connection.peerCertificateDER
             options.onSuccession = { [self] statement in
                 self.acceptSuccession(statement, connectionCertificate: certificate).refusal
@@ -153,7 +159,8 @@ extension Home {
             let session = try Session(
                 transport: TLSFrameTransport(connection), replica: replica, identity: me, options: options)
             let result = try session.run()
-            outcome.name = result.peerName
+            // The name given at pairing: a Hello's name is only what the peer calls itself.
+            outcome.name = (try? store.peers().first { $0.deviceID == peer }?.name) ?? result.peerName
             outcome.result = result
             if credentials != nil {
                 try store.successionTold(peer: peer)
@@ -168,6 +175,8 @@ extension Home {
             // completed: the refusal arrives as an alert, or as a reset, on the session's first read.
             if outcome.result == nil, let refusal = Self.refusalAfterHandshake(error) {
                 outcome.failure = Self.explain(refusal, address: address)
+                // `plait peers` says so from now on, not the state of the last session it took part in.
+                if let peer = outcome.deviceID { _ = try? store.peerRefusedThisDevice(deviceID: peer, now: Replica.now()) }
             } else if case let .store(storeError) = error as? SessionError, pulled.value > 0 {
                 let cause = storeError.describing(unchanged: "the batch being stored was not stored")
                 outcome.failure = "the local store failed after storing \(pulled.value) changes from this peer (they "

@@ -152,7 +152,8 @@ extension Plait {
             }
             let pulledBaseline = result.baselinesPulled > 0 ? " and its baseline" : ""
             let sentBaseline = result.baselinesSent > 0 ? " and this device's baseline" : ""
-            var text = "\(result.peerLabel) (\(outcome.address)): pulled \(result.pulled) changes\(pulledBaseline), "
+            let label = peerLabel(name: outcome.name ?? result.peerName, deviceID: result.peerDeviceID)
+            var text = "\(label) (\(outcome.address)): pulled \(result.pulled) changes\(pulledBaseline), "
                 + "sent \(result.sent)\(sentBaseline), "
                 + "now at \(result.finalSummary.isEmpty ? "(empty)" : result.finalSummary.description)"
             if outcome.toldSuccessor { text += "; told it this device's new Device ID" }

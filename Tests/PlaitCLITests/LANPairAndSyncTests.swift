@@ -196,7 +196,8 @@ struct LANPairAndSyncTests {
         let alpha = try device(sandbox, "alpha")
         let beta = try device(sandbox, "beta")
         // Paired with no address on either side, as `plait pair` by discovery leaves them.
-        try sandbox.ok(["pair", "--trust", beta.id, "--home", alpha.home])
+        // Named at pairing: `plait sync` names a peer as stored here, not as its Hello names itself.
+        try sandbox.ok(["pair", "--trust", beta.id, "--name", "beta", "--home", alpha.home])
         try sandbox.ok(["pair", "--trust", alpha.id, "--home", beta.home])
         try sandbox.ok(["batch", "--home", beta.home], stdin: "list add Groceries\nadd Groceries milk\n")
         // A long browse window: finishing well within it shows the search stops once every peer is found.

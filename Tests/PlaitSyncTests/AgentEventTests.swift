@@ -63,11 +63,13 @@ import Glibc
             }
             #expect(synced, "the two did not converge after connecting")
 
-            // The exchange after connecting is over once neither store has been touched for a while.
+            // The exchange after connecting is over once neither store has been touched for a while: longer than
+            // the agents wait before recording what a connected peer said it holds (at most once a second).
             var last = (a.store.transactions, b.store.transactions)
             var quietSince = Date()
             let settleDeadline = Date().addingTimeInterval(10)
-            while Date() < settleDeadline && Date().timeIntervalSince(quietSince) < 0.3 {
+            let quiet = 0.3 + Double(Agent.liveRecordInterval.components.seconds)
+            while Date() < settleDeadline && Date().timeIntervalSince(quietSince) < quiet {
                 usleep(20_000)
                 let now = (a.store.transactions, b.store.transactions)
                 if now != last { (last, quietSince) = (now, Date()) }
