@@ -59,12 +59,14 @@ extension Store {
     }
 
     /// Revokes trust and remembers that the user unpaired the device (no peer's succession statement brings it
-    /// back, PROTOCOL.md §21); returns whether the device was paired.
+    /// back, PROTOCOL.md §21); returns whether the device was paired. A baseline it was sending is dropped with it
+    /// (up to 256 MiB kept for a resume that can no longer come), and any other staged for a device not paired.
     @discardableResult
     public func untrust(deviceID: String, now: Int64) throws -> Bool {
         try write { db in
             try db.execute(sql: "DELETE FROM peers WHERE device_id = ?", arguments: [deviceID])
             guard db.changesCount > 0 else { return false }
+            try Self.dropUnpairedStagings(db)
             try db.execute(
                 sql: """
                     INSERT INTO unpaired_devices (device_id, unpaired_at) VALUES (?, ?)
@@ -73,6 +75,13 @@ extension Store {
                 arguments: [deviceID, now])
             return true
         }
+    }
+
+    /// Drops the baselines staged from devices that are not paired (any more).
+    static func dropUnpairedStagings(_ db: Database) throws {
+        let unpaired = "SELECT peer FROM staged_baselines WHERE peer NOT IN (SELECT device_id FROM peers)"
+        try db.execute(sql: "DELETE FROM staged_baseline_chunks WHERE peer IN (\(unpaired))")
+        try db.execute(sql: "DELETE FROM staged_baselines WHERE peer IN (\(unpaired))")
     }
 
     /// The devices the user unpaired here and has not paired again, by Device ID.

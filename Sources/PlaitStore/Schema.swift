@@ -337,6 +337,9 @@ enum Schema {
         migrator.registerMigration("v15-refused-by-peer") { db in
             try db.execute(sql: "ALTER TABLE peers ADD COLUMN refused_me_at INTEGER")
         }
+        // Baselines half-sent by devices unpaired since were kept (up to 256 MiB each) for a resume that cannot
+        // come; `untrust` drops them from now on, and this drops those left by earlier builds.
+        migrator.registerMigration("v16-unpaired-stagings") { db in try Store.dropUnpairedStagings(db) }
         return migrator
     }
 }

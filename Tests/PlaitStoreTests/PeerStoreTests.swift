@@ -1,6 +1,7 @@
 import Foundation
 import PlaitCore
 import PlaitTestSupport
+import GRDB
 import Testing
 
 @testable import PlaitStore
@@ -33,6 +34,26 @@ import Testing
             #expect(try store.unpairedDevices() == [id(1)])
             try store.trust(deviceID: id(1), name: "b", address: nil, now: 40)
             #expect(try store.unpairedDevices().isEmpty)
+        }
+    }
+
+    /// A baseline a device was sending when it was unpaired is dropped with it: it was kept (up to 256 MiB) for a
+    /// resume that can no longer come (third hostile tester of 2026-11-25). Another paired device's stays.
+    @Test func unpairDropsTheBaselineTheDeviceWasSending() throws {
+        try withTemporaryDirectory { directory in
+            let store = try Store.create(at: directory.file("a.db"), timeline: TimelineID(1))
+            for number in 1...2 {
+                try store.trust(deviceID: id(number), name: "peer \(number)", address: nil, now: 10)
+                let staged = try store.stageBaselineChunk(
+                    from: id(number), summary: Summary([TimelineID(9): 4]), digest: nil, total: 1_000, offset: 0,
+                    data: Array(repeating: UInt8(number), count: 600))
+                #expect(staged == 600)
+            }
+            #expect(try store.untrust(deviceID: id(1), now: 20))
+            #expect(try store.stagedBaseline(from: id(1)) == nil)
+            #expect(try store.stagedBaseline(from: id(2))?.staged == 600, "a paired device's staging stays")
+            let chunks = try store.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM staged_baseline_chunks") }
+            #expect(chunks == 1, "the unpaired device's chunks are gone, not only its row")
         }
     }
 
