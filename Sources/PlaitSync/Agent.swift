@@ -925,7 +925,7 @@ public final class Agent: @unchecked Sendable {
             logger.warning("refused a succession statement: \(reason); nothing was trusted because of it")
             return reason
         }
-        lock.withLock { trusted.insert(accepted.new) }
+        _ = lock.withLock { trusted.insert(accepted.new) }
         let line = "device \(accepted.old) (\(accepted.name.terminalSafe)) has a new key: now trusting "
             + "\(accepted.new) under the same name; \(accepted.old) stays trusted, marked as succeeded"
         logger.notice("\(line)")

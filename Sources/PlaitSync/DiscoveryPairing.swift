@@ -111,6 +111,8 @@ extension Home {
         discovery.startBrowsing()
         user.started(instance, listener.address.port)
 
+        let handshakes = listener.handshakes()
+        defer { handshakes.closeAll() }
         var machine = PairingRendezvous(ownTag: ownTag, settleTime: settleTime, choosing: choosing)
         var held: [Int: Pairing] = [:]
         var nextConnection = 0
@@ -169,32 +171,29 @@ extension Home {
             guard ContinuousClock.now < deadline else {
                 throw machine.candidates.isEmpty ? .noDeviceFound(after: timeout) : .timedOut(after: timeout)
             }
-            let wake = min(deadline, machine.nextDeadline ?? deadline)
-            var entries = [
-                pollfd(fd: listener.fileDescriptor, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: inbox.readDescriptor, events: Int16(POLLIN), revents: 0),
-            ]
-            _ = poll(&entries, 2, pollMilliseconds(until: wake))
-            guard entries[0].revents != 0 else { continue }
-            let pairing: Pairing?
-            do {
-                let left = ContinuousClock.now.duration(to: deadline)
-                pairing = try listener.acceptPending(handshakeTimeout: max(.milliseconds(1), min(.seconds(5), left)))
-            } catch {
-                user.refused(
-                    error == .ownDevice
-                        ? "refused a pairing connection from this device itself"
-                        : "refused a connection that was not pairing: \(error)")
-                continue
-            }
-            if let pairing {
-                nextConnection += 1
-                held[nextConnection] = pairing
-                try perform(machine.connected(nextConnection, deviceID: pairing.peer.description))
+            let wake = min(deadline, machine.nextDeadline ?? deadline, handshakes.nextDue ?? deadline)
+            // The listener and every connection in its handshake (`PairingHandshakes`), then the inbox.
+            var entries = handshakes.pollEntries()
+            entries.append(pollfd(fd: inbox.readDescriptor, events: Int16(POLLIN), revents: 0))
+            _ = poll(&entries, nfds_t(entries.count), pollMilliseconds(until: wake))
+            for outcome in try handshakes.step(Array(entries.dropLast())) {
+                switch outcome {
+                case let .refused(reason):
+                    user.refused(reason)
+                case .ownDevice:
+                    user.refused("refused a pairing connection from this device itself")
+                case let .pairing(pairing):
+                    nextConnection += 1
+                    held[nextConnection] = pairing  // closed below if another one is the attempt
+                    if attempt == nil {
+                        try perform(machine.connected(nextConnection, deviceID: pairing.peer.description))
+                    }
+                }
             }
         }
 
         // One attempt per run: nobody else gets in (the service goes too, below, once it is safe to withdraw).
+        handshakes.closeAll()
         listener.close()
         for pairing in held.values { pairing.connection.close() }
         held = [:]

@@ -4,6 +4,10 @@ import PlaitPairing
 import PlaitStore
 import PlaitTLS
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A device this one now trusts, after interactive or headless pairing.
 public struct PairedDevice: Sendable, Equatable {
     public var deviceID: DeviceID
@@ -51,31 +55,16 @@ public final class PairingListener: @unchecked Sendable {
     /// The listening socket, for poll(2) (readable when a connection is pending); valid until `close`.
     public var fileDescriptor: Int32 { listener.fileDescriptor }
 
-    /// Takes a pending connection, if there is one, and completes its handshake within `handshakeTimeout`:
-    /// an attempt ready to run, from a device that offered the pairing protocol. Returns nil when nothing
-    /// was pending or the handshake stalled; throws for a connection that failed its handshake or does not
-    /// pair (it is closed). Either way the listener goes on listening.
-    public func acceptPending(handshakeTimeout: Duration) throws(PairingError) -> Pairing? {
-        let connection: TLSConnection
-        do {
-            connection = try listener.accept(trust: { _ in false }, timeout: .zero, handshakeTimeout: handshakeTimeout)
-        } catch let error as TLSError {
-            if case .timeout = error { return nil }
-            throw .tls(error)
-        } catch {
-            throw .tls(.socket(operation: "accept a connection", reason: "\(error)"))
-        }
-        guard connection.applicationProtocol == .pairing else {
-            connection.close()
-            throw .notPairing(negotiated: connection.negotiatedALPN)
-        }
-        return try Pairing(connection: connection, identity: home.pairingIdentity())
+    /// Starts driving the handshakes of connections to this listener (see `PairingHandshakes`).
+    func handshakes(limits: HandshakeLimits = PairingHandshakes.limits) -> PairingHandshakes {
+        PairingHandshakes(listener: listener, identity: { try self.home.pairingIdentity() }, limits: limits)
     }
 
     /// Waits until a device connects with the pairing protocol, runs one attempt with it and, if both
     /// users said yes, trusts it (named `name`, else as its certificate names itself). All within
     /// `timeout`. A connection that fails its handshake (a sync client, a scan) is closed, reported to
-    /// `onRefused`, and the wait goes on; the first pairing connection is the only attempt.
+    /// `onRefused` (one sentence), and the wait goes on; the first pairing connection is the only attempt. Handshakes run
+    /// side by side (`PairingHandshakes`): connections that stay silent hold up nothing but themselves.
     ///
     /// The initiator's address is not stored: the port it connected from is not one it listens on.
     public func pairOnce(
@@ -83,30 +72,158 @@ public final class PairingListener: @unchecked Sendable {
         onRefused: (@Sendable (String) -> Void)? = nil, confirm: @escaping @Sendable (PairingPrompt) -> Bool
     ) throws(PairingError) -> PairedDevice {
         let deadline = ContinuousClock.now + timeout
+        let handshakes = handshakes()
+        defer { handshakes.closeAll() }
         while true {
-            let left = ContinuousClock.now.duration(to: deadline)
-            guard left > .zero else { throw .timedOut(after: timeout) }
-            let connection: TLSConnection
-            do {
-                connection = try listener.accept(
-                    trust: { _ in false }, timeout: left, handshakeTimeout: min(.seconds(10), left))
-            } catch let error as TLSError {
-                if case .timeout = error, ContinuousClock.now >= deadline { throw .timedOut(after: timeout) }
-                if case .socket = error { throw .tls(error) }
-                onRefused?(error.description)
-                continue
-            } catch {
-                throw .tls(.socket(operation: "accept a connection", reason: "\(error)"))
+            guard ContinuousClock.now < deadline else { throw .timedOut(after: timeout) }
+            var entries = handshakes.pollEntries()
+            let wake = min(deadline, handshakes.nextDue ?? deadline)
+            _ = poll(&entries, nfds_t(entries.count), pollMilliseconds(until: wake))
+            for outcome in try handshakes.step(entries) {
+                switch outcome {
+                case let .refused(reason):
+                    onRefused?(reason)
+                case .ownDevice:
+                    throw .ownDevice
+                case let .pairing(pairing):
+                    handshakes.closeAll()  // one attempt per run: nobody else gets in meanwhile
+                    onConnected?(pairing.peer)
+                    let confirmed = try pairing.run(until: deadline, timeout: timeout, confirm: confirm)
+                    return try home.storePaired(confirmed, name: name, address: nil)
+                }
             }
-            guard connection.applicationProtocol == .pairing else {
-                connection.close()
-                continue
-            }
-            let pairing = try Pairing(connection: connection, identity: home.pairingIdentity())
-            onConnected?(pairing.peer)
-            let confirmed = try pairing.run(until: deadline, timeout: timeout, confirm: confirm)
-            return try home.storePaired(confirmed, name: name, address: nil)
         }
+    }
+}
+
+/// The handshakes of connections to a pairing listener, driven side by side from one thread (poll(2) on the
+/// listener and every handshaking socket). Handshaken one at a time, each for up to 10 s, 8 silent TCP connections
+/// from anyone on the network kept an honest device from pairing (third hostile tester of 2026-11-25). Now a
+/// connection that does not finish its handshake holds up only itself, until `limits.deadline`; per address and in
+/// all at most `limits` are kept, and to make room the oldest handshake of the address holding the most goes,
+/// those whose ClientHello was not answered first: the agent's admission rules (DESIGN §10, `HandshakeAdmission`).
+final class PairingHandshakes {
+    /// What one step found: a connection ready to pair, one refused (why, one sentence), or one from this very
+    /// device (its key: the user ran `plait pair --connect` on this home itself).
+    enum Outcome {
+        case pairing(Pairing)
+        case refused(String)
+        case ownDevice
+    }
+
+    /// Pairing's limits: a handshake on a slow link gets the 10 s one-at-a-time pairing always gave it.
+    static var limits: HandshakeLimits {
+        var limits = HandshakeLimits()
+        limits.deadline = .seconds(10)
+        limits.total = 32
+        return limits
+    }
+
+    private let listener: TLSListener
+    private let identity: () throws -> Identity
+    private var admission: HandshakeAdmission
+    private var handshaking: [HandshakeAdmission.Ticket: (connection: TLSConnection, waitsFor: Int16)] = [:]
+    private var closed = false
+
+    init(listener: TLSListener, identity: @escaping () throws -> Identity, limits: HandshakeLimits) {
+        self.listener = listener
+        self.identity = identity
+        admission = HandshakeAdmission(limits: limits)
+    }
+
+    /// Connections in their handshake now.
+    var count: Int { handshaking.count }
+
+    /// What to poll: the listening socket first, then every connection in its handshake.
+    func pollEntries() -> [pollfd] {
+        [pollfd(fd: closed ? -1 : listener.fileDescriptor, events: Int16(POLLIN), revents: 0)]
+            + handshaking.keys.sorted().map { ticket in
+                pollfd(fd: handshaking[ticket]!.connection.fileDescriptor, events: handshaking[ticket]!.waitsFor,
+                    revents: 0)
+            }
+    }
+
+    /// When a handshake's deadline falls next (nil: none is running).
+    var nextDue: ContinuousClock.Instant? { handshaking.isEmpty ? nil : admission.nextDue }
+
+    /// After poll(2) on `pollEntries()`: takes every connection pending on the listener, takes each handshake whose
+    /// socket is ready one step further, and closes those past the deadline. Throws only when the listener fails.
+    func step(_ entries: [pollfd]) throws(PairingError) -> [Outcome] {
+        guard !closed else { return [] }
+        var outcomes: [Outcome] = []
+        let tickets = handshaking.keys.sorted()
+        for (ticket, entry) in zip(tickets, entries.dropFirst()) where entry.revents != 0 {
+            outcomes += advance(ticket)
+        }
+        if entries.first.map({ $0.revents != 0 }) ?? false {
+            for _ in 0..<64 {
+                let accepted: TLSConnection?
+                do {
+                    accepted = try listener.acceptPending(trust: { _ in false })
+                } catch let error as TLSError {
+                    throw .tls(error)
+                } catch {
+                    throw .tls(.socket(operation: "accept a connection", reason: "\(error)"))
+                }
+                guard let connection = accepted else { break }
+                let (ticket, evicted) = admission.admit(host: connection.peerHost ?? "?", now: .now)
+                if let evicted { handshaking.removeValue(forKey: evicted)?.connection.close() }
+                handshaking[ticket] = (connection, Int16(POLLIN))
+                outcomes += advance(ticket)  // its ClientHello is often there already
+            }
+        }
+        let now = ContinuousClock.now
+        for ticket in admission.expired(now: now) {
+            handshaking.removeValue(forKey: ticket)?.connection.close()
+            admission.drop(ticket, because: .pastDeadline, now: now)
+            let seconds = admission.limits.deadline.components.seconds
+            outcomes.append(.refused("closed a connection that did not finish its TLS handshake within \(seconds) s"))
+        }
+        return outcomes
+    }
+
+    /// Closes every connection still in its handshake; later steps take no more.
+    func closeAll() {
+        closed = true
+        for (ticket, entry) in handshaking {
+            entry.connection.close()
+            admission.release(ticket)
+        }
+        handshaking = [:]
+    }
+
+    private func advance(_ ticket: HandshakeAdmission.Ticket) -> [Outcome] {
+        guard let entry = handshaking[ticket] else { return [] }
+        do {
+            switch try entry.connection.handshake() {
+            case .done:
+                handshaking[ticket] = nil
+                admission.release(ticket)
+                guard entry.connection.applicationProtocol == .pairing else {
+                    entry.connection.close()
+                    let error = PairingError.notPairing(negotiated: entry.connection.negotiatedALPN)
+                    return [.refused("refused a connection that was not pairing: \(error)")]
+                }
+                do {
+                    return [.pairing(try Pairing(connection: entry.connection, identity: identity()))]
+                } catch PairingError.ownDevice {
+                    return [.ownDevice]
+                } catch {
+                    return [.refused("refused a connection that was not pairing: \(error)")]
+                }
+            case .wantRead:
+                handshaking[ticket]?.waitsFor = Int16(POLLIN)
+                if entry.connection.hasAnsweredClientHello { admission.answered(ticket) }
+            case .wantWrite:
+                handshaking[ticket]?.waitsFor = Int16(POLLOUT)
+            }
+        } catch {
+            // A failed handshake closed the connection already.
+            handshaking[ticket] = nil
+            admission.drop(ticket, because: .failed, now: .now)
+            return [.refused("refused a connection that was not pairing: \(error)")]
+        }
+        return []
     }
 }
 

@@ -165,7 +165,7 @@ extension Plait {
                 let paired = try listener.pairOnce(
                     timeout: .seconds(timeout), name: name,
                     onConnected: { terminal.say("device \($0) connected") },
-                    onRefused: { terminal.say("refused a connection that was not pairing: \($0)") },
+                    onRefused: { terminal.say($0) },
                     confirm: { terminal.ask($0) })
                 terminal.report(paired)
                 terminal.say("It will sync with this device once it runs `plait agent` or `plait sync`.")

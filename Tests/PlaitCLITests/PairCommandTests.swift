@@ -138,6 +138,50 @@ final class RunningPair {
         }
     }
 
+    /// Eight TCP connections that never send a byte, made to `plait pair --listen` before the honest device
+    /// connects from the same address, do not keep it from pairing. The listener handshook one connection at a
+    /// time, each for up to 10 s: the honest `--connect --timeout 20` failed (third hostile tester of 2026-11-25).
+    @Test func silentConnectionsDoNotHoldUpAnHonestDevice() throws {
+        try withSandbox { sandbox in
+            let a = try device(sandbox, "alpha")
+            let b = try device(sandbox, "beta")
+            let listener = try RunningPair(
+                sandbox: sandbox, ["pair", "--listen", "127.0.0.1:0", "--home", a.home, "--timeout", "40"],
+                answer: "y\n")
+            defer { listener.stop() }
+            let port = try listener.listeningPort()
+            var silent: [Int32] = []
+            defer { for descriptor in silent { close(descriptor) } }
+            for _ in 0..<8 { silent.append(try silentConnection(to: port)) }
+            let initiator = try RunningPair(
+                sandbox: sandbox, ["pair", "--connect", "127.0.0.1:\(port)", "--home", b.home, "--timeout", "20"],
+                answer: "y\n")
+            defer { initiator.stop() }
+            #expect(initiator.finish() == 0, "\(initiator)")
+            #expect(listener.finish() == 0, "\(listener)")
+            #expect(try peers(sandbox, a.home).first?["device"] as? String == b.id)
+            #expect(try peers(sandbox, b.home).first?["device"] as? String == a.id)
+        }
+    }
+
+    /// A TCP connection to 127.0.0.1:`port` that sends nothing (the caller closes it).
+    func silentConnection(to port: UInt16) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(descriptor >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        if connected != 0 { close(descriptor) }
+        try #require(connected == 0, "connect: \(String(cString: strerror(errno)))")
+        return descriptor
+    }
+
     @Test func oneSideAnsweringNoStoresNothingOnEither() throws {
         try withSandbox { sandbox in
             let a = try device(sandbox, "alpha")
