@@ -66,10 +66,14 @@ public enum ReadOutputs {
             LogEntry(
                 change: change.ref.description, description: describe(change, state: state, domain: domain),
                 kind: change.kind, lamport: Int(change.lamport),
-                time: formatter.string(from: Date(timeIntervalSince1970: Double(change.wallTime) / 1000)),
+                time: wallTimes.contains(change.wallTime)
+                    ? formatter.string(from: Date(timeIntervalSince1970: Double(change.wallTime) / 1000)) : nil,
                 version: Int(change.version))
         })
     }
+
+    /// The wall times (ms) shown as dates: 1970-01-01 to 9999-12-31, four-digit years.
+    static let wallTimes: ClosedRange<Int64> = 0...253_402_300_799_999
 
     /// One line of `plait log` saying what a change does, in the names the state has now.
     public static func describe(_ change: Change, state: ListsState, domain: ListsDomain) -> String {

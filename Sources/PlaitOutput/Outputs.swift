@@ -78,11 +78,12 @@ public struct LogEntry: Codable, Sendable, Equatable {
     public var description: String
     public var kind: String
     public var lamport: Int
-    /// ISO 8601, from the change's wall time.
-    public var time: String
+    /// ISO 8601, from the change's wall time: the author's clock, its word. Nil when outside 1970 – 9999 (a
+    /// hostile or broken clock's 2^63 − 1 ms printed as a date in year 5,828,963).
+    @Nullable public var time: String?
     public var version: Int
 
-    public init(change: String, description: String, kind: String, lamport: Int, time: String, version: Int) {
+    public init(change: String, description: String, kind: String, lamport: Int, time: String?, version: Int) {
         self.change = change
         self.description = description
         self.kind = kind

@@ -198,7 +198,10 @@ public final class Pairing: @unchecked Sendable {
     }
 
     /// A name a device chose for itself, safe to print and store: control and format characters
-    /// (terminal escapes, bidirectional overrides) dropped, whitespace trimmed, at most 64 characters.
+    /// (terminal escapes, bidirectional overrides) dropped, whitespace trimmed, at most 64 characters of at most
+    /// `scalarsPerCharacter` code points each. A character is what the eye sees: "Z" and 3,000 combining accents
+    /// are one, and were stored whole, 6,001 bytes (third hostile tester of 2026-11-25). 16 code points keep a
+    /// letter with its accents, a flag, a keycap or a skin tone whole (joiners are format characters, dropped).
     public static func displayable(_ claimed: String) -> String {
         let kept = claimed.unicodeScalars.filter { scalar in
             switch scalar.properties.generalCategory {
@@ -208,8 +211,12 @@ public final class Pairing: @unchecked Sendable {
                 return true
             }
         }
-        var name = String(String.UnicodeScalarView(kept)).trimmingCharacters(in: .whitespaces)
-        if name.count > 64 { name = String(name.prefix(64)) }
-        return name
+        let trimmed = String(String.UnicodeScalarView(kept)).trimmingCharacters(in: .whitespaces)
+        var name = String.UnicodeScalarView()
+        for character in trimmed.prefix(64) { name.append(contentsOf: character.unicodeScalars.prefix(scalarsPerCharacter)) }
+        return String(name)
     }
+
+    /// The most code points of one character a displayable name keeps.
+    public static let scalarsPerCharacter = 16
 }

@@ -463,7 +463,9 @@ public final class Agent: @unchecked Sendable {
                 return .unpaired
             }
             // The name its certificate gives (what it was called at `plait init`): its own claim, shown as such.
-            let claimed = entry.connection.untrustedPeerName.flatMap { $0.isEmpty ? nil : $0 } ?? "(unknown)"
+            // Made displayable as pairing makes a certificate's name: no control characters, a bounded length.
+            let claimed = entry.connection.untrustedPeerName.map(Pairing.displayable).flatMap { $0.isEmpty ? nil : $0 }
+                ?? "(unknown)"
             pendingQueue.async { [home, logger, events] in
                 try? home.store.recordPending(
                     deviceID: id.description, claimedName: claimed, address: address, now: Replica.now())

@@ -87,7 +87,7 @@ extension Plait {
                 try ReadOutputs.log(home, limit: limit)
             }) else { return }
             for row in output.changes {
-                print("\(row.change)  \(row.lamport)  \(row.kind.terminalSafe)  \(row.description.terminalSafe)  \(row.time)")
+                print("\(row.change)  \(row.lamport)  \(row.kind.terminalSafe)  \(row.description.terminalSafe)  \(row.time ?? "(no valid wall time)")")
             }
         }
     }

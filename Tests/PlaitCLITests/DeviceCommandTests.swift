@@ -1,5 +1,7 @@
 import Foundation
+import PlaitCore
 import PlaitNetnsSupport
+import PlaitStore
 import Testing
 
 /// `init`, `id`, `status`, `compact`, `rejoin`, `log`, and where the home and config come from.
@@ -300,5 +302,39 @@ func runSQLite(_ path: String, _ sql: String) throws {
     let shell = try ChildProcess.run(tool, [path, sql])
     guard shell.succeeded else {
         throw CLITestFailure("sqlite3 \(path) failed (\(shell.termination)): \(shell.errors)")
+    }
+}
+
+/// Wall times are the author's clock, its word: one a broken or hostile clock gave (2^63 − 1 ms, before 1970)
+/// is not printed as a date in year 5,828,963 (third hostile tester of 2026-11-25); `time` is null, and the plain
+/// log says so.
+@Suite struct AbsurdWallTimeTests {
+    @Test func aChangeWithAnAbsurdWallTimeIsLoggedWithoutADate() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "Groceries"])
+            let store = try Store.open(at: sandbox.home + "/plait.db", synchronousFull: false)
+            let replica = try Replica(store: store)
+            var previous: Change?
+            for (seq, wall) in [Int64.max, -1, Int64.min].enumerated() {
+                let payload = ListsChange.listCreate(
+                    id: ObjectID(high: 0xC10C, low: UInt64(seq + 1)), title: "from \(wall)", color: nil,
+                    at: .top)
+                let change = Change(
+                    timeline: TimelineID(0xC10C), seq: UInt64(seq + 1), lamport: UInt64(seq + 1),
+                    previousHash: previous?.hash ?? Change.zeroHash, kind: payload.kind, version: 1, wallTime: wall,
+                    payload: payload.payload)
+                _ = try replica.integrate([change])
+                previous = change
+            }
+            let entries = try #require(try sandbox.ok(["log", "--json"]).json()["changes"] as? [[String: Any]])
+            let foreign = entries.filter { ($0["change"] as? String)?.hasPrefix(TimelineID(0xC10C).description) == true }
+            #expect(foreign.count == 3 && foreign.allSatisfy { $0["time"] is NSNull }, "\(foreign)")
+            let own = entries.filter { !foreign.map { $0["change"] as? String }.contains($0["change"] as? String) }
+            #expect(!own.isEmpty && own.allSatisfy { ($0["time"] as? String)?.hasPrefix("20") == true }, "\(own)")
+            let plain = try sandbox.ok(["log"]).stdout
+            #expect(plain.components(separatedBy: "(no valid wall time)").count == 4, "\(plain)")
+            #expect(!plain.contains("5828963"), "\(plain)")
+        }
     }
 }

@@ -232,5 +232,13 @@ import Testing
         #expect(Pairing.displayable("  l\u{1B}[2Jap\u{202E}top\n ") == "l[2Japtop")
         #expect(Pairing.displayable(String(repeating: "é", count: 100)).count == 64)
         #expect(Pairing.displayable("\u{7}\u{0}").isEmpty)
+        // One character of 3,001 code points ("Z" and combining accents) is cut to a bounded size; a letter with
+        // its accents, a flag, a keycap and a skin tone stay whole.
+        let zalgo = Pairing.displayable("Z" + String(repeating: "\u{301}", count: 3_000))
+        #expect(zalgo.unicodeScalars.count == Pairing.scalarsPerCharacter && zalgo.unicodeScalars.first == "Z")
+        let long = Pairing.displayable(String(repeating: "Z" + String(repeating: "\u{301}", count: 50), count: 100))
+        #expect(long.count == 64 && long.utf8.count <= 64 * (1 + 2 * (Pairing.scalarsPerCharacter - 1)))
+        let marked = "Ngu\u{1EC5}n \u{1E69}\u{0323}\u{0307} \u{1F1EB}\u{1F1F7} 1\u{FE0F}\u{20E3} \u{1F44D}\u{1F3FD}"
+        #expect(Pairing.displayable(marked) == marked)
     }
 }
