@@ -223,7 +223,10 @@ final class EventRecorder: @unchecked Sendable {
             #expect(eventually(20) { recorder.events.contains { $0.event.event == "peer.connected" } })
             let connected = recorder.events.first { $0.event.event == "peer.connected" }?.event.payload
             #expect(connected?["device"] as? String == devices[1].id)
-            #expect(connected?["name"] as? String == "b")
+            // Named as A stored it at pairing, not as B's Hello calls itself.
+            let stored = try sandbox.ok(["peers", "--json", "--home", devices[0].home]).json()["peers"]
+            #expect(connected?["name"] as? String == (stored as? [[String: Any]])?.first?["name"] as? String)
+            #expect(connected?["name"] as? String != "b")
 
             try sandbox.ok(["list", "add", "Shared", "--home", devices[1].home])
             let storeB = try Store.open(at: devices[1].home + "/plait.db", synchronousFull: false)

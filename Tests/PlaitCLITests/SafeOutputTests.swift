@@ -126,8 +126,9 @@ extension Sandbox {
         }
     }
 
-    /// A device name from a peer (its Hello, then `plait sync`'s line) is escaped as well, and a peer without a
-    /// name is named by its Device ID in the agent's log ("session with  ended" before).
+    /// A peer's name in `plait sync`'s line (the one stored at pairing, here given to `pair --trust --name`) is
+    /// escaped as well, and a peer without a name is named by its Device ID in the agent's log (it read "session
+    /// with  ended" before).
     @Test func peerNamesAreEscapedAndNeverEmptyInLogs() throws {
         try withSandbox { sandbox in
             let evil = sandbox.root + "/evil", blank = sandbox.root + "/blank"
@@ -137,7 +138,7 @@ extension Sandbox {
             let evilID = try sandbox.ok(["id", "--home", evil]).lines.last!
             let blankID = try sandbox.ok(["id", "--home", blank]).lines.last!
             try sandbox.ok(["pair", "--trust", blankID, "--home", evil])
-            try sandbox.ok(["pair", "--trust", evilID, "--home", blank])
+            try sandbox.ok(["pair", "--trust", evilID, "--name", "ev\u{202E}il\u{2066}", "--home", blank])
             let agent = try RunningAgent(sandbox: sandbox, home: evil)
             defer { agent.stop() }
             let sync = try sandbox.ok(["sync", "--peer", agent.address, "--home", blank])

@@ -387,6 +387,9 @@ struct SignedTimelineMigrationTests {
         try runSQLite(
             path,
             """
+            DELETE FROM grdb_migrations WHERE identifier = 'v16-unpaired-stagings';
+            ALTER TABLE peers DROP COLUMN refused_me_at;
+            DELETE FROM grdb_migrations WHERE identifier = 'v15-refused-by-peer';
             DROP TABLE unpaired_devices; DELETE FROM grdb_migrations WHERE identifier = 'v14-unpaired-devices';
             ALTER TABLE copied_homes DROP COLUMN reported_by;
             DELETE FROM grdb_migrations WHERE identifier = 'v13-copied-home-reporters';
