@@ -557,8 +557,9 @@ public final class Agent: @unchecked Sendable {
             let connection = try TLSConnection.connect(
                 host: address.host, port: address.port, context: context,
                 trust: { [weak self] in self?.trust($0) ?? false }, timeout: settings.dialTimeout)
+            // The backoff stays until the peer's Hello admits the session (`admit`): in TLS 1.3 a peer that refuses
+            // this device completes the handshake first, and clearing it here had a refused agent dial every 2 s.
             let held = lock.withLock { () -> Bool in
-                backoff[key] = nil
                 guard peer == nil, let id = connection.peerDeviceID?.description else { return false }
                 staticPeerIDs[key] = id
                 return sessions.values.contains { $0.peer == id }
@@ -845,7 +846,10 @@ public final class Agent: @unchecked Sendable {
         let keep = lock.withLock { () -> Bool in
             if stopped { return false }
             let existing = admitted(peer).filter { $0 !== entry }
-            others = existing.filter { isOther($0.instance ?? []) }
+            // Two one-shot sessions of other instances are not two copies: each `plait sync` run without an agent
+            // speaks with a nonce of its own (a fourth hostile tester's three syncs at once were reported as a
+            // copied home, with advice to change keys). A copy is probed against an agent session.
+            others = existing.filter { isOther($0.instance ?? []) && !(hello.oneShot && $0.oneShot) }
             entry.oneShot = hello.oneShot
             entry.extra = hello.oneShot
             let rivals = hello.oneShot ? [] : existing.filter { !$0.extra && !isOther($0.instance ?? []) }
@@ -864,6 +868,8 @@ public final class Agent: @unchecked Sendable {
                 older.session.stop()
             }
             entry.instance = nonce
+            backoff[peer] = nil
+            for (key, id) in staticPeerIDs where id == peer { backoff[key] = nil }
             entry.name = knownPeers.first { $0.deviceID == peer }?.name ?? hello.name
             entry.offered = hello.summary
             return true

@@ -124,6 +124,10 @@ final class PairingHandshakes {
     private var admission: HandshakeAdmission
     private var handshaking: [HandshakeAdmission.Ticket: (connection: TLSConnection, waitsFor: Int16)] = [:]
     private var closed = false
+    /// Refusals told one by one so far: past `toldRefusals` they are summed up once a minute (the admission's
+    /// summary line), or a flood of 100 connections a second printed 1,000 lines in 10 s (fourth hostile tester).
+    private var refusalsTold = 0
+    static let toldRefusals = 5
 
     init(listener: TLSListener, identity: @escaping () throws -> Identity, limits: HandshakeLimits) {
         self.listener = listener
@@ -143,8 +147,10 @@ final class PairingHandshakes {
             }
     }
 
-    /// When a handshake's deadline falls next (nil: none is running).
-    var nextDue: ContinuousClock.Instant? { handshaking.isEmpty ? nil : admission.nextDue }
+    /// When a handshake's deadline or the drops' summary falls next (nil: neither). The summary is taken when due
+    /// (`step`): left due, it made poll(2) return at once, and the listener spun at 100 % of a core (fourth hostile
+    /// tester of 2026-11-25).
+    var nextDue: ContinuousClock.Instant? { admission.nextDue }
 
     /// After poll(2) on `pollEntries()`: takes every connection pending on the listener, takes each handshake whose
     /// socket is ready one step further, and closes those past the deadline. Throws only when the listener fails.
@@ -179,7 +185,21 @@ final class PairingHandshakes {
             let seconds = admission.limits.deadline.components.seconds
             outcomes.append(.refused("closed a connection that did not finish its TLS handshake within \(seconds) s"))
         }
-        return outcomes
+        // The first few refusals one by one, then what the admission sums up once a minute.
+        var told: [Outcome] = []
+        for outcome in outcomes {
+            guard case .refused = outcome else {
+                told.append(outcome)
+                continue
+            }
+            refusalsTold += 1
+            if refusalsTold <= Self.toldRefusals { told.append(outcome) }
+            if refusalsTold == Self.toldRefusals {
+                told.append(.refused("further refused connections are summed up once a minute"))
+            }
+        }
+        if let line = admission.summary(now: now) { told.append(.refused(line)) }
+        return told
     }
 
     /// Closes every connection still in its handshake; later steps take no more.
