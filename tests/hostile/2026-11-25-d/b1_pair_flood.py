@@ -2,7 +2,8 @@
 source addresses, then an honest `plait pair --connect` from F at HONEST s. Prints the honest result, how many lines
 the listener printed, and the listener's CPU seconds in windows (a busy poll loop shows as ~1 CPU-s per s).
 usage: b1_pair_flood.py MODE RATE DURATION HONEST [TO]
-MODE: silent | garbage | half (first half of a real ClientHello, then silence) | pairsilent (a stranger completes
+MODE: silent | garbage | half (first half of a real ClientHello, then silence) | hello (a whole ClientHello, then
+      silence: answered, so kept before silent ones) | pairsilent (a stranger completes
       TLS with ALPN plait-pair/1, then says nothing) | spin (1 garbage connection at 0 s, then 1 silent one every 9 s
       from 61 s: the drop summary window of the admission is never reset by the pairing listener)
 RATE: new connections per second (kept open until DURATION ends, except garbage)."""
@@ -49,6 +50,7 @@ def one(kind, i):
         s.connect(("127.0.0.1", PORT)); opened += 1
         if kind == "garbage": s.sendall(os.urandom(300)); s.close(); return
         if kind == "half": h = client_hello(); s.sendall(h[:len(h) // 2])
+        if kind == "hello": s.sendall(client_hello())
         if kind == "pairsilent": s = pctx.wrap_socket(s)
         held.append(s)
     except Exception as e:
