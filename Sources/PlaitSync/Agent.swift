@@ -796,15 +796,13 @@ public final class Agent: @unchecked Sendable {
     /// per `liveRecordInterval` per session, and the last word always. Extra sessions (a peer's `plait sync`)
     /// record at their end only.
     private func noteLiveAcknowledgement(_ entry: Running) {
-        let delay = lock.withLock { () -> Duration? in
+        let due = lock.withLock { () -> ContinuousClock.Instant? in
             guard entry.instance != nil, !entry.extra, !entry.liveRecordDue else { return nil }
             entry.liveRecordDue = true
-            let since = entry.liveRecordedAt.map { ContinuousClock.now - $0 } ?? Self.liveRecordInterval
-            return max(.zero, Self.liveRecordInterval - since)
+            return entry.liveRecordedAt.map { $0 + Self.liveRecordInterval } ?? .now
         }
-        guard let delay else { return }
-        let milliseconds = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
-        liveRecords.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { [weak self] in
+        guard let due else { return }
+        liveRecords.asyncAfter(deadline: .now() + .milliseconds(Int(pollMilliseconds(until: due)))) { [weak self] in
             self?.recordLiveAcknowledgement(entry)
         }
     }

@@ -141,9 +141,8 @@ final class PairingHandshakes {
     /// What to poll: the listening socket first, then every connection in its handshake.
     func pollEntries() -> [pollfd] {
         [pollfd(fd: closed ? -1 : listener.fileDescriptor, events: Int16(POLLIN), revents: 0)]
-            + handshaking.keys.sorted().map { ticket in
-                pollfd(fd: handshaking[ticket]!.connection.fileDescriptor, events: handshaking[ticket]!.waitsFor,
-                    revents: 0)
+            + handshaking.sorted { $0.key < $1.key }.map { _, entry in
+                pollfd(fd: entry.connection.fileDescriptor, events: entry.waitsFor, revents: 0)
             }
     }
 

@@ -7,6 +7,22 @@ import PlaitStore
 /// A fixed wall-clock time for authored changes, so nothing depends on the clock.
 public let fixedNow: Int64 = 1_700_000_000_000
 
+/// A hand-made unsigned chain of `count` `list.create` changes on `timeline`, the first at Lamport time
+/// `lamport + 1`, each a new list titled `title` and its number: what a peer (honest or not) sends on the wire.
+public func listCreateChain(
+    _ timeline: TimelineID, count: Int, lamport: UInt64, title: String = "t", rng: inout SplitMix64
+) -> [Change] {
+    var out: [Change] = []
+    for seq in 1...UInt64(count) {
+        let payload = ListsChange.listCreate(id: ObjectID.random(using: &rng), title: "\(title)\(seq)", color: nil, at: .top)
+        out.append(
+            Change(
+                timeline: timeline, seq: seq, lamport: lamport + seq, previousHash: out.last?.hash ?? Change.zeroHash,
+                kind: payload.kind, version: 1, wallTime: fixedNow, payload: payload.payload))
+    }
+    return out
+}
+
 /// A fresh directory under the system temporary directory, removed by `remove()`.
 public struct TemporaryDirectory {
     public let path: String

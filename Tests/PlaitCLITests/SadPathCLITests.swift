@@ -288,18 +288,7 @@ import Testing
             try sandbox.ok(["batch", "--home", sender.home], stdin: "list add Home\nadd Home paint\n")
             var rng = SplitMix64(seed: 0x5AD_C11_0009)
             let jumps: [[Change]] = [Lamport.maxJump - 100, 2 * Lamport.maxJump - 200].map { lamport in
-                let timeline = TimelineID(rng.next())
-                var out: [Change] = []
-                for seq in 1...UInt64(2) {
-                    let payload = ListsChange.listCreate(
-                        id: ObjectID.random(using: &rng), title: "j\(seq)", color: nil, at: .top)
-                    out.append(
-                        Change(
-                            timeline: timeline, seq: seq, lamport: lamport + seq,
-                            previousHash: out.last?.hash ?? Change.zeroHash, kind: payload.kind, version: 1,
-                            wallTime: 1_700_000_000_000, payload: payload.payload))
-                }
-                return out
+                listCreateChain(TimelineID(rng.next()), count: 2, lamport: lamport, title: "j", rng: &rng)
             }
             do {
                 let replica = try Replica(store: try Store.open(at: sender.home + "/plait.db"))

@@ -30,17 +30,12 @@ import Testing
 
     /// A chain of `count` list creations on `timeline`, Lamport times from `lamport` on.
     func chain(_ timeline: TimelineID, count: Int, lamport: UInt64, rng: inout SplitMix64) -> [Change] {
-        var out: [Change] = []
-        for seq in 1...UInt64(count) {
-            let payload = ListsChange.listCreate(
-                id: ObjectID.random(using: &rng), title: "t\(seq)", color: nil, at: .top)
-            out.append(
-                Change(
-                    timeline: timeline, seq: seq, lamport: lamport + seq,
-                    previousHash: out.last?.hash ?? Change.zeroHash, kind: payload.kind, version: 1,
-                    wallTime: fixedNow, payload: payload.payload))
-        }
-        return out
+        listCreateChain(timeline, count: count, lamport: lamport, rng: &rng)
+    }
+
+    /// The summary whose entries are the heads of `changes`.
+    func summary(of changes: [Change]) -> Summary {
+        Summary(heads(changes).mapValues(\.seq))
     }
 
     func heads(_ changes: [Change]) -> [TimelineID: HeadHash] {
@@ -64,7 +59,7 @@ import Testing
             var poisoned = chain(TimelineID(rng.next()), count: 2, lamport: 20, rng: &rng)
             poisoned[1].lamport = poison
             let all = good + poisoned
-            let summary = Summary(Dictionary(uniqueKeysWithValues: heads(all).map { ($0.key, $0.value.seq) }))
+            let summary = self.summary(of: all)
             let (result, sent) = try rawPeerSession(device) { peer in
                 _ = try play(
                     peer, hello: rawHello(summary: summary, heads: heads(all)), batches: [poisoned + good],
@@ -103,7 +98,7 @@ import Testing
             var poisoned = chain(TimelineID(rng.next()), count: 1, lamport: 0, rng: &rng)
             poisoned[0].lamport = poison
             let all = plausible + poisoned
-            let summary = Summary(Dictionary(uniqueKeysWithValues: heads(all).map { ($0.key, $0.value.seq) }))
+            let summary = self.summary(of: all)
             let (result, _) = try rawPeerSession(device) { peer in
                 _ = try play(
                     peer, hello: rawHello(summary: summary, heads: heads(all)), batches: [poisoned + plausible],
@@ -209,7 +204,7 @@ import Testing
             let first = chain(TimelineID(rng.next()), count: 3, lamport: 10, rng: &rng)
             let second = chain(TimelineID(rng.next()), count: 4, lamport: 10, rng: &rng)
             let all = first + second
-            let summary = Summary(Dictionary(uniqueKeysWithValues: heads(all).map { ($0.key, $0.value.seq) }))
+            let summary = self.summary(of: all)
             let stored = DispatchSemaphore(value: 0)
             var options = SessionOptions()
             options.onPulled = { _ in stored.signal() }

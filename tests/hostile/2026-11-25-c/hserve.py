@@ -1,6 +1,6 @@
 """Hostile *agent* side: a TLS server on 127.0.0.1 with a home's key/cert (ALPN plait-sync/2) that a
 `plait sync --peer 127.0.0.1:PORT` of a victim home dials. Built on hp.py (frames, messages, summaries)."""
-import os, socket, ssl, struct, sys, threading, time
+import os, socket, ssl, struct, subprocess, sys, threading, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hp import *
 
@@ -38,3 +38,15 @@ def notify_payload(summary, report=True, digest=None):
     p = summary_wire(1, summary)
     if report: p += fb(2, digest or os.urandom(32))
     return p
+
+
+def start_sync(home, port, timeout=20):
+    """Runs `plait sync --home HOME --peer 127.0.0.1:PORT` on a thread; returns (thread, res): res gets "rc" and
+    "out" (stdout and stderr) once it ends."""
+    res = {}
+    def run():
+        r = subprocess.run([PLAIT, "sync", "--home", home, "--peer", f"127.0.0.1:{port}", "--timeout", str(timeout)],
+                           capture_output=True, text=True, timeout=120)
+        res["rc"] = r.returncode; res["out"] = (r.stdout + r.stderr).strip()
+    th = threading.Thread(target=run); th.start()
+    return th, res

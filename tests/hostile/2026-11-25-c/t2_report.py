@@ -23,12 +23,7 @@ from hserve import *
 V, HH, HPORT, CASE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 ident = Ident(HH)
 ctx, ls = listen(ident, HPORT)
-res = {}
-def runsync():
-    r = subprocess.run([PLAIT, "sync", "--home", V, "--peer", f"127.0.0.1:{HPORT}", "--timeout", "20"],
-                       capture_output=True, text=True, timeout=120)
-    res["rc"] = r.returncode; res["out"] = (r.stdout + r.stderr).strip()
-th = threading.Thread(target=runsync); th.start()
+th, res = start_sync(V, HPORT)
 c = accept(ctx, ls, ident)
 # V's Hello
 t, f = c.recv(); assert t == HELLO, t

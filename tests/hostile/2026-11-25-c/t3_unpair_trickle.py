@@ -13,12 +13,7 @@ lid = os.urandom(16)
 tl.add("list.create", p_list_create(lid, "From H"))
 for i in range(20): tl.add("item.create", p_item_create(os.urandom(16), lid, f"h item {i}"))
 ctx, ls = listen(ident, HPORT)
-res = {}
-def runsync():
-    r = subprocess.run([PLAIT, "sync", "--home", V, "--peer", f"127.0.0.1:{HPORT}", "--timeout", "20"],
-                       capture_output=True, text=True, timeout=120)
-    res["rc"] = r.returncode; res["out"] = (r.stdout + r.stderr).strip()
-th = threading.Thread(target=runsync); th.start()
+th, res = start_sync(V, HPORT)
 c = accept(ctx, ls, ident)
 t, f = c.recv(); vs = parse_summary(getall(f, 6))
 c.send(HELLO, hello_payload(ident, {tl.id: len(tl.changes)}))

@@ -4,11 +4,10 @@ CASE: zwj (one 👨 + 2,000 ZWJ-joined 👩: one grapheme), zwjmany (64 family e
       tags (40 subdivision flags, 7 code points each), zalgo64 (64 letters with 40 marks each), invisible (only
       zero-width and bidi format characters), zwjcut (64 chars each 👨 + 14 x ZWJ👩 = 29 cp: cut at 16 ends in a ZWJ),
       zalgo ("Z" + 3,000 U+0301, the case of 2026-11-25-c), hangul (64 conjoining-jamo syllables L+V+T x 8), spoof ("friend" with a zero-width space: looks like a peer)"""
-import datetime, os, sys
-from cryptography import x509
-from cryptography.x509.oid import NameOID
-from cryptography.hazmat.primitives import hashes, serialization
+import os, sys
 from cryptography.hazmat.primitives.asymmetric import ec
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-11-25-c"))
+from t1_certname import write_identity
 d, case = sys.argv[1], sys.argv[2]
 M, W = "\U0001F468", "\U0001F469"; Z = "\u200d"
 cn = {"zwj": M + (Z + W) * 2000,
@@ -22,13 +21,5 @@ cn = {"zwj": M + (Z + W) * 2000,
       "zwjcut": (M + (Z + W) * 14) * 64,
       "hangul": ("\u1100\u1161\u11a8" * 8) * 64,
       "spoof": "fri\u200bend", "zalgo": "Z" + "\u0301" * 3000}[case]
-key = ec.generate_private_key(ec.SECP256R1())
-os.makedirs(d, exist_ok=True)
-name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn, _validate=False)])
-now = datetime.datetime(2026, 1, 1)
-cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key()).serial_number(1)
-        .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=3650)).sign(key, hashes.SHA256()))
-open(d + "/cert.pem", "wb").write(cert.public_bytes(serialization.Encoding.PEM))
-open(d + "/key.pem", "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                  serialization.NoEncryption()))
+write_identity(d, cn, ec.generate_private_key(ec.SECP256R1()))
 print(f"{case}: {len(cn)} code points, {len(cn.encode())} bytes")
