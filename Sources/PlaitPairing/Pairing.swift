@@ -43,6 +43,12 @@ public final class Pairing: @unchecked Sendable {
     /// asking thread keeps it alive while it runs, so a late answer never writes into a reused descriptor.
     private var answers: Inbox<Bool>?
     private var started = false
+    /// Whether `begin()` ran the machine's start (sent the responder's commitment) before `run`.
+    private var begun = false
+    /// The bytes read so far, across `awaitFirstMessage()` and `run`.
+    private var decoder = FrameDecoder(maxFrameSize: Pairing.maxFrameSize)
+    /// The peer's first message, read by `awaitFirstMessage()` before the attempt ran.
+    private var firstMessage: Message?
 
     /// Prepares an attempt on an established connection (the TLS server is the responder). Throws
     /// `notPairing` unless the connection negotiated `plait-pair/1`, and `ownDevice` if the peer presented
@@ -102,14 +108,82 @@ public final class Pairing: @unchecked Sendable {
         return try result.get()
     }
 
+    // MARK: Before the attempt
+
+    /// What `awaitFirstMessage()` found.
+    public enum FirstMessage: Sendable, Equatable {
+        /// Not yet: poll the connection for these events (POLLIN or POLLOUT), then ask again.
+        case pending(events: Int16)
+        /// The peer's first message is here and is the one expected: `run` takes it from there.
+        case arrived
+        /// The connection ended, or the peer sent something other than the message expected first.
+        case failed(PairingError)
+    }
+
+    /// Starts the attempt without waiting for anything: the responder sends its commitment (the initiator
+    /// sends nothing first). For a listener that keeps several pairing connections open until one of them
+    /// answers (`awaitFirstMessage()`), so that one which never does holds up nobody (fourth hostile tester of
+    /// 2026-11-25: a stranger that completed TLS and then said nothing took a `pair --listen` run's only
+    /// attempt until its timeout). Throws if the commitment could not be sent within `timeout`.
+    public func begin(timeout: Duration) throws(PairingError) {
+        precondition(!started && !begun, "a Pairing begins once, before it runs")
+        begun = true
+        perform(machine.start(), deadline: .now + timeout)
+        if case .failure(let error) = outcome {
+            connection.close()
+            throw error
+        }
+    }
+
+    /// After `begin`: reads what the peer sent, without blocking, until its first message is complete. The
+    /// message must be the one the attempt expects next (the initiator's nonce); nothing else is acted upon.
+    /// The connection stays open whatever the answer; a caller that gives up on it closes it.
+    public func awaitFirstMessage() -> FirstMessage {
+        precondition(begun && !started, "awaitFirstMessage runs between begin and run")
+        if firstMessage != nil { return .arrived }
+        var buffer = [UInt8](repeating: 0, count: 512)
+        while true {
+            do {
+                if let frame = try decoder.next() {
+                    let message = try Message.decode(frame)
+                    var trial = machine  // a value: what the message would do, without doing it
+                    for action in trial.received(message) {
+                        if case .abort(let error) = action { return .failed(error) }
+                    }
+                    firstMessage = message
+                    return .arrived
+                }
+            } catch {
+                return .failed(.wire(error))
+            }
+            let result: TLSConnection.IOResult
+            do {
+                result = try connection.read(into: &buffer)
+            } catch {
+                return .failed(.connectionLost)
+            }
+            switch result {
+            case .bytes(let count): decoder.append(buffer[0..<count])
+            case .wantRead: return .pending(events: Int16(POLLIN))
+            case .wantWrite: return .pending(events: Int16(POLLOUT))
+            case .closed: return .failed(.connectionLost)
+            }
+        }
+    }
+
     // MARK: The loop
 
     private func drive(deadline: ContinuousClock.Instant, timeout: Duration, onPeerStarted: (() -> Void)?) {
         var onPeerStarted = onPeerStarted
-        var decoder = FrameDecoder(maxFrameSize: Self.maxFrameSize)
         var buffer = [UInt8](repeating: 0, count: 4096)
         var readNeedsWritable = false
-        perform(machine.start(), deadline: deadline)
+        if !begun { perform(machine.start(), deadline: deadline) }
+        if let message = firstMessage, outcome == nil {
+            firstMessage = nil
+            onPeerStarted?()
+            onPeerStarted = nil
+            perform(machine.received(message), deadline: deadline)
+        }
         while outcome == nil {
             // Everything readable now, including records OpenSSL already decrypted (poll cannot see them).
             reading: while outcome == nil {

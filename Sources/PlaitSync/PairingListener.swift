@@ -56,15 +56,23 @@ public final class PairingListener: @unchecked Sendable {
     public var fileDescriptor: Int32 { listener.fileDescriptor }
 
     /// Starts driving the handshakes of connections to this listener (see `PairingHandshakes`).
-    func handshakes(limits: HandshakeLimits = PairingHandshakes.limits) -> PairingHandshakes {
-        PairingHandshakes(listener: listener, identity: { try self.home.pairingIdentity() }, limits: limits)
+    /// With `awaitingFirstMessage`, a pairing connection is an outcome only once its first message arrived
+    /// (`PairingHandshakes`).
+    func handshakes(limits: HandshakeLimits = PairingHandshakes.limits, awaitingFirstMessage: Bool = false)
+        -> PairingHandshakes
+    {
+        PairingHandshakes(
+            listener: listener, identity: { try self.home.pairingIdentity() }, limits: limits,
+            awaitingFirstMessage: awaitingFirstMessage)
     }
 
     /// Waits until a device connects with the pairing protocol, runs one attempt with it and, if both
     /// users said yes, trusts it (named `name`, else as its certificate names itself). All within
     /// `timeout`. A connection that fails its handshake (a sync client, a scan) is closed, reported to
-    /// `onRefused` (one sentence), and the wait goes on; the first pairing connection is the only attempt. Handshakes run
-    /// side by side (`PairingHandshakes`): connections that stay silent hold up nothing but themselves.
+    /// `onRefused` (one sentence), and the wait goes on. Handshakes run side by side (`PairingHandshakes`), and so
+    /// does the wait for each pairing connection's first message (the initiator's nonce, its answer to this
+    /// side's commitment): connections that stay silent, before or after TLS, hold up nothing but themselves,
+    /// until the handshake deadline. The first connection whose nonce arrives is the run's only attempt.
     ///
     /// The initiator's address is not stored: the port it connected from is not one it listens on.
     public func pairOnce(
@@ -72,7 +80,7 @@ public final class PairingListener: @unchecked Sendable {
         onRefused: (@Sendable (String) -> Void)? = nil, confirm: @escaping @Sendable (PairingPrompt) -> Bool
     ) throws(PairingError) -> PairedDevice {
         let deadline = ContinuousClock.now + timeout
-        let handshakes = handshakes()
+        let handshakes = handshakes(awaitingFirstMessage: true)
         defer { handshakes.closeAll() }
         while true {
             guard ContinuousClock.now < deadline else { throw .timedOut(after: timeout) }
@@ -102,6 +110,13 @@ public final class PairingListener: @unchecked Sendable {
 /// connection that does not finish its handshake holds up only itself, until `limits.deadline`; per address and in
 /// all at most `limits` are kept, and to make room the oldest handshake of the address holding the most goes,
 /// those whose ClientHello was not answered first: the agent's admission rules (DESIGN §10, `HandshakeAdmission`).
+///
+/// With `awaitingFirstMessage` (`plait pair --listen`), a connection that negotiated the pairing protocol is not
+/// an outcome yet: this side sends its commitment and keeps the connection, under the same deadline and limits,
+/// until the initiator's nonce arrives. A stranger that completed TLS and said nothing took the run's only
+/// attempt until its `--timeout` (fourth hostile tester of 2026-11-25); now it is closed at the deadline, and an
+/// honest device that answers meanwhile is the attempt. (Pairing by discovery holds pairing connections unstarted
+/// on purpose, its rendezvous decides which one runs: there the outcome comes at the end of the TLS handshake.)
 final class PairingHandshakes {
     /// What one step found: a connection ready to pair, one refused (why, one sentence), or one from this very
     /// device (its key: the user ran `plait pair --connect` on this home itself).
@@ -122,27 +137,46 @@ final class PairingHandshakes {
     private let listener: TLSListener
     private let identity: () throws -> Identity
     private var admission: HandshakeAdmission
-    private var handshaking: [HandshakeAdmission.Ticket: (connection: TLSConnection, waitsFor: Int16)] = [:]
+    /// Where a connection is: in its TLS handshake, or past it with this side's commitment sent, waiting for the
+    /// initiator's first message.
+    private enum Stage {
+        case handshake(TLSConnection)
+        case awaitingFirstMessage(Pairing)
+
+        var connection: TLSConnection {
+            switch self {
+            case .handshake(let connection): connection
+            case .awaitingFirstMessage(let pairing): pairing.connection
+            }
+        }
+    }
+
+    private let awaitingFirstMessage: Bool
+    private var handshaking: [HandshakeAdmission.Ticket: (stage: Stage, waitsFor: Int16)] = [:]
     private var closed = false
     /// Refusals told one by one so far: past `toldRefusals` they are summed up once a minute (the admission's
     /// summary line), or a flood of 100 connections a second printed 1,000 lines in 10 s (fourth hostile tester).
     private var refusalsTold = 0
     static let toldRefusals = 5
 
-    init(listener: TLSListener, identity: @escaping () throws -> Identity, limits: HandshakeLimits) {
+    init(
+        listener: TLSListener, identity: @escaping () throws -> Identity, limits: HandshakeLimits,
+        awaitingFirstMessage: Bool = false
+    ) {
         self.listener = listener
         self.identity = identity
+        self.awaitingFirstMessage = awaitingFirstMessage
         admission = HandshakeAdmission(limits: limits)
     }
 
-    /// Connections in their handshake now.
+    /// Connections in their handshake (or waiting for their first message) now.
     var count: Int { handshaking.count }
 
     /// What to poll: the listening socket first, then every connection in its handshake.
     func pollEntries() -> [pollfd] {
         [pollfd(fd: closed ? -1 : listener.fileDescriptor, events: Int16(POLLIN), revents: 0)]
             + handshaking.sorted { $0.key < $1.key }.map { _, entry in
-                pollfd(fd: entry.connection.fileDescriptor, events: entry.waitsFor, revents: 0)
+                pollfd(fd: entry.stage.connection.fileDescriptor, events: entry.waitsFor, revents: 0)
             }
     }
 
@@ -172,17 +206,24 @@ final class PairingHandshakes {
                 }
                 guard let connection = accepted else { break }
                 let (ticket, evicted) = admission.admit(host: connection.peerHost ?? "?", now: .now)
-                if let evicted { handshaking.removeValue(forKey: evicted)?.connection.close() }
-                handshaking[ticket] = (connection, Int16(POLLIN))
+                if let evicted { handshaking.removeValue(forKey: evicted)?.stage.connection.close() }
+                handshaking[ticket] = (.handshake(connection), Int16(POLLIN))
                 outcomes += advance(ticket)  // its ClientHello is often there already
             }
         }
         let now = ContinuousClock.now
         for ticket in admission.expired(now: now) {
-            handshaking.removeValue(forKey: ticket)?.connection.close()
+            guard let entry = handshaking.removeValue(forKey: ticket) else { continue }
+            entry.stage.connection.close()
             admission.drop(ticket, because: .pastDeadline, now: now)
             let seconds = admission.limits.deadline.components.seconds
-            outcomes.append(.refused("closed a connection that did not finish its TLS handshake within \(seconds) s"))
+            switch entry.stage {
+            case .handshake:
+                outcomes.append(.refused("closed a connection that did not finish its TLS handshake within \(seconds) s"))
+            case .awaitingFirstMessage(let pairing):
+                outcomes.append(
+                    .refused("closed a pairing connection from device \(pairing.peer) that sent nothing within \(seconds) s"))
+            }
         }
         // The first few refusals one by one, then what the admission sums up once a minute.
         var told: [Outcome] = []
@@ -205,7 +246,7 @@ final class PairingHandshakes {
     func closeAll() {
         closed = true
         for (ticket, entry) in handshaking {
-            entry.connection.close()
+            entry.stage.connection.close()
             admission.release(ticket)
         }
         handshaking = [:]
@@ -213,26 +254,49 @@ final class PairingHandshakes {
 
     private func advance(_ ticket: HandshakeAdmission.Ticket) -> [Outcome] {
         guard let entry = handshaking[ticket] else { return [] }
+        let connection: TLSConnection
+        switch entry.stage {
+        case .handshake(let handshaking): connection = handshaking
+        case .awaitingFirstMessage(let pairing): return awaitFirstMessage(ticket, pairing)
+        }
         do {
-            switch try entry.connection.handshake() {
+            switch try connection.handshake() {
             case .done:
-                handshaking[ticket] = nil
-                admission.release(ticket)
-                guard entry.connection.applicationProtocol == .pairing else {
-                    entry.connection.close()
-                    let error = PairingError.notPairing(negotiated: entry.connection.negotiatedALPN)
+                guard connection.applicationProtocol == .pairing else {
+                    handshaking[ticket] = nil
+                    admission.release(ticket)
+                    connection.close()
+                    let error = PairingError.notPairing(negotiated: connection.negotiatedALPN)
                     return [.refused("refused a connection that was not pairing: \(error)")]
+                }
+                let pairing: Pairing
+                do {
+                    pairing = try Pairing(connection: connection, identity: identity())
+                } catch {
+                    handshaking[ticket] = nil
+                    admission.release(ticket)
+                    connection.close()
+                    if case PairingError.ownDevice = error { return [.ownDevice] }
+                    return [.refused("refused a connection that was not pairing: \(error)")]
+                }
+                guard awaitingFirstMessage else {
+                    handshaking[ticket] = nil
+                    admission.release(ticket)
+                    return [.pairing(pairing)]
                 }
                 do {
-                    return [.pairing(try Pairing(connection: entry.connection, identity: identity()))]
-                } catch PairingError.ownDevice {
-                    return [.ownDevice]
+                    // 40 bytes on a connection that just finished its handshake: the socket buffer takes them.
+                    try pairing.begin(timeout: .seconds(1))
                 } catch {
-                    return [.refused("refused a connection that was not pairing: \(error)")]
+                    handshaking[ticket] = nil
+                    admission.drop(ticket, because: .failed, now: .now)
+                    return [.refused("closed a pairing connection from device \(pairing.peer): \(error)")]
                 }
+                handshaking[ticket] = (.awaitingFirstMessage(pairing), Int16(POLLIN))
+                return awaitFirstMessage(ticket, pairing)
             case .wantRead:
                 handshaking[ticket]?.waitsFor = Int16(POLLIN)
-                if entry.connection.hasAnsweredClientHello { admission.answered(ticket) }
+                if connection.hasAnsweredClientHello { admission.answered(ticket) }
             case .wantWrite:
                 handshaking[ticket]?.waitsFor = Int16(POLLOUT)
             }
@@ -243,6 +307,25 @@ final class PairingHandshakes {
             return [.refused("refused a connection that was not pairing: \(error)")]
         }
         return []
+    }
+
+    /// A pairing connection past its handshake, this side's commitment sent: an outcome once the initiator's
+    /// nonce is here, closed if the connection ends or the peer sends anything else.
+    private func awaitFirstMessage(_ ticket: HandshakeAdmission.Ticket, _ pairing: Pairing) -> [Outcome] {
+        switch pairing.awaitFirstMessage() {
+        case .pending(let events):
+            handshaking[ticket]?.waitsFor = events
+            return []
+        case .arrived:
+            handshaking[ticket] = nil
+            admission.release(ticket)
+            return [.pairing(pairing)]
+        case .failed(let error):
+            handshaking[ticket] = nil
+            pairing.connection.close()
+            admission.drop(ticket, because: .failed, now: .now)
+            return [.refused("closed a pairing connection from device \(pairing.peer): \(error)")]
+        }
     }
 }
 

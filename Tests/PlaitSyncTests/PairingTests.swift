@@ -374,24 +374,68 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
         #expect(try alpha.trusted().isEmpty && beta.trusted().isEmpty)
     }
 
-    /// Before trust, a frame over the small pairing limit ends the attempt before its payload is read.
-    @Test func anOversizedFrameEndsTheAttempt() throws {
+    /// Before trust, a frame over the small pairing limit closes the connection before its payload is read. It
+    /// never was the attempt: the listener goes on waiting, and an honest device pairs after it.
+    @Test func anOversizedFrameClosesTheConnection() throws {
         let alpha = try TemporaryHome("alpha")
-        defer { alpha.remove() }
+        let beta = try TemporaryHome("beta")
+        defer {
+            alpha.remove()
+            beta.remove()
+        }
         let intruder = try temporaryIdentity("intruder")
         let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
         defer { listener.close() }
-        let responder = JoinableThread { try listener.pairOnce(timeout: .seconds(20), confirm: { _ in true }) }
+        let refusals = Said()
+        let responder = JoinableThread {
+            try listener.pairOnce(timeout: .seconds(20), onRefused: { refusals.add($0) }, confirm: { _ in true })
+        }
         let client = try TLSConnection.connect(
             host: "127.0.0.1", port: listener.address.port,
             context: TLSContext(identity: intruder, role: .client(offering: .pairing)), trust: { _ in false },
             timeout: .seconds(10))
         defer { client.close() }
         try client.writeAll([0x00, 0x10, 0x00, 0x00, MessageType.pairNonce.rawValue], timeout: .seconds(5))
-        #expect(throws: PairingError.wire(.frameTooLarge(size: 1 << 20, limit: Pairing.maxFrameSize))) {
-            try responder.join().get()
-        }
+        #expect(refusals.wait(for: 1))
+        let tooLarge = WireError.frameTooLarge(size: 1 << 20, limit: Pairing.maxFrameSize)
+        #expect(refusals.lines.first?.contains("\(tooLarge)") == true, "\(refusals.lines)")
         #expect(try alpha.trusted().isEmpty)
+        let paired = try beta.home.pair(connectingTo: listener.address, timeout: .seconds(10), confirm: { _ in true })
+        #expect(paired.deviceID == alpha.id)
+        #expect(try responder.join().get().deviceID == beta.id)
+        #expect(try alpha.trusted() == [beta.id.description], "the intruder is not trusted")
+    }
+
+    /// A stranger that completes the TLS handshake with the pairing protocol and then says nothing does not take
+    /// the run's only attempt: it took it until the listener's timeout, and an honest device could not pair
+    /// (fourth hostile tester of 2026-11-25, F3). Its connection is closed at the handshake deadline.
+    @Test func aSilentPairingConnectionDoesNotTakeTheAttempt() throws {
+        let alpha = try TemporaryHome("alpha")
+        let beta = try TemporaryHome("beta")
+        defer {
+            alpha.remove()
+            beta.remove()
+        }
+        let stranger = try temporaryIdentity("stranger")
+        let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
+        defer { listener.close() }
+        let refusals = Said()
+        let responder = JoinableThread {
+            try listener.pairOnce(timeout: .seconds(30), onRefused: { refusals.add($0) }, confirm: { _ in true })
+        }
+        let silent = try TLSConnection.connect(
+            host: "127.0.0.1", port: listener.address.port,
+            context: TLSContext(identity: stranger, role: .client(offering: .pairing)), trust: { _ in false },
+            timeout: .seconds(10))
+        defer { silent.close() }
+        // The listener's commitment: the stranger's connection is past TLS and held by the listener.
+        let commitment = try silent.readExactly(Frame.lengthPrefixSize + 1, timeout: .seconds(10))
+        #expect(commitment.last == MessageType.pairCommit.rawValue)
+        let paired = try beta.home.pair(connectingTo: listener.address, timeout: .seconds(5), confirm: { _ in true })
+        #expect(paired.deviceID == alpha.id)
+        #expect(try responder.join().get().deviceID == beta.id)
+        #expect(try alpha.trusted() == [beta.id.description], "the stranger is not trusted")
+        #expect(refusals.lines.isEmpty, "closed with the run, not refused: \(refusals.lines)")
     }
 
     /// A responder that reveals a nonce without committing to it first (so it could pick it after seeing
@@ -443,5 +487,35 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
         // Trusting again without a name keeps the name it has.
         #expect(try alpha.home.trust(other.deviceID.description, address: nil, name: nil).name == "laptop (unverified)")
         #expect(try alpha.home.trust(other.deviceID.description, address: nil, name: "work laptop").name == "work laptop")
+    }
+}
+
+/// Sentences told from other threads, and a wait for a count of them without sleeping.
+final class Said: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var told: [String] = []
+
+    func add(_ line: String) {
+        condition.lock()
+        told.append(line)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until `count` sentences were told; false after `seconds` without them.
+    func wait(for count: Int, seconds: Double = 30) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while told.count < count {
+            if !condition.wait(until: deadline) { return told.count >= count }
+        }
+        return true
+    }
+
+    var lines: [String] {
+        condition.lock()
+        defer { condition.unlock() }
+        return told
     }
 }
