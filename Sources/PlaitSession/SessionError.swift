@@ -15,6 +15,9 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     case tls(TLSError)
     /// The peer ended the stream before the session finished (`midFrame`: in the middle of a frame).
     case connectionLost(midFrame: Bool)
+    /// The peer closed the connection cleanly (TLS close_notify) before its Hello: it is busy or stopping. Not a
+    /// refusal of this device, which comes as an alert or a reset (PROTOCOL.md §3).
+    case closedBeforeHello
     /// The peer sent Close before the session finished.
     case peerClosed(reason: String)
     /// The peer speaks another protocol version or data model, or is this very device.
@@ -69,6 +72,9 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return midFrame
                 ? "the peer closed the connection in the middle of a frame, before the sync finished."
                 : "the peer closed the connection before the sync finished."
+        case .closedBeforeHello:
+            return "the peer closed the connection before its Hello: it is busy (an agent runs at most 8 connections "
+                + "of one device at once) or stopping; try again in a moment."
         case let .peerClosed(reason):
             return "the peer ended the session: \(reason)"
         case let .incompatible(reason):
@@ -101,8 +107,8 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "the peer was unpaired on this device during the sync: the session stopped there (what was stored "
                 + "before stays, and nothing more goes to or comes from it)."
         case let .stalled(duration):
-            return "the peer answered Pings but moved the sync no further for \(duration): it sent no change, Done, "
-                + "report or Close, and took nothing this device sent."
+            return "the peer kept the connection open but moved the sync no further for \(duration): it sent no "
+                + "complete change, Done, report or Close, and took nothing this device sent."
         case .stopped:
             return "the session was stopped before it finished."
         case .notKept:
@@ -132,7 +138,7 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     var tellsPeer: Bool {
         switch self {
         // A connection not kept is simply closed (PROTOCOL.md §13.5): its dialer sees it fail and backs off.
-        case .transport, .tls, .connectionLost, .peerClosed, .notKept: return false
+        case .transport, .tls, .connectionLost, .closedBeforeHello, .peerClosed, .notKept: return false
         default: return true
         }
     }

@@ -422,6 +422,9 @@ struct SessionMachine {
     private var heldBack: [TimelineID: OversizedChange] = [:]
     var oversizedChanges: [OversizedChange] { heldBack.values.sorted { $0.ref < $1.ref } }
     private(set) var staleClaim: StaleClaim?
+    /// What the greeting knew of this device's own timeline, to judge a later Notify's claim on it alike: the
+    /// timeline, its head then, the end of its changes set aside as damaged, and whether it lost its name in a fork.
+    private var ownTimeline: (timeline: TimelineID, head: UInt64, setAside: UInt64, forkedAway: Bool)?
     private(set) var divergence: Divergence?
     private(set) var verifiedEqual = false
     /// One-shot: the state report sent once both directions are done, before Close.
@@ -649,6 +652,13 @@ struct SessionMachine {
         case let (.compareStatus(summary, report), .status(mine)):
             actions = compared(summary: summary, report: report, mine: mine)
         case let (.notifiedSummary(summary), .summary(mine)):
+            // A Notify's claim on this device's own timeline is the Hello's (fourth hostile tester of 2026-11-25:
+            // it was taken as what the peer holds, and `peers` said "ahead" with no warning). Said once a session.
+            if staleClaim == nil, let claim = claimsOwnTimeline(summary, mine: mine) {
+                staleClaim = claim
+                actions = [.finding(claim.description)] + recordFindings()
+            }
+            guard options.mode == .agent else { break }
             var theirs = summary
             for timeline in skipped { theirs[timeline] = 0 }
             guard !mine.covers(theirs) else { break }
@@ -741,6 +751,7 @@ struct SessionMachine {
         peerEnded = true
         if peerCloseReason != nil { return }
         if options.mode == .oneShot && isSynced { return }
+        if peer == nil { throw .closedBeforeHello }
         throw .connectionLost(midFrame: false)
     }
 
@@ -856,7 +867,10 @@ struct SessionMachine {
                 awaiting = .compareSummary(summary, report)
                 actions.append(.readSummary)
             case let .notified(summary):
-                guard options.mode == .agent else { continue }
+                // A one-shot session reads its summary only for a Notify that may claim this device's own timeline
+                // (beyond its head at the greeting): its closing report is what it records as the peer's.
+                let mayClaim = ownTimeline.map { summary[$0.timeline] > max($0.head, $0.setAside) } ?? false
+                guard options.mode == .agent || mayClaim else { continue }
                 awaiting = .notifiedSummary(summary)
                 actions.append(.readSummary)
             case let .wanted(have, baselineOffset):
@@ -928,6 +942,14 @@ struct SessionMachine {
     }
 
     /// Records on the peer's row what this session found (and clears what an earlier one found and this did not).
+    /// The claim `theirs` makes on this device's own timeline beyond its head `mine` (nil: none), by what the
+    /// greeting knew of that timeline.
+    private func claimsOwnTimeline(_ theirs: Summary, mine: Summary) -> StaleClaim? {
+        guard let (own, _, setAside, forkedAway) = ownTimeline, !forkedAway, theirs[own] > max(mine[own], setAside)
+        else { return nil }
+        return StaleClaim(timeline: own, localHead: mine[own], peerHead: theirs[own])
+    }
+
     private func recordFindings() -> [SessionAction] {
         guard let peer else { return [] }
         let refusals = refusedTimelines.map(\.description).joined(separator: "; ")
@@ -1032,8 +1054,8 @@ struct SessionMachine {
         // Changes of it set aside as damaged are the ones a peer is expected to hold: that is healing, not a claim.
         let setAside = quarantined.first { $0.timeline == own }?.seqs.upperBound ?? 0
         // A copy whose own history lost the name in a fork expects the winner's history to go on under it.
-        if !view.ownTimelineForkedAway && hello.summary[own] > max(view.summary[own], setAside) {
-            let claim = StaleClaim(timeline: own, localHead: view.summary[own], peerHead: hello.summary[own])
+        ownTimeline = (own, view.summary[own], setAside, view.ownTimelineForkedAway)
+        if let claim = claimsOwnTimeline(hello.summary, mine: view.summary) {
             staleClaim = claim
             actions.append(.finding(claim.description))
         }

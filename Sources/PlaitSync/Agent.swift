@@ -175,6 +175,11 @@ public final class Agent: @unchecked Sendable {
         return peerLabel(name: stored ?? fallback, deviceID: peer)
     }
 
+    /// The stored name and the Device ID, for the log lines of a connection and its session: names are the user's
+    /// and need not be unique; the ID tells two devices of one name apart (fourth hostile tester of 2026-11-25:
+    /// these lines named the peer by its ID alone).
+    private func logLabel(_ peer: String) -> String { "\(storedLabel(peer)) (\(peer))" }
+
     public func start() throws {
         homeLock = try AgentLock.acquire(home: home.path, instanceNonce: InstanceNonce.process)
         TLS.setUp()
@@ -612,8 +617,12 @@ public final class Agent: @unchecked Sendable {
             if logOverCap {
                 let limit = settings.maxConnectionsPerPeer
                 logger.warning(
-                    "closed a connection from \(peer): it already has \(limit) connections open here (more are closed unanswered; said once a minute)")
+                    "closed a connection from \(logLabel(peer)): it already has \(limit) connections open here (more are closed unanswered; said once a minute)")
             }
+            // Closed cleanly: a close_notify, then what the peer sent meanwhile (its Hello) read until it closes too.
+            // Closed with its Hello unread, the socket sent a reset, which the peer's `plait sync` took for this
+            // device refusing it as unpaired (fourth hostile tester of 2026-11-25, F5).
+            connection.closeGracefully(timeout: Self.overCapClosing)
             return false
         }
         defer {
@@ -634,7 +643,7 @@ public final class Agent: @unchecked Sendable {
         let logger = self.logger
         let slot = EntrySlot()
         options.onFinding = { [weak self] finding in
-            logger.error("with \(peer): \(finding.terminalSafe)")
+            logger.error("with \(self?.logLabel(peer) ?? peer): \(finding.terminalSafe)")
             self?.noteQuarantine()  // a damaged change found while sending is set aside: watch for it to heal
         }
         options.onRecorded = { [weak self] record in self?.publishRecord(record) }
@@ -673,7 +682,7 @@ public final class Agent: @unchecked Sendable {
             session = try Session(
                 transport: TLSFrameTransport(connection), replica: home.replica, identity: me, options: options)
         } catch {
-            logger.error("cannot start a session with \(peer): \(error)")
+            logger.error("cannot start a session with \(logLabel(peer)): \(error)")
             return false
         }
         let entry = Running(session: session, peer: peer, dialedByMe: dialedByMe)
@@ -688,7 +697,7 @@ public final class Agent: @unchecked Sendable {
             return true
         }
         guard registered else { return false }
-        logger.info("connected to \(peer)\(address.map { " at \($0)" } ?? "")")
+        logger.info("connected to \(logLabel(peer))\(address.map { " at \($0)" } ?? "")")
         var failedAtOnce = false
         do {
             let result = try session.run()
@@ -724,7 +733,7 @@ public final class Agent: @unchecked Sendable {
         } catch {
             switch error {
             case .notKept:
-                logger.debug("session with \(peer) ended: \(error)")
+                logger.debug("session with \(logLabel(peer)) ended: \(error)")
             case let .copiedHome(copied):
                 // The two copies of this home met (DESIGN §11): both say so, and neither syncs with itself.
                 logger.error("\(copied.description.terminalSafe)")
@@ -735,11 +744,11 @@ public final class Agent: @unchecked Sendable {
                     // In TLS 1.3 the peer refuses this device after the handshake (PROTOCOL.md §3): it does not
                     // hold it as paired (any more). `plait peers` says so, and the log once per refusal streak.
                     let news = (try? home.store.peerRefusedThisDevice(deviceID: peer, now: Replica.now())) ?? true
-                    let line = "\(storedLabel(peer)) (\(peer)) refused this device: it is not paired there (run "
+                    let line = "\(logLabel(peer)) refused this device: it is not paired there (run "
                         + "`plait pair --trust \(myID)` on it if it should be); dialled again less and less often"
                     if news { logger.warning("\(line)") } else { logger.debug("\(line)") }
                 } else {
-                    logger.info("session with \(peer) ended: \("\(error)".terminalSafe)")
+                    logger.info("session with \(logLabel(peer)) ended: \("\(error)".terminalSafe)")
                 }
             }
             // A session that failed at once (the peer kept another one from this device, or refused this one):
@@ -788,6 +797,9 @@ public final class Agent: @unchecked Sendable {
 
     /// How often at most a running session's acknowledgement is written to the peers table.
     static let liveRecordInterval: Duration = .seconds(1)
+
+    /// How long a connection over the per-device limit is drained for the peer's close (its thread held that long).
+    static let overCapClosing: Duration = .milliseconds(500)
 
     /// The peer of `entry` said what it holds (its Hello, a Notify) or the anti-entropy tick came: the peers table
     /// records it as acknowledged while the session runs, not only when it ends, so `plait peers` and compaction
@@ -905,7 +917,7 @@ public final class Agent: @unchecked Sendable {
                 return (answered, running.filter { entry in !answered.contains { $0 === entry } })
             }
             for entry in dead {
-                self.logger.info("the older connection with \(entry.peer) did not answer; replaced")
+                self.logger.info("the older connection with \(self.logLabel(entry.peer)) did not answer; replaced")
                 entry.session.stop()
             }
             guard !alive.isEmpty else { return }
@@ -1049,7 +1061,7 @@ public final class Agent: @unchecked Sendable {
             return (running.filter { !current.contains($0.peer) }, moved)
         }
         for entry in dropped {
-            logger.notice("unpaired \(entry.peer): closing its connection")
+            logger.notice("unpaired \(logLabel(entry.peer)): closing its connection")
             entry.session.stop()
         }
         if moved { dialWake.signal() }
@@ -1151,7 +1163,7 @@ extension Agent {
             // Another protocol version (DESIGN §11 "Versions"): no session could run, so it is not dialled here.
             guard txt.proto == Int(Hello.currentProtocolVersion) else {
                 if lock.withLock({ versionWarned.insert("proto " + id).inserted }) {
-                    let line = "paired device \(storedLabel(id)) (\(id)) announces plait protocol "
+                    let line = "paired device \(logLabel(id)) announces plait protocol "
                         + "\(txt.proto); this device speaks protocol \(Hello.currentProtocolVersion): upgrade plait on the older one"
                     logger.warning("\(line)")
                 }

@@ -174,7 +174,11 @@ extension Home {
             // In TLS 1.3 a server that does not trust this device refuses it only after the client's handshake
             // completed: the refusal arrives as an alert, or as a reset, on the session's first read.
             if outcome.result == nil, let refusal = Self.refusalAfterHandshake(error) {
-                outcome.failure = Self.explain(refusal, address: address)
+                // Named as stored at pairing (fourth hostile tester of 2026-11-25: the line gave the address only).
+                let name = outcome.deviceID.flatMap { peer in
+                    (try? store.peers().first { $0.deviceID == peer }?.name).map { peerLabel(name: $0, deviceID: peer) }
+                }
+                outcome.failure = Self.explain(refusal, address: address, name: name)
                 // `plait peers` says so from now on, not the state of the last session it took part in.
                 if let peer = outcome.deviceID { _ = try? store.peerRefusedThisDevice(deviceID: peer, now: Replica.now()) }
             } else if case let .store(storeError) = error as? SessionError, pulled.value > 0 {
@@ -205,7 +209,8 @@ extension Home {
         }
     }
 
-    static func explain(_ error: TLSError, address: PeerAddress) -> String {
+    /// `error` as one sentence about the peer at `address`, named `name` where it is known (a paired device).
+    static func explain(_ error: TLSError, address: PeerAddress, name: String? = nil) -> String {
         switch error {
         case .refused: return "\(address) is unreachable (connection refused): is `plait agent` running there?"
         case .timeout: return "\(address) did not answer in time: is the address right, and the agent running?"
@@ -213,7 +218,9 @@ extension Home {
             return "\(address) closed the connection during the TLS handshake (it may be overloaded): try again "
                 + "in a moment."
         case .rejectedByPeer:
-            return "\(address) refused this device: it is not paired there (run `plait pair --trust` on it with this ID)."
+            // `plait sync` puts the address first: the name, not the address again.
+            let peer = name ?? "\(address)"
+            return "\(peer) refused this device: it is not paired there (run `plait pair --trust` on it with this ID)."
         case let .peerNotTrusted(id):
             return "\(address) is device \(id), which is not paired here (`plait pair --trust \(id)` if it should be)."
         case let .alpnMismatch(offered) where offered.contains(TLSApplicationProtocol.sync.rawValue):

@@ -58,7 +58,8 @@ import Testing
 
             try sandbox.ok(["unpair", y.id, "--home", x.home])
             let refused = try sandbox.fails(["sync", "--peer", agentX.address, "--home", y.home])
-            #expect(refused.stderr.contains("not paired there"), "\(refused)")
+            // Named as stored here (it was the address alone).
+            #expect(refused.stderr.contains("the server refused this device: it is not paired there"), "\(refused)")
             var shown = try peer(sandbox, y.home)
             #expect(shown["state"] as? String == "refuses this device (not paired there)", "\(shown)")
             #expect(shown["in_sync"] as? Bool == false)

@@ -131,7 +131,7 @@ import Glibc
             let bID = try b.identity.deviceID.description
             try runPlait(["unpair", bID, "--home", a.path])
             let closed = waitUntil(seconds: 5) {
-                recorder.all.contains { $0.contains("unpaired \(bID)") && $0.contains("closing its connection") }
+                recorder.all.contains { $0.contains("unpaired ") && $0.contains("(\(bID)): closing its connection") }
             }
             #expect(closed, "no connection closed:\n\(recorder.all.joined(separator: "\n"))")
         }
@@ -213,7 +213,7 @@ import Glibc
     /// Waits until both agents logged their session with the other.
     func awaitConnected(_ recorder: LogRecorder, _ dialer: Home, _ listener: Home) throws {
         for id in [try dialer.identity.deviceID.description, try listener.identity.deviceID.description] {
-            let line = recorder.line(containing: ["connected to \(id)"])
+            let line = recorder.line(containing: ["connected to ", "(\(id))"])
             try #require(line != nil, "the agents did not connect:\n\(recorder.all.joined(separator: "\n"))")
         }
     }

@@ -103,4 +103,40 @@ import Glibc
                 "\(trickled.messages)")
         }
     }
+
+    /// A `plait sync` over the agent's per-device limit is closed cleanly, its Hello read first: it says the peer is
+    /// busy, and neither says nor records that the peer refused this device. Closed with the Hello unread, the
+    /// socket reset it, and the sync said "refused this device: it is not paired there" and recorded that in
+    /// `peers` (fourth hostile tester of 2026-11-25, F5: 2 runs in 6 of 12 syncs at once).
+    @Test func aSyncOverTheLimitIsNotTakenForARefusal() throws {
+        try withTemporaryDirectory { directory in
+            let (server, _, rogue) = try serverFriendAndRogue(in: directory)
+            let recorder = LogRecorder()
+            var settings = Agent.Settings()
+            settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
+            settings.maxConnectionsPerPeer = 1
+            settings.helloTimeout = .seconds(60)
+            let agent = Agent(home: server, settings: settings, logger: recorder.logger())
+            try agent.start()
+            defer { agent.stop() }
+            let port = try #require(agent.boundPort)
+            let serverID = try server.identity.deviceID
+            let context = try TLSContext(identity: rogue.identity, role: .client(offering: .sync))
+            // The one connection the agent takes from this device, held without a Hello.
+            let held = try TLSConnection.connect(
+                host: "127.0.0.1", port: port, context: context, trust: { $0 == serverID }, timeout: .seconds(5))
+            defer { held.close() }
+            let address = try PeerAddress(parsing: "127.0.0.1:\(port)")
+            var failures: [String] = []
+            for _ in 0..<20 {
+                let outcome = rogue.syncOnce(with: address, timeout: .seconds(10))
+                failures.append(outcome.failure ?? "(succeeded)")
+            }
+            let refusals = failures.filter { $0.contains("refused this device") }
+            #expect(refusals.isEmpty, "\(refusals.count) of 20 syncs said the peer refused this device: \(failures)")
+            #expect(failures.allSatisfy { $0.contains("before its Hello: it is busy") }, "\(Set(failures))")
+            let row = try #require(try rogue.store.peers().first { $0.deviceID == serverID.description })
+            #expect(row.refusedThisDeviceAt == nil, "a refusal was recorded")
+        }
+    }
 }

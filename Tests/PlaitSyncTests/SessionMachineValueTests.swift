@@ -544,6 +544,58 @@ import Testing
         #expect(Self.wants(actions) == [Want(have: [Self.mine: 4], baselineOffset: nil)], "the Want is unchanged")
     }
 
+    /// The same claim in a Notify is the Hello's claim: a paired peer's Notify naming this device's own timeline
+    /// beyond its head was taken as what it holds, and `peers` said "ahead" with no warning (fourth hostile tester
+    /// of 2026-11-25, F6). Said and recorded once a session.
+    @Test func aNotifyClaimingTheOwnTimelineIsReported() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        _ = try Self.greet(
+            &machine, hello: Self.hello(summary: [Self.mine: 4]), local: Self.status(summary: [Self.mine: 4]))
+        #expect(machine.staleClaim == nil)
+        _ = try machine.received(.notify([Self.mine: 1004], report: nil))
+        let actions = try machine.answered(.summary([Self.mine: 4]))
+        let claim = try #require(machine.staleClaim)
+        #expect(claim.timeline == Self.mine && claim.localHead == 4 && claim.peerHead == 1004)
+        #expect(Self.findings(actions) == [claim.description])
+        #expect(Self.findingRecords(actions).map(\.claim) == [claim.description])
+        _ = try machine.received(.notify([Self.mine: 2004], report: nil))
+        let again = try machine.answered(.summary([Self.mine: 4]))
+        #expect(Self.findings(again).isEmpty && Self.findingRecords(again).isEmpty, "said once: \(again)")
+        // Its own changes written since the greeting are no claim: the peer may hold what this device sent.
+        var later = Self.machine(SessionOptions(mode: .agent))
+        _ = try Self.greet(
+            &later, hello: Self.hello(summary: [Self.mine: 4]), local: Self.status(summary: [Self.mine: 4]))
+        _ = try later.received(.notify([Self.mine: 6], report: nil))
+        #expect(Self.findings(try later.answered(.summary([Self.mine: 6]))).isEmpty && later.staleClaim == nil)
+    }
+
+    /// A one-shot session reads its summary for a Notify only when it may claim the own timeline (its closing
+    /// report is what `plait sync` records as the peer's), and reports the claim as the Hello's.
+    @Test func aClosingReportClaimingTheOwnTimelineIsReported() throws {
+        var machine = Self.machine()
+        _ = try Self.greet(
+            &machine, hello: Self.hello(summary: [Self.mine: 4]), local: Self.status(summary: [Self.mine: 4]))
+        let read = try machine.received(.notify([Self.mine: 50], report: nil))
+        guard case .readSummary = read.last else { Issue.record("no summary read: \(read)"); return }
+        let actions = try machine.answered(.summary([Self.mine: 4]))
+        let claim = try #require(machine.staleClaim)
+        #expect(claim.peerHead == 50 && Self.findings(actions) == [claim.description])
+        #expect(Self.wants(actions).isEmpty, "a one-shot session wants nothing for a Notify")
+    }
+
+    /// The peer's clean close before its Hello says it is busy or stopping, not that the sync broke off midway (nor,
+    /// in the sync that shows it, that the peer refused this device: that comes as an alert or a reset).
+    @Test func aCloseBeforeTheHelloIsTheBusyPeers() throws {
+        var machine = Self.machine()
+        _ = machine.start()
+        let early = Result { () throws(SessionError) in try machine.peerEndedStream(midFrame: false) }
+        #expect(early.failure?.description == SessionError.closedBeforeHello.description, "\(early)")
+        var greeted = Self.machine()
+        _ = try Self.greet(&greeted, hello: Self.hello(summary: [Self.theirs: 2]), local: Self.status(summary: [:]))
+        let late = Result { () throws(SessionError) in try greeted.peerEndedStream(midFrame: false) }
+        #expect(late.failure?.description == SessionError.connectionLost(midFrame: false).description, "\(late)")
+    }
+
     /// Changes of the own timeline set aside as damaged are expected at a peer: healing, not a claim.
     @Test func quarantinedOwnChangesAreNoClaim() throws {
         var machine = Self.machine()
@@ -853,5 +905,13 @@ import Testing
 extension Summary: ExpressibleByDictionaryLiteral {
     public init(dictionaryLiteral elements: (TimelineID, UInt64)...) {
         self.init(Dictionary(uniqueKeysWithValues: elements))
+    }
+}
+
+extension Result {
+    /// The error, if it failed.
+    var failure: Failure? {
+        if case let .failure(error) = self { return error }
+        return nil
     }
 }
