@@ -18,6 +18,9 @@ let package = Package(
         // The local HTTP API (DESIGN §12). Without its default ConfigurationSupport trait: plait reads its own TOML.
         .package(
             url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: ["FullFoundation"]),
+        // Hummingbird's own dependency, named for the API server's graceful shutdown (a cancelled server logged
+        // two "error" lines at every agent stop).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // The replay engine: ids, summaries, changes, the lists domain, baselines. No I/O.
@@ -86,6 +89,7 @@ let package = Package(
                 // HTTPS beyond loopback (api.password): a self-signed GUI certificate, its scrypt password hash.
                 "COpenSSL", "PlaitTLS", .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         .systemLibrary(
             name: "CAvahi",

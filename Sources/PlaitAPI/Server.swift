@@ -21,6 +21,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 import Logging
+import ServiceLifecycle
 import PlaitPairing
 import PlaitSync
 import PlaitTLS
@@ -129,12 +130,12 @@ public enum APIRoutes {}
 
 /// A running HTTP listener serving one router in the background.
 public final class APIServer: Sendable {
-    private let task: Task<Void, any Error>
+    private let running: BackgroundService
     /// The port actually bound (the one asked for, or the one the system picked for 0).
     public let port: Int
 
-    private init(task: Task<Void, any Error>, port: Int) {
-        self.task = task
+    private init(running: BackgroundService, port: Int) {
+        self.running = running
         self.port = port
     }
 
@@ -159,34 +160,20 @@ public final class APIServer: Sendable {
             configuration: .init(address: .hostname(host, port: port), serverName: nil, reuseAddress: true),
             onServerRunning: { channel in outcome.finish(.success(channel.localAddress?.port ?? port)) },
             logger: logger)
-        let task = Task {
-            do {
-                try await app.run()
-            } catch {
-                outcome.finish(.failure(error))
-                throw error
-            }
+        let running = BackgroundService(app, logger: logger) { error in
+            if let error { outcome.finish(.failure(error)) }
         }
         switch outcome.wait() {
-        case let .success(bound): return APIServer(task: task, port: bound)
+        case let .success(bound): return APIServer(running: running, port: bound)
         case let .failure(error):
-            task.cancel()
+            running.stop()
             let shown = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
             throw APIError.listen(address: shown, problem: Self.describe(error), detail: "\(error)")
         }
     }
 
-    /// Stops listening and ends open connections.
-    public func stop() {
-        task.cancel()
-        let done = DispatchSemaphore(value: 0)
-        let task = self.task
-        Task {
-            _ = await task.result
-            done.signal()
-        }
-        _ = done.wait(timeout: .now() + 5)
-    }
+    /// Stops listening and ends open connections (`BackgroundService.stop`).
+    public func stop() { running.stop() }
 
     /// What a bind error means, said of the address (NIO's IOError reads "bind(descriptor:ptr:bytes:): Address
     /// already in use (errno: 98)").
@@ -312,5 +299,49 @@ final class LockedValue<Value>: @unchecked Sendable {
 
     func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
         try lock.withLock { try body(&stored) }
+    }
+}
+
+/// A Hummingbird application served in the background of the (thread-based) agent until `stop`.
+///
+/// In a service group, so that `stop` ends it gracefully: cancelled, Hummingbird logged "Waiting on child channel:
+/// CancellationError()" at error level at every agent stop, once per server. The agent handles signals itself.
+struct BackgroundService: Sendable {
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+
+    /// How long `stop` waits for open connections to end after it stopped listening, before it cuts them.
+    static let gracefulStop: Duration = .seconds(1)
+
+    /// Starts `service`; `ended` is told how its run ended (nil: it returned), from the server's task.
+    init(_ service: some Service, logger: Logger, ended: @escaping @Sendable ((any Error)?) -> Void) {
+        let group = ServiceGroup(
+            configuration: .init(services: [service], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger))
+        self.group = group
+        task = Task {
+            do {
+                try await group.run()
+                ended(nil)
+            } catch {
+                ended(error)
+                throw error
+            }
+        }
+    }
+
+    /// Stops listening and ends open connections: gracefully (an answer being written is finished), and after
+    /// `gracefulStop` by cancelling what is still open (an event stream). Returns once the server ended (5 s at most).
+    func stop() {
+        let done = DispatchSemaphore(value: 0)
+        let (task, group) = (self.task, self.group)
+        Task {
+            await group.triggerGracefulShutdown()
+            _ = await task.result
+            done.signal()
+        }
+        let graceful = Int(Self.gracefulStop.components.seconds * 1000)
+        if done.wait(timeout: .now() + .milliseconds(graceful)) == .success { return }
+        task.cancel()
+        _ = done.wait(timeout: .now() + 4)
     }
 }

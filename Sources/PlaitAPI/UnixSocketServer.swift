@@ -22,13 +22,13 @@ import Musl
 public final class UnixSocketServer: Sendable {
     /// Where the socket is.
     public let path: String
-    private let task: Task<Void, any Error>
+    private let running: BackgroundService
     /// The socket file's device and inode once in place: stop() removes the path only if it is still ours.
     private let file: (device: UInt64, inode: UInt64)
 
-    private init(path: String, task: Task<Void, any Error>, file: (device: UInt64, inode: UInt64)) {
+    private init(path: String, running: BackgroundService, file: (device: UInt64, inode: UInt64)) {
         self.path = path
-        self.task = task
+        self.running = running
         self.file = file
     }
 
@@ -91,17 +91,11 @@ public final class UnixSocketServer: Sendable {
             configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: nil),
             onServerRunning: { _ in outcome.finish(nil) },
             logger: quiet)
-        let task = Task {
-            do {
-                try await app.run()
-                outcome.finish(APIError.unavailable("the server stopped before it listened"))
-            } catch {
-                outcome.finish(error)
-                throw error
-            }
+        let running = BackgroundService(app, logger: quiet) { error in
+            outcome.finish(error ?? APIError.unavailable("the server stopped before it listened"))
         }
         if let error = outcome.wait() {
-            task.cancel()
+            running.stop()
             throw APIError.unavailable("cannot listen on \(path) (\(error))")
         }
         do {
@@ -116,9 +110,9 @@ public final class UnixSocketServer: Sendable {
             var status = stat()
             guard lstat(path, &status) == 0 else { throw APIError.unavailable("\(path) vanished (\(errnoText()))") }
             return UnixSocketServer(
-                path: path, task: task, file: (UInt64(status.st_dev), UInt64(status.st_ino)))
+                path: path, running: running, file: (UInt64(status.st_dev), UInt64(status.st_ino)))
         } catch {
-            stop(task)
+            running.stop()
             throw error
         }
     }
@@ -137,21 +131,11 @@ public final class UnixSocketServer: Sendable {
 
     /// Stops serving and removes the socket, unless the path now holds someone else's.
     public func stop() {
-        Self.stop(task)
+        running.stop()
         var status = stat()
         if lstat(path, &status) == 0, UInt64(status.st_dev) == file.device, UInt64(status.st_ino) == file.inode {
             unlink(path)
         }
-    }
-
-    private static func stop(_ task: Task<Void, any Error>) {
-        task.cancel()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            _ = await task.result
-            done.signal()
-        }
-        _ = done.wait(timeout: .now() + 5)
     }
 
     static func errnoText() -> String { String(cString: strerror(errno)) }

@@ -50,6 +50,10 @@ import Glibc
             try expectServedByAgent(sandbox, environment: [:])
             second.stop()
             #expect(Self.socketMode(path) == nil, "a stopped agent removes its socket")
+            // A normal stop logs no error: the servers ended gracefully (cancelled, each logged "Waiting on child
+            // channel: CancellationError()" at error level, at every stop).
+            let errors = second.log.split(separator: "\n").filter { $0.contains(" error ") }
+            #expect(errors.isEmpty, "\(errors)")
         }
     }
 
