@@ -377,65 +377,53 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
     /// Before trust, a frame over the small pairing limit closes the connection before its payload is read. It
     /// never was the attempt: the listener goes on waiting, and an honest device pairs after it.
     @Test func anOversizedFrameClosesTheConnection() throws {
-        let alpha = try TemporaryHome("alpha")
-        let beta = try TemporaryHome("beta")
-        defer {
-            alpha.remove()
-            beta.remove()
+        let refusals = try pairsAfterAStranger { intruder, refusals in
+            try intruder.writeAll([0x00, 0x10, 0x00, 0x00, MessageType.pairNonce.rawValue], timeout: .seconds(5))
+            #expect(refusals.wait(for: 1))
         }
-        let intruder = try temporaryIdentity("intruder")
-        let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
-        defer { listener.close() }
-        let refusals = Said()
-        let responder = JoinableThread {
-            try listener.pairOnce(timeout: .seconds(20), onRefused: { refusals.add($0) }, confirm: { _ in true })
-        }
-        let client = try TLSConnection.connect(
-            host: "127.0.0.1", port: listener.address.port,
-            context: TLSContext(identity: intruder, role: .client(offering: .pairing)), trust: { _ in false },
-            timeout: .seconds(10))
-        defer { client.close() }
-        try client.writeAll([0x00, 0x10, 0x00, 0x00, MessageType.pairNonce.rawValue], timeout: .seconds(5))
-        #expect(refusals.wait(for: 1))
         let tooLarge = WireError.frameTooLarge(size: 1 << 20, limit: Pairing.maxFrameSize)
-        #expect(refusals.lines.first?.contains("\(tooLarge)") == true, "\(refusals.lines)")
-        #expect(try alpha.trusted().isEmpty)
-        let paired = try beta.home.pair(connectingTo: listener.address, timeout: .seconds(10), confirm: { _ in true })
-        #expect(paired.deviceID == alpha.id)
-        #expect(try responder.join().get().deviceID == beta.id)
-        #expect(try alpha.trusted() == [beta.id.description], "the intruder is not trusted")
+        #expect(refusals.first?.contains("\(tooLarge)") == true, "\(refusals)")
     }
 
     /// A stranger that completes the TLS handshake with the pairing protocol and then says nothing does not take
     /// the run's only attempt: it took it until the listener's timeout, and an honest device could not pair
     /// (fourth hostile tester of 2026-11-25, F3). Its connection is closed at the handshake deadline.
     @Test func aSilentPairingConnectionDoesNotTakeTheAttempt() throws {
+        let refusals = try pairsAfterAStranger { silent, _ in
+            // The listener's commitment: the stranger's connection is past TLS and held by the listener.
+            let commitment = try silent.readExactly(Frame.lengthPrefixSize + 1, timeout: .seconds(10))
+            #expect(commitment.last == MessageType.pairCommit.rawValue)
+        }
+        #expect(refusals.isEmpty, "closed with the run, not refused: \(refusals)")
+    }
+
+    /// Alpha listens for pairing (30 s); a stranger connects to it with the pairing protocol and does `strangerDoes`
+    /// (given its connection and what the listener refused so far); then beta pairs, within 5 s, and only beta is
+    /// trusted. Returns what the listener refused.
+    func pairsAfterAStranger(_ strangerDoes: (TLSConnection, Said) throws -> Void) throws -> [String] {
         let alpha = try TemporaryHome("alpha")
         let beta = try TemporaryHome("beta")
         defer {
             alpha.remove()
             beta.remove()
         }
-        let stranger = try temporaryIdentity("stranger")
         let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
         defer { listener.close() }
         let refusals = Said()
         let responder = JoinableThread {
             try listener.pairOnce(timeout: .seconds(30), onRefused: { refusals.add($0) }, confirm: { _ in true })
         }
-        let silent = try TLSConnection.connect(
+        let stranger = try TLSConnection.connect(
             host: "127.0.0.1", port: listener.address.port,
-            context: TLSContext(identity: stranger, role: .client(offering: .pairing)), trust: { _ in false },
-            timeout: .seconds(10))
-        defer { silent.close() }
-        // The listener's commitment: the stranger's connection is past TLS and held by the listener.
-        let commitment = try silent.readExactly(Frame.lengthPrefixSize + 1, timeout: .seconds(10))
-        #expect(commitment.last == MessageType.pairCommit.rawValue)
+            context: TLSContext(identity: try temporaryIdentity("stranger"), role: .client(offering: .pairing)),
+            trust: { _ in false }, timeout: .seconds(10))
+        defer { stranger.close() }
+        try strangerDoes(stranger, refusals)
         let paired = try beta.home.pair(connectingTo: listener.address, timeout: .seconds(5), confirm: { _ in true })
         #expect(paired.deviceID == alpha.id)
         #expect(try responder.join().get().deviceID == beta.id)
         #expect(try alpha.trusted() == [beta.id.description], "the stranger is not trusted")
-        #expect(refusals.lines.isEmpty, "closed with the run, not refused: \(refusals.lines)")
+        return refusals.lines
     }
 
     /// A responder that reveals a nonce without committing to it first (so it could pick it after seeing
@@ -490,32 +478,19 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
     }
 }
 
-/// Sentences told from other threads, and a wait for a count of them without sleeping.
+/// Sentences told from other threads, and a wait for a count of them without sleeping (`Counter`'s).
 final class Said: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let lock = NSLock()
     private var told: [String] = []
+    private let count = Counter()
 
     func add(_ line: String) {
-        condition.lock()
-        told.append(line)
-        condition.broadcast()
-        condition.unlock()
+        lock.withLock { told.append(line) }
+        count.add(1)
     }
 
     /// Waits until `count` sentences were told; false after `seconds` without them.
-    func wait(for count: Int, seconds: Double = 30) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        condition.lock()
-        defer { condition.unlock() }
-        while told.count < count {
-            if !condition.wait(until: deadline) { return told.count >= count }
-        }
-        return true
-    }
+    func wait(for target: Int, seconds: Double = 30) -> Bool { count.wait(for: target, seconds: seconds) }
 
-    var lines: [String] {
-        condition.lock()
-        defer { condition.unlock() }
-        return told
-    }
+    var lines: [String] { lock.withLock { told } }
 }

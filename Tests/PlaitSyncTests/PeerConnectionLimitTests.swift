@@ -63,20 +63,9 @@ import Glibc
             var rng = SplitMix64(seed: 0xC0_0001)
             try randomEdits(server.replica, count: 20, rng: &rng)
             let recorder = LogRecorder()
-            var settings = Agent.Settings()
-            settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
-            settings.maxConnectionsPerPeer = 3
-            settings.helloTimeout = .seconds(2)
-            let agent = Agent(home: server, settings: settings, logger: recorder.logger())
-            try agent.start()
+            let (agent, port) = try Self.agent(server, limit: 3, helloTimeout: .seconds(2), recorder)
             defer { agent.stop() }
-            let port = try #require(agent.boundPort)
-            let serverID = try server.identity.deviceID
-            let context = try TLSContext(identity: rogue.identity, role: .client(offering: .sync))
-            func connect() throws -> TLSConnection {
-                try TLSConnection.connect(
-                    host: "127.0.0.1", port: port, context: context, trust: { $0 == serverID }, timeout: .seconds(5))
-            }
+            let connect = try Self.connecting(rogue, to: server, port: port)
 
             // Five silent connections: three are run and closed for want of a Hello; two are closed unanswered.
             let silent = try (0..<5).map { _ in try connect() }
@@ -111,20 +100,11 @@ import Glibc
     @Test func aSyncOverTheLimitIsNotTakenForARefusal() throws {
         try withTemporaryDirectory { directory in
             let (server, _, rogue) = try serverFriendAndRogue(in: directory)
-            let recorder = LogRecorder()
-            var settings = Agent.Settings()
-            settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
-            settings.maxConnectionsPerPeer = 1
-            settings.helloTimeout = .seconds(60)
-            let agent = Agent(home: server, settings: settings, logger: recorder.logger())
-            try agent.start()
+            let (agent, port) = try Self.agent(server, limit: 1, helloTimeout: .seconds(60), LogRecorder())
             defer { agent.stop() }
-            let port = try #require(agent.boundPort)
             let serverID = try server.identity.deviceID
-            let context = try TLSContext(identity: rogue.identity, role: .client(offering: .sync))
             // The one connection the agent takes from this device, held without a Hello.
-            let held = try TLSConnection.connect(
-                host: "127.0.0.1", port: port, context: context, trust: { $0 == serverID }, timeout: .seconds(5))
+            let held = try Self.connecting(rogue, to: server, port: port)()
             defer { held.close() }
             let address = try PeerAddress(parsing: "127.0.0.1:\(port)")
             var failures: [String] = []
@@ -137,6 +117,34 @@ import Glibc
             #expect(failures.allSatisfy { $0.contains("before its Hello: it is busy") }, "\(Set(failures))")
             let row = try #require(try rogue.store.peers().first { $0.deviceID == serverID.description })
             #expect(row.refusedThisDeviceAt == nil, "a refusal was recorded")
+        }
+    }
+
+    /// `server`'s agent on a free loopback port, taking at most `limit` connections per device, each given
+    /// `helloTimeout` for its Hello.
+    static func agent(_ server: Home, limit: Int, helloTimeout: Duration, _ recorder: LogRecorder) throws
+        -> (Agent, UInt16)
+    {
+        var settings = Agent.Settings()
+        settings.listen = try PeerAddress(parsing: "127.0.0.1:0", allowingPortZero: true)
+        settings.maxConnectionsPerPeer = limit
+        settings.helloTimeout = helloTimeout
+        let agent = Agent(home: server, settings: settings, logger: recorder.logger())
+        try agent.start()
+        guard let port = agent.boundPort else {
+            agent.stop()
+            throw TLSError.socket(operation: "listen", reason: "the agent bound no port")
+        }
+        return (agent, port)
+    }
+
+    /// Opens TLS sync connections of `device` to `server`'s agent on `port`, one per call.
+    static func connecting(_ device: Home, to server: Home, port: UInt16) throws -> () throws -> TLSConnection {
+        let serverID = try server.identity.deviceID
+        let context = try TLSContext(identity: device.identity, role: .client(offering: .sync))
+        return {
+            try TLSConnection.connect(
+                host: "127.0.0.1", port: port, context: context, trust: { $0 == serverID }, timeout: .seconds(5))
         }
     }
 }
