@@ -21,9 +21,10 @@ extension Plait {
                 codes are the same: a device in the middle would make them differ. Each device stores the other \
                 only once both users said yes; a no, a different code, a timeout or a broken connection stores \
                 nothing and exits non-zero. A device accepts pairing only while `plait pair --listen` runs \
-                on it, and only one attempt per run. The connecting side remembers the address it connected to \
-                (or --address) for syncing, so listen on the port the agent will use (agent.listen, 7400) \
-                while the agent is not running.
+                on it, and only one attempt per run: the first device that answers with its part of the code \
+                (connections that say nothing are closed after 10 s). The connecting side remembers the address \
+                it connected to (or --address) for syncing, so listen on the port the agent will use \
+                (agent.listen, 7400) while the agent is not running.
 
                 Headless pairing (scripts, servers): run `plait id` on the other device and pass its ID with \
                 --trust here, then do the same there with this device's ID. A device listed by `plait peers \
