@@ -19,6 +19,8 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
     case wire(WireError)
     /// The connection ended before both answers were exchanged.
     case connectionLost
+    /// The connection ended before the code was known: the other side closed it before its part of the code.
+    case closedBeforeCode
     /// The attempt took longer than allowed (no device came, or the answers did not).
     case timedOut(after: Duration)
     /// The connection does not speak the pairing protocol (it negotiated `negotiated`).
@@ -62,6 +64,14 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
         case .connectionLost:
             return "the connection closed before both devices had answered: nothing stored. Run `plait pair` "
                 + "again on both devices."
+        case .closedBeforeCode:
+            return "the other device closed the connection before a code was shown: it may be pairing with another "
+                + "device that answered first (one attempt per `plait pair --listen` run), or it stopped. Nothing "
+                + "stored; run `plait pair` again on both devices."
+        case .tls(.closedDuringHandshake):
+            return "the other device closed the connection during the TLS handshake: it is not taking pairing "
+                + "connections now (it may be pairing with another device, or be busy). Nothing stored; run "
+                + "`plait pair` again on both devices."
         case .timedOut(let after):
             return "pairing did not finish within \(after): nothing stored. Run `plait pair` on both devices "
                 + "at the same time (or give a longer --timeout)."
@@ -71,7 +81,7 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
             return "that is this device itself: pair with another device. Nothing stored."
         case .tls(.refused(let address, let reason)):
             return "could not connect to \(address) (\(reason)): run `plait pair --listen HOST:PORT` on the other "
-                + "device first, and check the address and port."
+                + "device first (it stops listening once a device pairs with it), and check the address and port."
         case .tls(let error):
             return error.description
         case .store(let error):
@@ -102,7 +112,7 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
     public static func == (lhs: PairingError, rhs: PairingError) -> Bool {
         switch (lhs, rhs) {
         case (.refusedHere, .refusedHere), (.refusedByPeer, .refusedByPeer), (.commitmentMismatch, .commitmentMismatch),
-            (.connectionLost, .connectionLost), (.ownDevice, .ownDevice):
+            (.connectionLost, .connectionLost), (.closedBeforeCode, .closedBeforeCode), (.ownDevice, .ownDevice):
             return true
         case (.protocolViolation(let a), .protocolViolation(let b)): return a == b
         case (.wire(let a), .wire(let b)): return a == b

@@ -239,6 +239,9 @@ public struct PairingMachine: Sendable {
     /// the attempt finished: nothing is trusted. `reason` is what the driver saw, if anything.
     public mutating func connectionEnded(_ error: PairingError = .connectionLost) -> [PairingAction] {
         guard !isFinished else { return [] }
+        // Before the code: the other side gave up on this connection (a listener pairing with another device that
+        // answered first closes the rest), not a break in the middle of an attempt.
+        if case .connectionLost = error, code == nil { return abort(.closedBeforeCode) }
         return abort(error)
     }
 

@@ -178,7 +178,9 @@ public final class Agent: @unchecked Sendable {
     /// The stored name and the Device ID, for the log lines of a connection and its session: names are the user's
     /// and need not be unique; the ID tells two devices of one name apart (fourth hostile tester of 2026-11-25:
     /// these lines named the peer by its ID alone).
-    private func logLabel(_ peer: String) -> String { "\(storedLabel(peer)) (\(peer))" }
+    private func logLabel(_ peer: String, fallback: String = "") -> String {
+        "\(storedLabel(peer, fallback: fallback)) (\(peer))"
+    }
 
     public func start() throws {
         homeLock = try AgentLock.acquire(home: home.path, instanceNonce: InstanceNonce.process)
@@ -702,7 +704,7 @@ public final class Agent: @unchecked Sendable {
         do {
             let result = try session.run()
             // The certificate's Device ID names the peer when the session ended before its Hello.
-            let label = storedLabel(peer, fallback: result.peerName)
+            let label = logLabel(peer, fallback: result.peerName)
             logger.info("session with \(label) ended: pulled \(result.pulled), sent \(result.sent)")
             if entry.instance != nil {
                 let offered = lock.withLock { entry.offered }
@@ -1183,14 +1185,14 @@ extension Agent {
                 if isNew && !copied {
                     // It (re)appeared, or moved: the session may be dead on a link that went away. Start afresh.
                     logger.info(
-                        "paired device \(storedLabel(id)) is back on the LAN at \(endpoint); reconnecting")
+                        "paired device \(logLabel(id)) is back on the LAN at \(endpoint); reconnecting")
                     running.session.stop()
                 } else if previous?.sum != txt.sum || copied {
                     running.session.resync()  // its summary changed: ask now, whatever Notify said
                 }
             }
             if all.isEmpty && (isNew || previous?.sum != txt.sum) {
-                logger.info("found paired device \(storedLabel(id)) at \(endpoint)")
+                logger.info("found paired device \(logLabel(id)) at \(endpoint)")
             }
             dialWake.signal()
         case let .removed(name):

@@ -48,7 +48,12 @@ public struct PeerSyncOutcome: Sendable {
 
     /// What the session found and set right, one sentence each: forks resolved by renaming (DESIGN §11).
     public var notes: [String] {
-        let ahead = (result?.peerAhead ?? []).map { "\($0.timeline):\($0.held + 1)…\($0.peerHolds)" }
+        // This device's own timeline beyond its head is the stale claim (a problem, above), never changes "made
+        // there while it ran" (fifth hostile tester of 2026-11-25: both were printed).
+        let claimed = result?.staleClaim?.timeline
+        let ahead = (result?.peerAhead ?? []).filter { $0.timeline != claimed }.map {
+            "\($0.timeline):\($0.held + 1)…\($0.peerHolds)"
+        }
         let aheadNote = ahead.isEmpty ? [] : [
             "the peer's closing report holds changes this device lacks (\(ahead.joined(separator: ", "))) that were "
                 + "not sent in this sync: made there while it ran, or held back by the peer; a further sync takes "

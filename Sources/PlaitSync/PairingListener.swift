@@ -87,14 +87,21 @@ public final class PairingListener: @unchecked Sendable {
             var entries = handshakes.pollEntries()
             let wake = min(deadline, handshakes.nextDue ?? deadline)
             _ = poll(&entries, nfds_t(entries.count), pollMilliseconds(until: wake))
-            for outcome in try handshakes.step(entries) {
+            let outcomes = try handshakes.step(entries)
+            for outcome in outcomes {
                 switch outcome {
                 case let .refused(reason):
                     onRefused?(reason)
                 case .ownDevice:
                     throw .ownDevice
                 case let .pairing(pairing):
-                    handshakes.closeAll()  // one attempt per run: nobody else gets in meanwhile
+                    // Another whose nonce came in the same step is not the attempt either: closed now, like the rest.
+                    for case let .pairing(other) in outcomes where other !== pairing { other.connection.close() }
+                    // One attempt per run: nobody else gets in meanwhile. The listening socket goes too, so that a
+                    // device connecting now is refused at once, not left in the backlog until the attempt ends
+                    // (fifth hostile tester of 2026-11-25).
+                    handshakes.closeAll()
+                    close()
                     onConnected?(pairing.peer)
                     let confirmed = try pairing.run(until: deadline, timeout: timeout, confirm: confirm)
                     return try home.storePaired(confirmed, name: name, address: nil)
@@ -222,7 +229,9 @@ final class PairingHandshakes {
                 outcomes.append(.refused("closed a connection that did not finish its TLS handshake within \(seconds) s"))
             case .awaitingFirstMessage(let pairing):
                 outcomes.append(
-                    .refused("closed a pairing connection from device \(pairing.peer) that sent nothing within \(seconds) s"))
+                    .refused(
+                        "closed a pairing connection from device \(pairing.peer) that did not send its first message "
+                            + "within \(seconds) s"))
             }
         }
         // The first few refusals one by one, then what the admission sums up once a minute.

@@ -98,6 +98,27 @@ extension Plait {
                 throw ValidationError("--json goes with --trust: interactive pairing talks to a person")
             }
             if timeout < 1 { throw ValidationError("--timeout must be at least 1 second") }
+            if let name, let problem = Self.problem(withName: name) { throw ValidationError("--name \(problem)") }
+        }
+
+        /// Why `name` cannot name a paired device (nil: it can). A name is printed in every line about the device:
+        /// a 5,000-character one filled `plait peers` (fifth hostile tester of 2026-11-25), a control or bidi
+        /// character would be printed escaped. Names a device gives itself are cut to the same 64 characters.
+        static func problem(withName name: String) -> String? {
+            if name.trimmingCharacters(in: .whitespaces).isEmpty { return "cannot be empty" }
+            if name.count > 64 { return "is \(name.count) characters long; a name has at most 64" }
+            let bidi: ClosedRange<UInt32> = 0x202A...0x202E
+            let isolates: ClosedRange<UInt32> = 0x2066...0x2069
+            let unsafe = name.unicodeScalars.first { scalar in
+                switch scalar.properties.generalCategory {
+                case .control, .lineSeparator, .paragraphSeparator: return true
+                default: return bidi.contains(scalar.value) || isolates.contains(scalar.value)
+                }
+            }
+            if let unsafe {
+                return "cannot hold control or text-direction characters (U+\(String(unsafe.value, radix: 16, uppercase: true)))"
+            }
+            return nil
         }
 
         func run() throws {

@@ -126,9 +126,10 @@ extension Sandbox {
         }
     }
 
-    /// A peer's name in `plait sync`'s line (the one stored at pairing, here given to `pair --trust --name`) is
-    /// escaped as well, and a peer without a name is named by its Device ID in the agent's log (it read "session
-    /// with  ended" before).
+    /// A peer's name in `plait sync`'s line (the one stored at pairing) is escaped as well, and a peer without a
+    /// name is named by its Device ID in the agent's log (it read "session with  ended" before). `pair --name` now
+    /// refuses text-direction and control characters and names over 64 characters (fifth hostile tester of
+    /// 2026-11-25: a 5,000-character name filled `plait peers`); one an older plait stored is still escaped.
     @Test func peerNamesAreEscapedAndNeverEmptyInLogs() throws {
         try withSandbox { sandbox in
             let evil = sandbox.root + "/evil", blank = sandbox.root + "/blank"
@@ -138,7 +139,15 @@ extension Sandbox {
             let evilID = try sandbox.ok(["id", "--home", evil]).lines.last!
             let blankID = try sandbox.ok(["id", "--home", blank]).lines.last!
             try sandbox.ok(["pair", "--trust", blankID, "--home", evil])
-            try sandbox.ok(["pair", "--trust", evilID, "--name", "ev\u{202E}il\u{2066}", "--home", blank])
+            for name in ["ev\u{202E}il\u{2066}", "line\nbreak", String(repeating: "n", count: 65), " "] {
+                let refused = try sandbox.fails(["pair", "--trust", evilID, "--name", name, "--home", blank])
+                #expect(refused.stderr.contains("--name "), "\(refused)")
+                #expect(rawControls(in: refused.stderr).isEmpty, "\(refused)")
+            }
+            let none = try sandbox.ok(["peers", "--home", blank])
+            #expect((none.stdout + none.stderr).contains("no paired devices"), "nothing was stored: \(none)")
+            try sandbox.ok(["pair", "--trust", evilID, "--name", "old", "--home", blank])
+            try runSQLite(blank + "/plait.db", "UPDATE peers SET name = 'ev' || char(0x202E) || 'il' || char(0x2066)")
             let agent = try RunningAgent(sandbox: sandbox, home: evil)
             defer { agent.stop() }
             let sync = try sandbox.ok(["sync", "--peer", agent.address, "--home", blank])
@@ -146,7 +155,7 @@ extension Sandbox {
             let ended = eventually { agent.log.contains("session with ") && agent.log.contains(" ended") }
             #expect(agent.stop() == 0)
             let line = agent.log.split(separator: "\n").first { $0.contains("session with ") } ?? ""
-            #expect(ended && line.contains("session with device \(blankID.prefix(7)) ended"), "\(agent.log)")
+            #expect(ended && line.contains("session with device \(blankID.prefix(7)) (\(blankID)) ended"), "\(agent.log)")
             #expect(!agent.log.contains("session with  "), "\(agent.log)")
             #expect(rawControls(in: agent.log).isEmpty, "the agent logs its own name escaped too: \(agent.log)")
         }

@@ -215,6 +215,19 @@ import Testing
         #expect(!i.isTrusted)
     }
 
+    /// A connection closed before the code is the other side giving up on this connection (a listener pairing with
+    /// a device that answered first closes the rest): said so, not "closed before both devices had answered".
+    @Test func aCloseBeforeTheCodeIsToldApart() {
+        var waiting = initiator()
+        _ = waiting.start()
+        #expect(waiting.connectionEnded() == [.abort(.closedBeforeCode)])
+        var answered = initiator()
+        _ = answered.start()
+        _ = answered.received(.pairCommit(commitment: [UInt8](repeating: 7, count: 32)))
+        #expect(answered.connectionEnded() == [.abort(.closedBeforeCode)], "the nonce sent, no reveal yet")
+        #expect(PairingError.closedBeforeCode.description.contains("another device that answered first"))
+    }
+
     @Test func pairingWithItselfIsRefused() {
         var machine = PairingMachine(
             role: .responder, ownCertificate: Self.certR, peerCertificate: Self.certR, nonce: Self.nonceR)

@@ -397,6 +397,64 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
         #expect(refusals.isEmpty, "closed with the run, not refused: \(refusals)")
     }
 
+    /// Two devices past TLS, each holding the listener's commitment: the first whose nonce arrives is the attempt
+    /// (its code is shown); the other's connection is closed at once, and a device connecting later is refused at
+    /// once. Both waited, without a word, until the attempt ended (fifth hostile tester of 2026-11-25, F1).
+    @Test func theFirstToAnswerIsTheAttemptAndTheRestAreToldAtOnce() throws {
+        let alpha = try TemporaryHome("alpha")
+        defer { alpha.remove() }
+        let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
+        defer { listener.close() }
+        let asked = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let responder = JoinableThread {
+            try listener.pairOnce(timeout: .seconds(30), confirm: { _ in
+                asked.signal()
+                release.wait()
+                return false
+            })
+        }
+        let (first, second) = try (pairingConnection(listener, "first"), pairingConnection(listener, "second"))
+        defer {
+            // This user's no ends the attempt (before the first connection closes under it).
+            release.signal()
+            #expect(throws: PairingError.refusedHere) { try responder.join().get() }
+            first.close()
+            second.close()
+        }
+        for connection in [first, second] {
+            let commitment = try connection.readExactly(Frame.lengthPrefixSize + 1, timeout: .seconds(10))
+            #expect(commitment.last == MessageType.pairCommit.rawValue)
+        }
+        try first.writeAll(Message.pairNonce(nonce: [UInt8](repeating: 3, count: 32)).encode(), timeout: .seconds(5))
+        #expect(asked.wait(timeout: .now() + 10) == .success, "the first to answer is asked about")
+        // The other one is closed now: its read ends before its 10 s, with the connection closed.
+        do {
+            _ = try second.readExactly(64, timeout: .seconds(10))
+            Issue.record("the second connection got a message")
+        } catch {
+            if case TLSError.timeout = error { Issue.record("the second connection was left open: \(error)") }
+        }
+        // And the listener no longer listens.
+        do {
+            _ = try pairingConnection(listener, "third")
+            Issue.record("a third device got a pairing connection during the attempt")
+        } catch {
+            guard case TLSError.refused = error else {
+                Issue.record("not refused at once: \(error)")
+                return
+            }
+        }
+    }
+
+    /// A TLS connection with the pairing protocol to `listener`, from a new identity named `name`.
+    func pairingConnection(_ listener: PairingListener, _ name: String) throws -> TLSConnection {
+        try TLSConnection.connect(
+            host: "127.0.0.1", port: listener.address.port,
+            context: TLSContext(identity: try temporaryIdentity(name), role: .client(offering: .pairing)),
+            trust: { _ in false }, timeout: .seconds(10))
+    }
+
     /// Alpha listens for pairing (30 s); a stranger connects to it with the pairing protocol and does `strangerDoes`
     /// (given its connection and what the listener refused so far); then beta pairs, within 5 s, and only beta is
     /// trusted. Returns what the listener refused.
@@ -413,10 +471,7 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
         let responder = JoinableThread {
             try listener.pairOnce(timeout: .seconds(30), onRefused: { refusals.add($0) }, confirm: { _ in true })
         }
-        let stranger = try TLSConnection.connect(
-            host: "127.0.0.1", port: listener.address.port,
-            context: TLSContext(identity: try temporaryIdentity("stranger"), role: .client(offering: .pairing)),
-            trust: { _ in false }, timeout: .seconds(10))
+        let stranger = try pairingConnection(listener, "stranger")
         defer { stranger.close() }
         try strangerDoes(stranger, refusals)
         let paired = try beta.home.pair(connectingTo: listener.address, timeout: .seconds(5), confirm: { _ in true })

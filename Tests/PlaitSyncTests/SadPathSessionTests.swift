@@ -3,7 +3,8 @@ import PlaitCore
 import PlaitNetnsSupport
 import PlaitSession
 import PlaitStore
-import PlaitSync
+import PlaitTLS
+@testable import PlaitSync
 import PlaitTestSupport
 import PlaitWire
 import Testing
@@ -263,6 +264,15 @@ import Testing
             #expect(
                 outcome.peerAhead.map { "\($0.timeline):\($0.held):\($0.peerHolds)" }
                     == [own, invented].sorted().map { "\($0):\(mine[$0]):\(claimed[$0])" }, "\(outcome.peerAhead)")
+            // The own timeline beyond its head is the claim (a problem), never changes made there meanwhile (a note);
+            // both were printed (fifth hostile tester of 2026-11-25, F3).
+            let claim = try #require(outcome.staleClaim)
+            #expect(claim.timeline == own && claim.peerHead == claimed[own])
+            var shown = PeerSyncOutcome(address: try PeerAddress(parsing: "127.0.0.1:1"))
+            shown.result = outcome
+            #expect(shown.problems.contains(claim.description), "\(shown.problems)")
+            #expect(shown.notes.count == 1 && shown.notes.allSatisfy { $0.contains("\(invented):1…7") }, "\(shown.notes)")
+            #expect(!shown.notes.contains { $0.contains("\(own)") }, "\(shown.notes)")
         }
     }
 
