@@ -14,8 +14,10 @@ MODE (each stranger connection completes TLS with ALPN plait-pair/1 from 127.0.x
 env VANS: what the victim's user answers (default y), VDELAY: from when (s, default 0); DELAY.
 Prints the honest result, the victim's lines, CPU-s per s and open fds of the listener in 2 s windows."""
 import os, socket, ssl, struct, subprocess, sys, threading, time, hashlib
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hp import Ident, fb, fv, decode, get, H
+# hp.py / hserve.py: the fourth tester's raw-protocol helpers; PLAIT (environment) names the binary.
+os.environ.setdefault("PLAIT", "/tmp/hostile5/bin/plait-e")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-11-25-d"))
+from hp import Ident, fb, fv, decode, get, H, read_frame
 P = os.environ.get("PLAIT", "/tmp/hostile5/bin/plait-e"); W = "/tmp/hostile5/e1"; PORT = int(os.environ.get("PORT", "17900"))
 mode, rate, dur, honest = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 TO = sys.argv[5] if len(sys.argv) > 5 else "60"
@@ -45,17 +47,7 @@ pctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT); pctx.check_hostname = False; pct
 pctx.minimum_version = ssl.TLSVersion.TLSv1_3
 pctx.load_cert_chain(f"{W}/S/cert.pem", f"{W}/S/key.pem"); pctx.set_alpn_protocols(["plait-pair/1"])
 def frame(t, p): return struct.pack(">IB", len(p) + 1, t) + p
-def readframe(s, buf=b""):
-    while len(buf) < 5:
-        d = s.recv(4096)
-        if not d: raise EOFError("closed")
-        buf += d
-    ln = struct.unpack(">I", buf[:4])[0]
-    while len(buf) < 4 + ln:
-        d = s.recv(4096)
-        if not d: raise EOFError("closed")
-        buf += d
-    return buf[4], decode(buf[5:4 + ln]), buf[4 + ln:]
+readframe = read_frame
 held = []; opened = 0; errors = []; lock = threading.Lock(); events = []
 def log(*a):
     with lock: events.append(f"{time.time() - t0:6.2f} " + " ".join(map(str, a)))

@@ -6,7 +6,9 @@ usage: e2_overlimit.py MODE N SECS
           is the 0.5 s drain bounded when the peer never stops sending?
 Every second: X's threads, fds, RSS, CPU; Y runs `plait sync` at SECS/2. Prints X's log line counts."""
 import os, socket, ssl, subprocess, sys, threading, time
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# hp.py / hserve.py: the fourth tester's raw-protocol helpers; PLAIT (environment) names the binary.
+os.environ.setdefault("PLAIT", "/tmp/hostile5/bin/plait-e")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-11-25-d"))
 from hp import Ident, Conn, HELLO, NOTIFY, summary_wire
 P = os.environ.get("PLAIT", "/tmp/hostile5/bin/plait-e"); W = "/tmp/hostile5/e2"; PORT = 17910
 mode, N, SECS = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])

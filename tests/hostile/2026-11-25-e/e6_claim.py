@@ -6,7 +6,9 @@ usage: e6_claim.py MODE     (homes /tmp/hostile5/e6; V's agent on 17950, H's ser
   oneshotok  control: the closing report names V's summary exactly, with V's digest
 Prints what V's sync said (one-shot), V's peers row, doctor's lines about H, V's log lines about H."""
 import json, os, subprocess, sys, time
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# hp.py / hserve.py: the fourth tester's raw-protocol helpers; PLAIT (environment) names the binary.
+os.environ.setdefault("PLAIT", "/tmp/hostile5/bin/plait-e")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-11-25-d"))
 from hserve import *
 P = PLAIT; W = "/tmp/hostile5/e6"; VPORT, HPORT = 17950, 17951; MODE = sys.argv[1]
 subprocess.run(["bash", "-c", f". {os.path.dirname(os.path.abspath(__file__))}/common.sh; setup {W} {VPORT} V H; "

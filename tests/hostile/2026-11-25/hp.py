@@ -47,6 +47,15 @@ def decode(data):
         elif w == 5: out.append((n, int.from_bytes(data[i:i+4], "little"))); i += 4
         else: raise ValueError("wire")
     return out
+def read_frame(s, buf=b""):
+    """One frame from socket-like `s` (recv), after the bytes `buf` already read: (type, decoded fields, the rest)."""
+    while len(buf) < 5 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
+        d = s.recv(4096)
+        if not d: raise EOFError("closed")
+        buf += d
+    ln = struct.unpack(">I", buf[:4])[0]
+    return buf[4], decode(buf[5:4 + ln]), buf[4 + ln:]
+
 def get(fields, n, default=None):
     v = [x for k, x in fields if k == n]
     return v[-1] if v else default
