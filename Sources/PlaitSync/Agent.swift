@@ -858,10 +858,13 @@ public final class Agent: @unchecked Sendable {
         let keep = lock.withLock { () -> Bool in
             if stopped { return false }
             let existing = admitted(peer).filter { $0 !== entry }
-            // Two one-shot sessions of other instances are not two copies: each `plait sync` run without an agent
-            // speaks with a nonce of its own (a fourth hostile tester's three syncs at once were reported as a
-            // copied home, with advice to change keys). A copy is probed against an agent session.
-            others = existing.filter { isOther($0.instance ?? []) && !(hello.oneShot && $0.oneShot) }
+            // Only an agent session is probed as the other copy. Two one-shot sessions of other instances are not
+            // two copies: each `plait sync` run without an agent speaks with a nonce of its own (a fourth hostile
+            // tester's three syncs at once were reported as a copied home, with advice to change keys). Nor is a
+            // `plait sync` still running when the same home's agent starts and dials (it started without an agent,
+            // so with a nonce of its own). A real copy is still found: its next sync meets this agent session, or
+            // its agent does.
+            others = existing.filter { isOther($0.instance ?? []) && !$0.oneShot }
             entry.oneShot = hello.oneShot
             entry.extra = hello.oneShot
             let rivals = hello.oneShot ? [] : existing.filter { !$0.extra && !isOther($0.instance ?? []) }

@@ -57,7 +57,7 @@ final class RawTLSPeer: MessageReceiving {
     static func hello(
         _ home: Home, deviceID: String? = nil, summary: Summary = Summary(), baselineSummary: Summary = Summary(),
         baselineDigest: [UInt8]? = nil, maxFrameSize: Int = Frame.defaultMaxSize, nonce: [UInt8] = randomNonce(),
-        forkRecords: [ForkBranch.Record] = []
+        forkRecords: [ForkBranch.Record] = [], oneShot: Bool = false
     ) throws -> Message {
         .hello(
             Hello(
@@ -65,7 +65,7 @@ final class RawTLSPeer: MessageReceiving {
                 deviceID: try deviceID ?? home.identity.deviceID.description, name: "rogue", summary: summary,
                 headHashes: [:], baselineSummary: baselineSummary, baselineDigest: baselineDigest,
                 stateDigest: Change.zeroHash, unknownCount: 0, maxFrameSize: maxFrameSize, instanceNonce: nonce,
-                forkRecords: forkRecords))
+                forkRecords: forkRecords, oneShot: oneShot))
     }
 
     static func randomNonce() -> [UInt8] { (0..<16).map { _ in UInt8.random(in: 0...255) } }
@@ -179,6 +179,38 @@ final class RawTLSPeer: MessageReceiving {
             #expect(!reports.contains { $0.contains("home copied:") }, "\(reports)")
             try peer.send(.close(reason: "done"))
         }
+    }
+
+    /// A `plait sync` of a home without an agent speaks with a nonce of its own; when that home's agent starts and
+    /// dials while the sync still runs, the peer sees one device from two instances. It probed the sync's session
+    /// as the other copy (a Ping, answered), and reported the home as copied (fourth hostile tester of 2026-11-25,
+    /// read in the code). Only an agent session is probed now.
+    @Test func aSyncStillRunningWhenItsHomesAgentDialsIsNoCopy() throws {
+        try withAgent(seed: 0xA1A2_0007) { server, rogue, port, log, _ in
+            let seen = try syncThenAgentSession(server, rogue, port)
+            let probed = seen.filter { if case .ping = $0 { true } else { false } }
+            #expect(probed.isEmpty, "the sync was probed: \(seen.map(\.type))")
+            #expect(try server.store.copiedHomes(now: Replica.now()).isEmpty)
+            #expect(!log.all.contains { $0.contains("home copied") }, "\(log.all.joined(separator: "\n"))")
+        }
+    }
+
+    /// `rogue` opens a one-shot session with the agent on `port`, then an agent session with another nonce; returns
+    /// what the one-shot session received from the agent between the second session's admission and a Pong.
+    func syncThenAgentSession(_ server: Home, _ rogue: Home, _ port: UInt16) throws -> [Message] {
+        let serverID = try server.identity.deviceID
+        let syncing = try RawTLSPeer(rogue, port: port, agent: serverID)
+        try syncing.send(try RawTLSPeer.hello(rogue, oneShot: true))
+        _ = try syncing.receive { if case .want = $0 { true } else { false } }
+        let agent = try RawTLSPeer(rogue, port: port, agent: serverID)
+        try agent.send(try RawTLSPeer.hello(rogue))
+        // Its Want comes after its Hello was admitted, and so after any probe of the sync's session began.
+        _ = try agent.receive { if case .want = $0 { true } else { false } }
+        try syncing.send(.ping(nonce: 77))
+        let seen = try syncing.receive { if case .pong(77) = $0 { true } else { false } }
+        try syncing.send(.close(reason: "done"))
+        try agent.send(.close(reason: "done"))
+        return seen
     }
 
     /// A peer's baseline that does not decode was refused as "a stored snapshot does not decode …; run `plait
