@@ -174,7 +174,13 @@ extension Home {
             try store.peerSeen(deviceID: peer, address: address.description, summary: result.acknowledged,
                 now: Replica.now())
         } catch let error as TLSError {
-            outcome.failure = Self.explain(error, address: address)
+            if case let .peerNotTrusted(id) = error, id == (try? identity.deviceID) {
+                // `pair --trust` of its own ID is refused: that advice would not work (a new user's finding).
+                outcome.failure = "\(address) is this device's own agent (device \(id)): give the address of another "
+                    + "device (`plait peers` lists the paired ones)."
+            } else {
+                outcome.failure = Self.explain(error, address: address)
+            }
         } catch {
             // In TLS 1.3 a server that does not trust this device refuses it only after the client's handshake
             // completed: the refusal arrives as an alert, or as a reset, on the session's first read.

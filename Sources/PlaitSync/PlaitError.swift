@@ -30,7 +30,9 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
 
     public var description: String {
         switch self {
-        case let .config(path, problem): return "config \(path): \(problem). See config/plait.toml for every key."
+        case let .config(path, problem):
+            return "config \(path): \(problem). Every key is described in config/plait.toml of plait's source "
+                + "(README, \"Commands\")."
         case let .noHome(path): return "no plait device at \(path): run `plait init` first, or pass --home."
         case let .agentRunning(pid, home):
             let holder = pid.map { "another plait agent (PID \($0))" } ?? "another plait agent"
@@ -49,7 +51,10 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
             } else {
                 list = "there are none"
             }
+            // A short hex query was meant as an ID prefix, which needs 4 digits (a new user typed `done c33`).
+            let short = (1...3).contains(query.count) && query.allSatisfy(\.isHexDigit)
             return "no \(what) matches '\(query.terminalExcerpt())' (\(list)); nothing was changed."
+                + (short ? " An ID prefix has at least 4 hex digits." : "")
         case let .ambiguous(what, query, candidates):
             return "'\(query.terminalExcerpt())' matches several \(what)s: "
                 + "\(candidates.map(\.terminalSafe).joined(separator: "; ")); "

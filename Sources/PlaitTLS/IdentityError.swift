@@ -35,7 +35,8 @@ public enum IdentityError: Error, Equatable, CustomStringConvertible {
             return "A Device ID needs a 32-byte SHA-256 digest, not \(count) bytes; this is a bug in the caller."
         case .deviceIDWrongLength(let text, let count):
             return "\"\(text)\" is not a Device ID: it has \(count) characters instead of 56 "
-                + "(not counting dashes); copy the whole ID shown by `plait id` on that device."
+                + "(not counting dashes); copy the whole ID shown by `plait id` on that device (or, for a paired "
+                + "device, by `plait peers` here)."
         case .deviceIDInvalidCharacter(let text, let character):
             return "\"\(text)\" is not a Device ID: it contains \"\(character)\" but a Device ID has only "
                 + "letters A-Z and digits 2-7; check for 0, 1, 8 or 9 typed instead of O, I, B or g."

@@ -69,7 +69,9 @@ extension Plait {
         var address: String?
 
         @Option(
-            help: "A name for the other device (default: the name it gives itself, or what it claimed when pending).")
+            help: ArgumentHelp(
+                "A name for the other device, at most 64 characters (default: the name it gives itself when pairing "
+                    + "by code; with --trust, what it claimed when pending, else \"device\" and the start of its ID)."))
         var name: String?
 
         @Option(
@@ -220,6 +222,9 @@ extension Plait {
             commandName: "unpair",
             abstract: "Stop trusting a device: it can no longer sync with this one.",
             discussion: """
+                Give its whole Device ID, as `plait peers` lists it. Its connections here are closed and refused \
+                from now on. Changes it made still reach this device through other devices that trust it and \
+                sync with both: unpair it on those too to keep it out. \
                 The device stays unpaired until you pair it again here (`plait pair`): a succession statement \
                 from another device (`plait rejoin --new-key`) naming it as that device's new key is refused.
                 """)
@@ -237,7 +242,17 @@ extension Plait {
     struct Peers: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "peers",
-            abstract: "List paired devices (address, last seen, last known summary), or --pending ones.")
+            abstract: "List paired devices (address, when last seen, and how the two stood then), or --pending ones.",
+            discussion: """
+                Each row: the name stored at pairing, the Device ID, the address it is dialled at ("-": none \
+                known; found by mDNS, or give one with `plait pair --trust ID --address HOST:PORT`), when the two \
+                devices last talked, and how they stood then: "in sync at last contact", "behind" (the peer \
+                lacked changes this device has), "ahead" (it held changes this device lacks), "out of step" (each \
+                lacked some of the other's). A device offline since then may have changed: run `plait sync` to \
+                know. What went wrong outranks those words: "refuses this device (not paired there)", "forked", \
+                "diverged", "refused changes", "claims this device's timeline", "home copied", then "never seen". \
+                --json gives the summary the peer last acknowledged.
+                """)
 
         @OptionGroup var global: GlobalOptions
         @Flag(help: "List devices that tried to connect without being paired (names unverified).")
@@ -256,7 +271,7 @@ extension Plait {
                 for row in rows {
                     print(
                         "\(row.device)  \"\(row.name.terminalSafe)\" (unverified)  \(row.address ?? "-")  "
-                            + "\(row.attempts) attempts")
+                            + "\(row.attempts) \(row.attempts == 1 ? "attempt" : "attempts")")
                 }
                 if !rows.isEmpty { print("Trust one with: plait pair --trust DEVICE-ID (after checking the ID on that device)") }
                 return
@@ -272,7 +287,11 @@ extension Plait {
             }
             for row in rows {
                 let seen = row.lastSeen ?? "never"
-                print("\(row.name.terminalSafe)  \(row.device)  \(row.address ?? "-")  seen \(seen)  \(row.state)")
+                // How the two stood when they last talked, not now: a device offline since may have changed (a new
+                // user read "in sync" for a peer that had made changes after it went away).
+                let asOfThen = ["in sync", "behind", "ahead"].contains(row.state) || row.state.hasPrefix("out of step")
+                let state = asOfThen ? "\(row.state) at last contact" : row.state
+                print("\(row.name.terminalSafe)  \(row.device)  \(row.address ?? "-")  seen \(seen)  \(state)")
                 for fork in row.forked { print("  forked: \(fork.terminalSafe)") }
                 if let successor = row.succeededBy { print("  succeeded by \(successor) (it has a new key)") }
                 for finding in [row.diverged, row.refused, row.claim].compactMap({ $0 }) {

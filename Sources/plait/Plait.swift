@@ -16,7 +16,7 @@ struct Plait: ParsableCommand {
 
             The device home is --home, else $PLAIT_HOME, else $XDG_DATA_HOME/plait (~/.local/share/plait).
             The config is --config, else $PLAIT_CONFIG, else $XDG_CONFIG_HOME/plait/plait.toml, else defaults.
-            LIST is a list title or an ID prefix; ITEM is an ID prefix (4+ characters) or an item's exact text.
+            LIST is a list title or an ID prefix; ITEM is an ID prefix (4+ hex digits) or an item's exact text.
             """,
         version: version,
         subcommands: [

@@ -49,12 +49,31 @@ extension Plait {
         func run() throws {
             let home = try global.openHome()
             let targets = try plan(home)
+            // Paired devices this sync cannot reach: no stored address, and not found by mDNS. Named, not skipped
+            // in silence (a new user's sync exited 0 without a word about the device that held the change).
+            let planned = Set(targets.compactMap(\.deviceID))
+            let unaddressed = peers.isEmpty ? try home.store.peers().filter { !planned.contains($0.deviceID) } : []
+            let howToAddress = "a device paired here by `plait pair --listen`, or by `--trust ID` without --address, "
+                + "has no address to dial (its own agent dials this one); store one with `plait pair --trust ID "
+                + "--address HOST:PORT` (the address its agent listens on), or give --peer HOST:PORT"
             guard !targets.isEmpty else {
+                if unaddressed.isEmpty && peers.isEmpty {
+                    throw PlaitError.usage(
+                        "no peer to sync with: this device is paired with no device. Pair with `plait pair` (on both "
+                            + "devices), or give --peer HOST:PORT.")
+                }
                 throw PlaitError.usage(
                     "no peer to sync with: no paired device has a known address"
                         + (searches(home) ? " or was found on the LAN by mDNS" : "")
-                        + ". Start `plait agent` on the other device, pair with `plait pair` (or `--trust DEVICE-ID "
-                        + "--address HOST:PORT`), or give --peer HOST:PORT.")
+                        + " (\(unaddressed.map { peerLabel(name: $0.name, deviceID: $0.deviceID).terminalSafe }.joined(separator: ", "))). "
+                        + howToAddress.prefix(1).uppercased() + howToAddress.dropFirst() + ".")
+            }
+            for peer in unaddressed {
+                let label = peerLabel(name: peer.name, deviceID: peer.deviceID).terminalSafe
+                FileHandle.standardError.write(
+                    Data(
+                        ("warning: \(label) (\(peer.deviceID)) was not synced: no known address"
+                            + (searches(home) ? " and not found on the LAN" : "") + "; " + howToAddress + "\n").utf8))
             }
             let terminal = isatty(STDOUT_FILENO) != 0 && !json
             var outcomes: [(outcome: PeerSyncOutcome, source: SyncTarget.Source)] = []
@@ -153,7 +172,8 @@ extension Plait {
             let pulledBaseline = result.baselinesPulled > 0 ? " and its baseline" : ""
             let sentBaseline = result.baselinesSent > 0 ? " and this device's baseline" : ""
             let label = peerLabel(name: outcome.name ?? result.peerName, deviceID: result.peerDeviceID)
-            var text = "\(label) (\(outcome.address)): pulled \(result.pulled) changes\(pulledBaseline), "
+            let changes = result.pulled == 1 ? "change" : "changes"
+            var text = "\(label) (\(outcome.address)): pulled \(result.pulled) \(changes)\(pulledBaseline), "
                 + "sent \(result.sent)\(sentBaseline), "
                 + "now at \(result.finalSummary.isEmpty ? "(empty)" : result.finalSummary.description)"
             if outcome.toldSuccessor { text += "; told it this device's new Device ID" }

@@ -111,4 +111,40 @@ import Testing
             }
         }
     }
+
+    /// What a new user met (tests/hostile/2026-11-25-f): `plait peers` said "in sync" for a peer that had made changes
+    /// since (it is how the two stood when they last talked, and now says so); `plait sync` skipped a paired device
+    /// without an address in silence, said "Start `plait agent` on the other device" when no paired device had one,
+    /// and, given its own agent's address, advised `plait pair --trust` of its own ID, which is refused.
+    @Test func peersAndSyncSayWhatANewUserNeeds() throws {
+        try withSandbox { sandbox in
+            let x = try device(sandbox, "x")
+            let y = try device(sandbox, "y")
+            let z = try device(sandbox, "z")
+            let agentX = try RunningAgent(sandbox: sandbox, home: x.home)
+            defer { #expect(agentX.stop() == 0, "\(agentX.log)") }
+            try sandbox.ok(["pair", "--trust", y.id, "--home", x.home])
+            try sandbox.ok(["pair", "--trust", x.id, "--address", agentX.address, "--home", y.home])
+            try sandbox.ok(["sync", "--no-discovery", "--home", y.home])
+            let listed = try sandbox.ok(["peers", "--home", y.home]).stdout
+            #expect(listed.contains("in sync at last contact"), "\(listed)")
+
+            // Y pairs with Z by ID only (no address): Y's sync names it instead of skipping it in silence.
+            try sandbox.ok(["pair", "--trust", z.id, "--name", "zed", "--home", y.home])
+            let partial = try sandbox.ok(["sync", "--no-discovery", "--home", y.home])
+            #expect(partial.stderr.contains("warning: zed (\(z.id)) was not synced: no known address"), "\(partial)")
+            #expect(partial.stderr.contains("--trust ID --address HOST:PORT"), "\(partial)")
+            // X knows no address of Y (Y was trusted without one): not "start `plait agent` on the other device".
+            let none = try sandbox.fails(["sync", "--no-discovery", "--home", x.home])
+            #expect(none.stderr.contains("no paired device has a known address"), "\(none)")
+            #expect(none.stderr.contains("store one with `plait pair --trust ID --address HOST:PORT`"), "\(none)")
+            #expect(!none.stderr.contains("Start `plait agent`"), "\(none)")
+            let lonely = try sandbox.fails(["sync", "--no-discovery", "--home", z.home])
+            #expect(lonely.stderr.contains("this device is paired with no device"), "\(lonely)")
+            // X's own agent: no advice to trust its own ID.
+            let own = try sandbox.fails(["sync", "--peer", agentX.address, "--home", x.home])
+            #expect(own.stderr.contains("is this device's own agent"), "\(own)")
+            #expect(!own.stderr.contains("pair --trust"), "\(own)")
+        }
+    }
 }
