@@ -51,20 +51,33 @@ public enum DataOperation: Equatable, Sendable {
         }
     }
 
+    /// Said after a list's title when other live lists have the same one: commands then need the list's ID (a new
+    /// user made two "Groceries" and was asked for "a longer ID prefix" ever after). Empty when none has.
+    static func namesakes(of title: String, besides id: ObjectID, in state: ListsState) -> String {
+        let same = state.liveListIDs.filter { $0 != id && state.lists[$0]!.title == title }
+        guard !same.isEmpty else { return "" }
+        return "; note: \(same.count == 1 ? "another list has" : "\(same.count) other lists have") this title ("
+            + same.map(Resolve.short).joined(separator: ", ") + "): name these lists by ID from now on"
+    }
+
     /// Resolves names against the edit's current state and appends the change.
     public func perform(_ edit: Replica.LocalEdit) throws -> (message: String, output: EditOutput) {
         switch self {
         case let .listAdd(title, color, top, after):
             let position: Position = try after.map { .after(try Resolve.list($0, in: edit.state)) } ?? (top ? .top : .bottom)
             let id = ObjectID.random()
+            let namesake = Self.namesakes(of: title, besides: id, in: edit.state)
             try edit.append(.listCreate(id: id, title: title, color: color, at: position))
             return (
-                "created list '\(title.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description, title: title))
+                "created list '\(title.terminalSafe)' (\(Resolve.short(id)))" + namesake,
+                EditOutput(id: id.description, title: title))
         case let .listRename(list, title):
             let id = try Resolve.list(list, in: edit.state)
+            let namesake = Self.namesakes(of: title, besides: id, in: edit.state)
             try edit.append(.listRename(id: id, title: title))
             return (
-                "renamed list \(Resolve.short(id)) to '\(title.terminalSafe)'", EditOutput(id: id.description, title: title))
+                "renamed list \(Resolve.short(id)) to '\(title.terminalSafe)'" + namesake,
+                EditOutput(id: id.description, title: title))
         case let .listRecolor(list, color):
             let id = try Resolve.list(list, in: edit.state)
             let value = color == "none" ? nil : color

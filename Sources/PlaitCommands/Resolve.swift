@@ -58,7 +58,29 @@ public enum Resolve {
         let lowered = query.lowercased()
         let similar = scope.filter { state.items[$0]!.text.lowercased().contains(lowered) }
         throw PlaitError.notFound(
-            what: "item", query: query, candidates: similar.prefix(20).map(describe), total: scope.count)
+            what: "item", query: query, candidates: similar.prefix(20).map(describe), total: scope.count,
+            hint: elsewhere(query, in: state, list: list))
+    }
+
+    /// What `query`, which names no item where it was looked for, names instead (a new user's `rm Hardware`, a
+    /// list; `move rice --after "call mum"` with that item in another list): one sentence, or nil.
+    static func elsewhere(_ query: String, in state: ListsState, list: ObjectID?) -> String? {
+        if let list {
+            let others = state.liveListIDs.filter { $0 != list }.flatMap { other in
+                state.itemIDs(in: other, completed: false) + state.itemIDs(in: other, completed: true)
+            }
+            if let found = others.first(where: { state.items[$0]!.text == query }) {
+                let there = state.lists[state.items[found]!.list]?.title ?? "?"
+                let here = state.lists[list]?.title ?? "?"
+                return "'\(query.terminalExcerpt())' is in list '\(there.terminalExcerpt())', not '\(here.terminalExcerpt())'."
+            }
+        }
+        let lowered = query.lowercased()
+        if state.liveListIDs.contains(where: { state.lists[$0]!.title.lowercased() == lowered }) {
+            return "'\(query.terminalExcerpt())' is a list: lists have commands of their own (`plait list rm`, "
+                + "`plait list rename`, `plait list move`; `plait show LIST` shows its items)."
+        }
+        return nil
     }
 
     /// An ID prefix: 4+ hexadecimal digits (dashes ignored), lower-cased; nil if the query is not one.

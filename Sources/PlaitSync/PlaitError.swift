@@ -16,7 +16,8 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
     case file(path: String, problem: String)
     /// A LIST or ITEM argument matches nothing; `candidates` are similar ones (or all, when few), `total` how
     /// many there are to choose from (nil: as many as the candidates).
-    case notFound(what: String, query: String, candidates: [String], total: Int? = nil)
+    /// `hint`: one sentence more, where what was typed names something else (a list, an item of another list).
+    case notFound(what: String, query: String, candidates: [String], total: Int? = nil, hint: String? = nil)
     /// A LIST or ITEM argument matches several objects.
     case ambiguous(what: String, query: String, candidates: [String])
     /// A command's arguments are wrong in a way the parser cannot see.
@@ -41,7 +42,7 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
         case let .homeExists(path):
             return "\(path) already holds a plait device; nothing was changed. Use another --home to create a new one."
         case let .file(path, problem): return "\(path): \(problem)."
-        case let .notFound(what, query, candidates, total):
+        case let .notFound(what, query, candidates, total, hint):
             let list: String
             if !candidates.isEmpty {
                 list = "candidates: " + candidates.map(\.terminalSafe).joined(separator: "; ")
@@ -54,7 +55,7 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
             // A short hex query was meant as an ID prefix, which needs 4 digits (a new user typed `done c33`).
             let short = (1...3).contains(query.count) && query.allSatisfy(\.isHexDigit)
             return "no \(what) matches '\(query.terminalExcerpt())' (\(list)); nothing was changed."
-                + (short ? " An ID prefix has at least 4 hex digits." : "")
+                + (short ? " An ID prefix has at least 4 hex digits." : "") + (hint.map { " " + $0 } ?? "")
         case let .ambiguous(what, query, candidates):
             return "'\(query.terminalExcerpt())' matches several \(what)s: "
                 + "\(candidates.map(\.terminalSafe).joined(separator: "; ")); "

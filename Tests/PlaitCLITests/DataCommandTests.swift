@@ -118,6 +118,28 @@ import Testing
         }
     }
 
+    /// What a new user met (tests/hostile/2026-11-25-f, F7, F8, F12): an item command given a list's title, or
+    /// `--after` an item of another list, said only "no item matches"; a second list of the same title was made
+    /// without a word, and every command by that title then asked for "a longer ID prefix".
+    @Test func namesThatMeanSomethingElseAreSaidSo() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["batch"], stdin: "list add Groceries\nlist add Hardware\nadd Groceries \"call mum\"\nadd Groceries rice\nadd Hardware drill\n")
+            let list = try sandbox.fails(["rm", "Hardware"])
+            #expect(list.stderr.contains("'Hardware' is a list: lists have commands of their own (`plait list rm`"), "\(list)")
+            let elsewhere = try sandbox.fails(["move", "rice", "--after", "call mum", "--to", "Hardware"])
+            #expect(elsewhere.stderr.contains("'call mum' is in list 'Groceries', not 'Hardware'."), "\(elsewhere)")
+            let shortPrefix = try sandbox.fails(["done", "c33"])
+            #expect(shortPrefix.stderr.contains("An ID prefix has at least 4 hex digits."), "\(shortPrefix)")
+            let twin = try sandbox.ok(["list", "add", "Groceries"])
+            #expect(twin.stdout.contains("note: another list has this title ("), "\(twin)")
+            let renamed = try sandbox.ok(["list", "rename", "Hardware", "Groceries"])
+            #expect(renamed.stdout.contains("note: 2 other lists have this title"), "\(renamed)")
+            let unique = try sandbox.ok(["list", "add", "Chores"])
+            #expect(!unique.stdout.contains("note:"), "\(unique)")
+        }
+    }
+
     @Test func itemsAreFoundByIDPrefixOrExactText() throws {
         try withSandbox { sandbox in
             try sandbox.initialize()
