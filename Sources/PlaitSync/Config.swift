@@ -207,7 +207,14 @@ public struct Config: Sendable, Equatable {
             path = base + "/plait/plait.toml"
             guard FileManager.default.fileExists(atPath: path) else { return (Config(), nil) }
         }
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw PlaitError.config(path: path, problem: "is a directory, not a file")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw PlaitError.config(path: path, problem: "cannot be read (check that this user may read it)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
             throw PlaitError.config(path: path, problem: "cannot be read as UTF-8 text")
         }
         return (try Config(toml: text, origin: path), path)

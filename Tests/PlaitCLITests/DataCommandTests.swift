@@ -137,6 +137,9 @@ import Testing
             #expect(renamed.stdout.contains("note: 2 other lists have this title"), "\(renamed)")
             let unique = try sandbox.ok(["list", "add", "Chores"])
             #expect(!unique.stdout.contains("note:"), "\(unique)")
+            // A directory given as the config file is said to be one (it read "cannot be read as UTF-8 text").
+            let directory = try sandbox.fails(["lists", "--config", sandbox.root])
+            #expect(directory.stderr.contains("is a directory, not a file"), "\(directory)")
         }
     }
 
