@@ -38,7 +38,7 @@ public enum Doctor {
         let identity = checkIdentity(path, into: &checks)
         let storeIsSound = checkStore(path, into: &checks)
         if storeIsSound { checks += checkDerivedState(storePath: path + "/" + Home.storeFileName) }
-        checks.append(checkListen(listen, identity: identity))
+        checks.append(checkListen(listen, identity: identity, agentRunning: AgentLock.isHeld(home: path)))
         checks.append(checkAvahi(enabled: config.discoveryEnabled))
         if storeIsSound { checks += checkHistory(storePath: path + "/" + Home.storeFileName, own: identity?.deviceID) }
         if storeIsSound, let identity {
@@ -213,7 +213,9 @@ public enum Doctor {
     }
 
     /// Whether the agent could listen at `listen`; if something holds it, whether that is this home's agent.
-    static func checkListen(_ listen: PeerAddress, identity: Identity?) -> DoctorCheck {
+    /// `agentRunning`: this home's agent holds its lock; the address free then means it listens elsewhere (`plait
+    /// agent --listen`), which a new user read as "no agent runs".
+    static func checkListen(_ listen: PeerAddress, identity: Identity?, agentRunning: Bool = false) -> DoctorCheck {
         let name = "listen address"
         guard let identity else {
             return DoctorCheck(name: name, status: .warning, detail: "not checked (no usable certificate)")
@@ -222,6 +224,12 @@ public enum Doctor {
             let context = try TLSContext(identity: identity, role: .server(acceptsPairing: false))
             let listener = try TLSListener(host: listen.host, port: listen.port, context: context)
             listener.close()
+            if agentRunning {
+                return DoctorCheck(
+                    name: name, status: .ok,
+                    detail: "this home's agent is running, not at \(listen): it was given another address (`plait "
+                        + "agent --listen`); `plait doctor --listen HOST:PORT` checks that one")
+            }
             return DoctorCheck(name: name, status: .ok, detail: "\(listen) is free for `plait agent`")
         } catch {
             // Taken: by this home's own agent (fine), or by something else.

@@ -46,6 +46,11 @@ import Testing
             // The agent's own port: held by this home's agent is fine, held by another device's is not.
             let own = try sandbox.ok(["doctor", "--home", d[1].home, "--listen", agent.address, "--json"])
             #expect(try checks(own)["listen address"]?.detail.contains("this home's running agent") == true, "\(own)")
+            // Another, free address while this home's agent runs: not "free for `plait agent`" as if none ran (a new
+            // user's finding, tests/hostile/2026-11-25-f F10).
+            let elsewhere = try sandbox.ok(["doctor", "--home", d[1].home, "--listen", "127.0.0.1:0", "--json"])
+            let detail = try checks(elsewhere)["listen address"]?.detail ?? ""
+            #expect(detail.contains("this home's agent is running, not at 127.0.0.1:0"), "\(elsewhere)")
             let other = try sandbox.run(["doctor", "--home", d[0].home, "--listen", agent.address])
             #expect(other.status == 1 && other.stdout.contains("FAIL  listen address"), "\(other)")
             #expect(!agent.log.contains("pending"), "doctor's probe is not a pending device: \(agent.log)")
