@@ -67,7 +67,9 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
             let .conflict(message), let .unsupportedMediaType(message), let .unavailable(message):
             return message
         case let .tooLarge(limit): return "the request body is larger than \(limit) bytes; send less."
-        case let .listen(address, problem, detail): return "\(address) \(problem) (\(detail))"
+        case let .listen(address, problem, detail):
+            // NIO's own text ("bind(descriptor:ptr:bytes:): … (errno: 98)") only where the problem is not known.
+            return problem == "cannot be bound" ? "\(address) \(problem) (\(detail))" : "\(address) \(problem)"
         case let .tooManyTries(wait):
             return "too many wrong passwords; wait \(Self.seconds(wait)) s before the next try."
         case let .noPassword(address):

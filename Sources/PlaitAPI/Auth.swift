@@ -479,7 +479,9 @@ extension APIRoutes {
                 throw APIError.forbidden("login codes are minted with the API token or over the agent's socket.")
             }
             guard let base = api.baseURL else {
-                throw APIError.unavailable("the TCP API is off; there is no page to log in to.")
+                throw APIError.unavailable(
+                    "the TCP API is off (api.listen = \"\" in the config); there is no page to log in to. Set api.listen "
+                        + "to an address such as 127.0.0.1:7480 and restart the agent.")
             }
             let minted = api.auth.mintCode()
             return try json(

@@ -107,6 +107,13 @@ public enum DataOperation: Equatable, Sendable {
                 EditOutput(id: id.description, list: listID.description, text: text))
         case let .edit(item, text):
             let id = try Resolve.item(item, in: edit.state)
+            // The same text again is no edit: no change is written (a new user's `edit rice rice` appended one each
+            // time, which every device then stores and replays).
+            guard edit.state.items[id]?.text != text else {
+                return (
+                    "\(Resolve.short(id)) already reads '\(text.terminalSafe)'; nothing was changed",
+                    EditOutput(id: id.description, text: text))
+            }
             try edit.append(.itemEdit(id: id, text: text))
             return ("edited \(Resolve.short(id)): '\(text.terminalSafe)'", EditOutput(id: id.description, text: text))
         case let .done(item):

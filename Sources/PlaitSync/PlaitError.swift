@@ -65,7 +65,9 @@ public enum PlaitError: Error, CustomStringConvertible, Sendable {
         case let .identity(error): return error.description
         case let .core(error): return error.description
         case let .batchLine(number, text, problem):
-            return "batch line \(number) (\(text)): \(problem) Nothing of the batch was written."
+            // A problem without its own full stop gets one (a new user saw "(run a batch per home) Nothing of …").
+            let said = problem.hasSuffix(".") ? problem : problem + "."
+            return "batch line \(number) (\(text)): \(said) Nothing of the batch was written."
         }
     }
 }

@@ -72,6 +72,7 @@ import Testing
         BadLine(name: "move nowhere", line: "list move Groceries", mentions: ["say where"]),
         BadLine(name: "top and after", line: "add Groceries x --top --after milk", mentions: ["--top", "--after"]),
         BadLine(name: "empty text", line: "add Groceries ''", mentions: ["needs text"]),
+        BadLine(name: "another home", line: "add Groceries x --home /elsewhere", mentions: ["run a batch per home)."]),
     ]
 
     /// A bad line anywhere aborts the whole batch, names its line number, and writes nothing.
@@ -93,6 +94,7 @@ import Testing
             #expect(!run.stderr.contains("line 1 ") && !run.stderr.contains("line 7"))
             for mention in bad.mentions { #expect(run.stderr.contains(mention), "stderr lacks \(mention): \(run)") }
             #expect(run.stderr.contains("Nothing of the batch was written"), "\(run)")
+            #expect(!run.stderr.contains(") Nothing of the batch"), "every problem ends with a full stop: \(run)")
             #expect(try sandbox.fingerprint() == before)
             #expect(try sandbox.shown() == shown)
         }

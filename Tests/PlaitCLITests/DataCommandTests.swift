@@ -137,6 +137,11 @@ import Testing
             #expect(renamed.stdout.contains("note: 2 other lists have this title"), "\(renamed)")
             let unique = try sandbox.ok(["list", "add", "Chores"])
             #expect(!unique.stdout.contains("note:"), "\(unique)")
+            // The same text again writes no change (it appended one each time).
+            let before = try sandbox.ok(["status", "--json"]).json()["summary"] as? String
+            let same = try sandbox.ok(["edit", "rice", "rice"])
+            #expect(same.stdout.contains("already reads 'rice'; nothing was changed"), "\(same)")
+            #expect(try sandbox.ok(["status", "--json"]).json()["summary"] as? String == before)
             // A directory given as the config file is said to be one (it read "cannot be read as UTF-8 text").
             let directory = try sandbox.fails(["lists", "--config", sandbox.root])
             #expect(directory.stderr.contains("is a directory, not a file"), "\(directory)")
