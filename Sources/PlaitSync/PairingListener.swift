@@ -220,9 +220,11 @@ final class PairingHandshakes {
         }
         let now = ContinuousClock.now
         for ticket in admission.expired(now: now) {
-            guard let entry = handshaking.removeValue(forKey: ticket) else { continue }
-            entry.stage.connection.close()
+            let entry = handshaking.removeValue(forKey: ticket)
+            entry?.stage.connection.close()
+            // Dropped from the admission in any case: a ticket left there stays due, and poll(2) would not wait.
             admission.drop(ticket, because: .pastDeadline, now: now)
+            guard let entry else { continue }
             let seconds = admission.limits.deadline.components.seconds
             switch entry.stage {
             case .handshake:
@@ -333,6 +335,9 @@ final class PairingHandshakes {
             handshaking[ticket] = nil
             pairing.connection.close()
             admission.drop(ticket, because: .failed, now: .now)
+            if case .connectionLost = error {
+                return [.refused("device \(pairing.peer) closed its pairing connection before its first message")]
+            }
             return [.refused("closed a pairing connection from device \(pairing.peer): \(error)")]
         }
     }
