@@ -158,7 +158,7 @@ extension Plait {
                 terminal.say("Sync now with `plait sync`, or run `plait agent` on both devices: they find each other.")
             } catch {
                 terminal.endPrompt()
-                throw error
+                throw terminal.explain(error)
             }
         }
 
@@ -195,7 +195,7 @@ extension Plait {
                 terminal.say("It will sync with this device once it runs `plait agent` or `plait sync`.")
             } catch {
                 terminal.endPrompt()
-                throw error
+                throw terminal.explain(error)
             }
         }
 
@@ -212,7 +212,7 @@ extension Plait {
                 terminal.say("Sync now with `plait sync`, or run `plait agent` on both devices.")
             } catch {
                 terminal.endPrompt()
-                throw error
+                throw terminal.explain(error)
             }
         }
     }
@@ -309,6 +309,17 @@ extension Plait {
 final class PairingTerminal: @unchecked Sendable {
     private let lock = NSLock()
     private var promptOpen = false
+    /// The question met the end of input, which is a no.
+    private var inputEnded = false
+
+    /// `error` as the user should read it: a no that was the end of input is said so (it read "codes were refused"
+    /// when nobody had answered; a new user's finding).
+    func explain(_ error: any Error) -> any Error {
+        guard case PairingError.refusedHere = error, lock.withLock({ inputEnded }) else { return error }
+        return PlaitError.usage(
+            "no answer: standard input ended before a y or n, which counts as no; nothing stored. Run `plait pair` "
+                + "where someone can answer, or pair without a question: `plait pair --trust ID` on both devices.")
+    }
 
     private func write(_ text: String) {
         FileHandle.standardOutput.write(Data(text.utf8))
@@ -331,6 +342,7 @@ final class PairingTerminal: @unchecked Sendable {
         let answer = readLine(strippingNewline: true)
         let accepted = ["y", "yes"].contains(answer?.trimmingCharacters(in: .whitespaces).lowercased() ?? "")
         lock.withLock {
+            if answer == nil { inputEnded = true }
             // Input that is not a terminal was not echoed: show it, so the transcript reads as a dialogue.
             if promptOpen && (answer == nil || isatty(STDIN_FILENO) == 0) { write((answer ?? "") + "\n") }
             promptOpen = false
