@@ -33,9 +33,7 @@ public enum Resolve {
     public static func item(
         _ query: String, in state: ListsState, list: ObjectID? = nil, prefer: ((ItemRecord) -> Bool)? = nil
     ) throws -> ObjectID {
-        let scope = (list.map { [$0] } ?? state.liveListIDs).flatMap { listID in
-            state.itemIDs(in: listID, completed: false) + state.itemIDs(in: listID, completed: true)
-        }
+        let scope = (list.map { [$0] } ?? state.liveListIDs).flatMap(state.liveItems(of:))
         let describe = { (id: ObjectID) -> String in
             let item = state.items[id]!
             return "\(short(id)) '\(item.text)' in \(state.lists[item.list]?.title ?? "?")"
@@ -66,9 +64,7 @@ public enum Resolve {
     /// list; `move rice --after "call mum"` with that item in another list): one sentence, or nil.
     static func elsewhere(_ query: String, in state: ListsState, list: ObjectID?) -> String? {
         if let list {
-            let others = state.liveListIDs.filter { $0 != list }.flatMap { other in
-                state.itemIDs(in: other, completed: false) + state.itemIDs(in: other, completed: true)
-            }
+            let others = state.liveListIDs.filter { $0 != list }.flatMap(state.liveItems(of:))
             if let found = others.first(where: { state.items[$0]!.text == query }) {
                 let there = state.lists[state.items[found]!.list]?.title ?? "?"
                 let here = state.lists[list]?.title ?? "?"

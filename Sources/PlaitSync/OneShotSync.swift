@@ -126,6 +126,8 @@ extension Home {
         // start tells whether the session stored anything (the second hostile tester of 2026-11-25 was told "nothing
         // was changed" by a sync whose adopted baseline filled the disk only afterwards).
         let summaryBefore = try? store.summary()
+        /// The name the device `peer` was given at pairing here, if it is listed.
+        let storedName = { [store] (peer: String) in try? store.peers().first { $0.deviceID == peer }?.name }
         do {
             TLS.setUp()
             let trusted = try trustedDeviceIDs()
@@ -165,7 +167,7 @@ extension Home {
                 transport: TLSFrameTransport(connection), replica: replica, identity: me, options: options)
             let result = try session.run()
             // The name given at pairing: a Hello's name is only what the peer calls itself.
-            outcome.name = (try? store.peers().first { $0.deviceID == peer }?.name) ?? result.peerName
+            outcome.name = storedName(peer) ?? result.peerName
             outcome.result = result
             if credentials != nil {
                 try store.successionTold(peer: peer)
@@ -186,9 +188,7 @@ extension Home {
             // completed: the refusal arrives as an alert, or as a reset, on the session's first read.
             if outcome.result == nil, let refusal = Self.refusalAfterHandshake(error) {
                 // Named as stored at pairing (fourth hostile tester of 2026-11-25: the line gave the address only).
-                let name = outcome.deviceID.flatMap { peer in
-                    (try? store.peers().first { $0.deviceID == peer }?.name).map { peerLabel(name: $0, deviceID: peer) }
-                }
+                let name = outcome.deviceID.flatMap { peer in storedName(peer).map { peerLabel(name: $0, deviceID: peer) } }
                 outcome.failure = Self.explain(refusal, address: address, name: name)
                 // `plait peers` says so from now on, not the state of the last session it took part in.
                 if let peer = outcome.deviceID { _ = try? store.peerRefusedThisDevice(deviceID: peer, now: Replica.now()) }

@@ -53,9 +53,9 @@ extension Plait {
             // in silence (a new user's sync exited 0 without a word about the device that held the change).
             let planned = Set(targets.compactMap(\.deviceID))
             let unaddressed = peers.isEmpty ? try home.store.peers().filter { !planned.contains($0.deviceID) } : []
-            let howToAddress = "a device paired here by `plait pair --listen`, or by `--trust ID` without --address, "
+            let howToAddress = "A device paired here by `plait pair --listen`, or by `--trust ID` without --address, "
                 + "has no address to dial (its own agent dials this one); store one with `plait pair --trust ID "
-                + "--address HOST:PORT` (the address its agent listens on), or give --peer HOST:PORT"
+                + "--address HOST:PORT` (the address its agent listens on), or give --peer HOST:PORT."
             guard !targets.isEmpty else {
                 if unaddressed.isEmpty && peers.isEmpty {
                     throw PlaitError.usage(
@@ -66,14 +66,14 @@ extension Plait {
                     "no peer to sync with: no paired device has a known address"
                         + (searches(home) ? " or was found on the LAN by mDNS" : "")
                         + " (\(unaddressed.map { peerLabel(name: $0.name, deviceID: $0.deviceID).terminalSafe }.joined(separator: ", "))). "
-                        + howToAddress.prefix(1).uppercased() + howToAddress.dropFirst() + ".")
+                        + howToAddress)
             }
             for peer in unaddressed {
                 let label = peerLabel(name: peer.name, deviceID: peer.deviceID).terminalSafe
                 FileHandle.standardError.write(
                     Data(
                         ("warning: \(label) (\(peer.deviceID)) was not synced: no known address"
-                            + (searches(home) ? " and not found on the LAN" : "") + "; " + howToAddress + "\n").utf8))
+                            + (searches(home) ? " and not found on the LAN" : "") + ". " + howToAddress + "\n").utf8))
             }
             let terminal = isatty(STDOUT_FILENO) != 0 && !json
             var outcomes: [(outcome: PeerSyncOutcome, source: SyncTarget.Source)] = []

@@ -363,7 +363,7 @@ public struct ListsState: Sendable {
     }
 
     /// Live items of a list, both sections.
-    func liveItems(of list: ObjectID) -> [ObjectID] {
+    public func liveItems(of list: ObjectID) -> [ObjectID] {
         itemIDs(in: list, completed: false) + itemIDs(in: list, completed: true)
     }
 }
