@@ -11,9 +11,9 @@ public enum DiscoveryError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .eventLoop(let operation):
-            return "Could not \(operation) for Avahi's event loop; the system is out of memory or file descriptors."
+            return "could not \(operation) for Avahi's event loop; the system is out of memory or file descriptors."
         case .invalidAnnouncement(let reason):
-            return "Cannot publish this device on the LAN: \(reason)."
+            return "cannot publish this device on the LAN: \(reason)."
         case .avahi(let operation, let code, let message):
             return "avahi-daemon refused to \(operation) (\(message), error \(code)); check `avahi-daemon` and "
                 + "its log."

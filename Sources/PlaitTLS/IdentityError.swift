@@ -32,7 +32,7 @@ public enum IdentityError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .invalidDigestLength(let count):
-            return "A Device ID needs a 32-byte SHA-256 digest, not \(count) bytes; this is a bug in the caller."
+            return "a Device ID needs a 32-byte SHA-256 digest, not \(count) bytes; this is a bug in the caller."
         case .deviceIDWrongLength(let text, let count):
             return "\"\(text)\" is not a Device ID: it has \(count) characters instead of 56 "
                 + "(not counting dashes); copy the whole ID shown by `plait id` on that device (or, for a paired "
@@ -55,9 +55,9 @@ public enum IdentityError: Error, Equatable, CustomStringConvertible {
         case .fileMissing(let path):
             return "\(path) is missing; restore it from a backup; " + Self.newDeviceAdvice
         case .fileUnreadable(let path, let reason):
-            return "Could not read \(path) (\(reason)); check its permissions."
+            return "could not read \(path) (\(reason)); check its permissions."
         case .fileUnwritable(let path, let reason):
-            return "Could not write \(path) (\(reason)); check the directory exists and is writable."
+            return "could not write \(path) (\(reason)); check the directory exists and is writable."
         case .corruptFile(let path, let message):
             return "\(path) is corrupt (OpenSSL: \(message)); restore it from a backup; " + Self.newDeviceAdvice
         case .keyDoesNotMatchCertificate(let directory):
@@ -66,7 +66,7 @@ public enum IdentityError: Error, Equatable, CustomStringConvertible {
         case .openSSL(let operation, let message):
             return "OpenSSL failed to \(operation) (\(message)); check the OpenSSL 3 installation."
         case .succession(let problem):
-            return "The succession statement was refused: \(problem); the device keeps its old trust only."
+            return "the succession statement was refused: \(problem); the device keeps its old trust only."
         }
     }
 

@@ -41,37 +41,37 @@ public enum TLSError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .refused(let address, let reason):
-            return "Could not connect to \(address) (\(reason)); check that plait is running there and "
+            return "could not connect to \(address) (\(reason)); check that plait is running there and "
                 + "that the address and port are right."
         case .timeout(let operation, let after):
-            return "Timed out \(operation) after \(after); the peer or the network is not responding."
+            return "timed out \(operation) after \(after); the peer or the network is not responding."
         case .handshakeFailed(let reason):
-            return "The TLS handshake failed (\(reason)); the peer is not a plait device or runs an "
+            return "the TLS handshake failed (\(reason)); the peer is not a plait device or runs an "
                 + "incompatible version."
         case .closedDuringHandshake(let reason):
-            return "The peer closed the connection during the TLS handshake (\(reason)); it may be overloaded or "
+            return "the peer closed the connection during the TLS handshake (\(reason)); it may be overloaded or "
                 + "restarting: try again in a moment."
         case .peerNotTrusted(let deviceID):
-            return "Device \(deviceID) is not paired with this device and was disconnected; pair it "
+            return "device \(deviceID) is not paired with this device and was disconnected; pair it "
                 + "with `plait pair` if you trust it."
         case .rejectedByPeer(let reason):
-            return "The peer refused the connection (\(reason)); it has probably not paired with this "
+            return "the peer refused the connection (\(reason)); it has probably not paired with this "
                 + "device: run `plait pair` on both."
         case .alpnMismatch(let offered):
             if let version = TLSApplicationProtocol.otherSyncVersion(in: offered) {
                 let mine = TLSApplicationProtocol.syncVersion
-                return "The peer speaks plait protocol \(version); this device speaks protocol \(mine): upgrade plait "
+                return "the peer speaks plait protocol \(version); this device speaks protocol \(mine): upgrade plait "
                     + (version < mine ? "there." : "on this device.")
             }
             let list = offered.isEmpty ? "nothing" : offered.joined(separator: ", ")
-            return "The peer does not speak the protocol asked for (offered: \(list)); pairing works "
+            return "the peer does not speak the protocol asked for (offered: \(list)); pairing works "
                 + "only while `plait pair` runs on both devices."
         case .closed(let reason):
-            return "The connection closed (\(reason)); it will be retried when the peer is back."
+            return "the connection closed (\(reason)); it will be retried when the peer is back."
         case .connectionReset:
-            return "The connection closed (\(errnoText(ECONNRESET))); it will be retried when the peer is back."
+            return "the connection closed (\(errnoText(ECONNRESET))); it will be retried when the peer is back."
         case .socket(let operation, let reason):
-            return "Could not \(operation) (\(reason)); check the address and that the port is free."
+            return "could not \(operation) (\(reason)); check the address and that the port is free."
         case .openSSL(let operation, let message):
             return "OpenSSL failed to \(operation) (\(message)); check the OpenSSL 3 installation."
         }

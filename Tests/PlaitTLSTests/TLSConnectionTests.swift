@@ -202,7 +202,7 @@ struct TLSConnectionTests {
         #expect(offered == (alpn.map { [$0] } ?? []))
         let refusal = TLSError.alpnMismatch(offered: offered).description
         #expect(
-            refusal.contains("The peer speaks plait protocol 1; this device speaks protocol 2: upgrade plait there")
+            refusal.contains("the peer speaks plait protocol 1; this device speaks protocol 2: upgrade plait there")
                 == (alpn == "plait-sync/1"), "\(refusal)")
     }
 
