@@ -144,7 +144,8 @@ extension APIRoutes {
                 let paired = try api.home.trust(device, address: nil, name: nil)
                 return try json(
                     PairOutput(
-                        address: paired.address?.description, device: paired.deviceID.description, name: paired.name))
+                        address: paired.address?.description, alreadyPaired: paired.alreadyPaired,
+                        device: paired.deviceID.description, name: paired.name))
             }
         }
         router.post("/api/unpair") { request, _ -> Response in

@@ -248,14 +248,19 @@ public struct CompactOutput: Codable, Sendable, Equatable {
 /// `plait pair --trust … --json`.
 public struct PairOutput: Codable, Sendable, Equatable {
     @Nullable public var address: String?
+    /// The device was paired here before: its stored name or address was updated, nothing else.
+    public var alreadyPaired: Bool
     public var device: String
     public var name: String
 
-    public init(address: String?, device: String, name: String) {
+    public init(address: String?, alreadyPaired: Bool = false, device: String, name: String) {
         self.address = address
+        self.alreadyPaired = alreadyPaired
         self.device = device
         self.name = name
     }
+
+    enum CodingKeys: String, CodingKey { case address, alreadyPaired = "already_paired", device, name }
 }
 
 /// `plait peers --json`.
@@ -351,7 +356,24 @@ public struct PendingPeerOutput: Codable, Sendable, Equatable {
 /// `plait sync --json`.
 public struct SyncOutput: Codable, Sendable, Equatable {
     public var peers: [SyncPeerOutput]
-    public init(peers: [SyncPeerOutput]) { self.peers = peers }
+    /// Paired devices this sync did not try: no known address, and not found on the LAN.
+    public var unreached: [SyncUnreachedOutput]
+    public init(peers: [SyncPeerOutput], unreached: [SyncUnreachedOutput] = []) {
+        self.peers = peers
+        self.unreached = unreached
+    }
+}
+
+/// A paired device `plait sync` had no address for.
+public struct SyncUnreachedOutput: Codable, Sendable, Equatable {
+    public var device: String
+    @Nullable public var name: String?
+    public var reason: String
+    public init(device: String, name: String?, reason: String) {
+        self.device = device
+        self.name = name
+        self.reason = reason
+    }
 }
 
 public struct SyncPeerOutput: Codable, Sendable, Equatable {

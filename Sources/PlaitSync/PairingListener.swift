@@ -17,6 +17,8 @@ public struct PairedDevice: Sendable, Equatable {
     public var address: PeerAddress?
     /// The code both users confirmed (nil for headless pairing by ID).
     public var code: PairingCode?
+    /// Trusted by ID when it was already paired here: only its stored name or address can have changed.
+    public var alreadyPaired = false
 }
 
 /// Waits for one device to pair with this one (`plait pair --listen`): the responder's side.

@@ -32,7 +32,9 @@ extension Home {
         let claimed = pending.flatMap { Self.unverifiedName($0.name) }
         let stored = name ?? existing?.name ?? claimed ?? "device \(id.shortForm)"
         try store.trust(deviceID: id.description, name: stored, address: parsed?.description, now: Replica.now())
-        return PairedDevice(deviceID: id, name: stored, address: parsed, code: nil)
+        return PairedDevice(
+            deviceID: id, name: stored, address: parsed ?? existing?.address.flatMap { try? PeerAddress(parsing: $0) },
+            code: nil, alreadyPaired: existing != nil)
     }
 
     /// A name a device claimed before it was paired, marked as such; nil when it claimed none.

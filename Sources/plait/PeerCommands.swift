@@ -166,12 +166,19 @@ extension Plait {
             let paired = try home.trust(text, address: address, name: name)
             if json {
                 try printJSON(
-                    PairOutput(address: paired.address?.description, device: paired.deviceID.description, name: paired.name))
+                    PairOutput(
+                        address: paired.address?.description, alreadyPaired: paired.alreadyPaired,
+                        device: paired.deviceID.description, name: paired.name))
             } else {
+                // Trusting a device paired here already changes at most its stored name and address: said so, not
+                // "paired with" as if it were new.
                 print(
-                    "paired with \(paired.deviceID) (\"\(paired.name.terminalSafe)\")"
+                    (paired.alreadyPaired ? "already paired with " : "paired with ")
+                        + "\(paired.deviceID) (\"\(paired.name.terminalSafe)\")"
                         + (paired.address.map { " at \($0)" } ?? ""))
-                print("Now, on that device: plait pair --trust \(try home.identity.deviceID)")
+                print(
+                    (paired.alreadyPaired ? "If that device does not trust this one yet, on it: " : "Now, on that device: ")
+                        + "plait pair --trust \(try home.identity.deviceID)")
             }
         }
 

@@ -56,7 +56,13 @@ extension Plait {
             let howToAddress = "A device paired here by `plait pair --listen`, or by `--trust ID` without --address, "
                 + "has no address to dial (its own agent dials this one); store one with `plait pair --trust ID "
                 + "--address HOST:PORT` (the address its agent listens on), or give --peer HOST:PORT."
+            let noAddress = "no known address" + (searches(home) ? " and not found on the LAN" : "")
+            let unreached = unaddressed.map {
+                SyncUnreachedOutput(device: $0.deviceID, name: $0.name, reason: noAddress)
+            }
             guard !targets.isEmpty else {
+                // A script asked for JSON gets it on a failure too: no device synced, and the ones not reached.
+                if json { try printJSON(SyncOutput(peers: [], unreached: unreached)) }
                 if unaddressed.isEmpty && peers.isEmpty {
                     throw PlaitError.usage(
                         "no peer to sync with: this device is paired with no device. Pair with `plait pair` (on both "
@@ -72,8 +78,7 @@ extension Plait {
                 let label = peerLabel(name: peer.name, deviceID: peer.deviceID).terminalSafe
                 FileHandle.standardError.write(
                     Data(
-                        ("warning: \(label) (\(peer.deviceID)) was not synced: no known address"
-                            + (searches(home) ? " and not found on the LAN" : "") + ". " + howToAddress + "\n").utf8))
+                        ("warning: \(label) (\(peer.deviceID)) was not synced: \(noAddress). \(howToAddress)\n").utf8))
             }
             let terminal = isatty(STDOUT_FILENO) != 0 && !json
             var outcomes: [(outcome: PeerSyncOutcome, source: SyncTarget.Source)] = []
@@ -133,7 +138,7 @@ extension Plait {
                                 ok: outcome.succeeded, problems: outcome.problems, pulled: result?.pulled ?? 0,
                                 sent: result?.sent ?? 0, summary: result?.finalSummary.description,
                                 verifiedEqual: result?.verifiedEqual ?? false, toldNewID: outcome.toldSuccessor)
-                        }))
+                        }, unreached: unreached))
             }
             if outcomes.contains(where: { !$0.outcome.succeeded }) { throw ExitCode(1) }
         }

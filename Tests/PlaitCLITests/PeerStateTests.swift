@@ -1,5 +1,6 @@
 import Foundation
 import PlaitNetnsSupport
+import PlaitOutput
 import Testing
 
 /// What `plait peers` says about a paired device is what is true now (DESIGN §10: "in sync" only when it is), with
@@ -145,6 +146,33 @@ import Testing
             let own = try sandbox.fails(["sync", "--peer", agentX.address, "--home", x.home])
             #expect(own.stderr.contains("is this device's own agent"), "\(own)")
             #expect(!own.stderr.contains("pair --trust"), "\(own)")
+            try scriptsGetJSONOnEveryOutcome(sandbox, x: x, y: y, z: z)
         }
+    }
+
+    /// `sync --json` is JSON on stdout whether or not any device could be tried, and names the paired devices it
+    /// could not try; trusting a device paired already says so.
+    private func scriptsGetJSONOnEveryOutcome(
+        _ sandbox: Sandbox, x: (home: String, id: String), y: (home: String, id: String), z: (home: String, id: String)
+    ) throws {
+        let partial = try sandbox.ok(["sync", "--no-discovery", "--json", "--home", y.home])
+        let synced = try JSONDecoder().decode(SyncOutput.self, from: Data(partial.stdout.utf8))
+        #expect(synced.peers.map(\.device) == [x.id] && synced.peers.allSatisfy(\.ok), "\(partial)")
+        #expect(synced.unreached.map(\.device) == [z.id], "\(partial)")
+        #expect(synced.unreached.first?.name == "zed", "\(partial)")
+        let none = try sandbox.fails(["sync", "--no-discovery", "--json", "--home", x.home])
+        let unsynced = try JSONDecoder().decode(SyncOutput.self, from: Data(none.stdout.utf8))
+        #expect(unsynced.peers.isEmpty && unsynced.unreached.map(\.device) == [y.id], "\(none)")
+        #expect(none.stderr.contains("no paired device has a known address"), "\(none)")
+        let lonely = try sandbox.fails(["sync", "--no-discovery", "--json", "--home", z.home])
+        #expect(try JSONDecoder().decode(SyncOutput.self, from: Data(lonely.stdout.utf8)) == SyncOutput(peers: []))
+
+        let again = try sandbox.ok(["pair", "--trust", z.id, "--address", "127.0.0.1:9", "--home", y.home])
+        #expect(again.stdout.hasPrefix("already paired with \(z.id) (\"zed\") at 127.0.0.1:9"), "\(again)")
+        let json = try sandbox.ok(["pair", "--trust", z.id, "--json", "--home", y.home])
+        let paired = try JSONDecoder().decode(PairOutput.self, from: Data(json.stdout.utf8))
+        #expect(paired.alreadyPaired && paired.address == "127.0.0.1:9" && paired.name == "zed", "\(json)")
+        let first = try sandbox.ok(["pair", "--trust", y.id, "--json", "--home", z.home])
+        #expect(try !JSONDecoder().decode(PairOutput.self, from: Data(first.stdout.utf8)).alreadyPaired, "\(first)")
     }
 }
