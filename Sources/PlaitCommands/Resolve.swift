@@ -54,7 +54,11 @@ public enum Resolve {
         }
         if matches.count > 1 { throw PlaitError.ambiguous(what: "item", query: query, candidates: matches.map(describe)) }
         let lowered = query.lowercased()
-        let similar = scope.filter { state.items[$0]!.text.lowercased().contains(lowered) }
+        let typed = Array(lowered)
+        let similar = scope.filter {
+            let text = state.items[$0]!.text.lowercased()
+            return text.contains(lowered) || isTypo(typed, of: text)
+        }
         throw PlaitError.notFound(
             what: "item", query: query, candidates: similar.prefix(20).map(describe), total: scope.count,
             hint: elsewhere(query, in: state, list: list))
@@ -77,6 +81,31 @@ public enum Resolve {
                 + "`plait list rename`, `plait list move`; `plait show LIST` shows its items)."
         }
         return nil
+    }
+
+    /// Whether `typed` is `text` with a typing slip (a new user's "mlk" for "milk"): at most one edit — a letter
+    /// left out, added, changed, or two swapped — for up to 8 characters, two for longer ones; texts of 3
+    /// characters or fewer match only themselves.
+    static func isTypo(_ typed: [Character], of text: String) -> Bool {
+        let target = Array(text)
+        let allowed = max(typed.count, target.count) > 8 ? 2 : 1
+        guard min(typed.count, target.count) >= 3, abs(typed.count - target.count) <= allowed else { return false }
+        // Optimal string alignment distance, rows of the dynamic programme kept three at a time.
+        var before = [Int](), previous = Array(0...target.count), row = [Int](repeating: 0, count: target.count + 1)
+        for i in 1...typed.count {
+            row[0] = i
+            for j in 1...target.count {
+                let cost = typed[i - 1] == target[j - 1] ? 0 : 1
+                row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost)
+                if i > 1, j > 1, typed[i - 1] == target[j - 2], typed[i - 2] == target[j - 1] {
+                    row[j] = min(row[j], before[j - 2] + 1)
+                }
+            }
+            // No cell below the smaller of the last two rows' minima can follow (a swap reaches back two rows).
+            guard min(row.min()!, previous.min()!) <= allowed else { return false }
+            (before, previous, row) = (previous, row, before.isEmpty ? row : before)
+        }
+        return previous[target.count] <= allowed
     }
 
     /// An ID prefix: 4+ hexadecimal digits (dashes ignored), lower-cased; nil if the query is not one.

@@ -131,6 +131,14 @@ import Testing
             #expect(elsewhere.stderr.contains("'call mum' is in list 'Groceries', not 'Hardware'."), "\(elsewhere)")
             let shortPrefix = try sandbox.fails(["done", "c33"])
             #expect(shortPrefix.stderr.contains("An ID prefix has at least 4 hex digits."), "\(shortPrefix)")
+            // A typing slip finds what was meant among the candidates ("mlk" found nothing for a new user).
+            for slip in ["rcie", "drll", "drilll", "dril", "call mun", "cal mum", "call mmu"] {
+                let typo = try sandbox.fails(["done", slip])
+                let meant = slip.hasPrefix("r") ? "'rice'" : slip.hasPrefix("d") ? "'drill'" : "'call mum'"
+                #expect(typo.stderr.contains("candidates: ") && typo.stderr.contains(meant), "\(slip): \(typo)")
+            }
+            let far = try sandbox.fails(["done", "rust"])
+            #expect(far.stderr.contains("none of the 3 items is similar"), "\(far)")
             let twin = try sandbox.ok(["list", "add", "Groceries"])
             #expect(twin.stdout.contains("note: another list has this title ("), "\(twin)")
             let renamed = try sandbox.ok(["list", "rename", "Hardware", "Groceries"])
