@@ -122,6 +122,8 @@ extension Home {
         // What the session stored before a failure: each batch commits on its own, so a store failure mid-way
         // (a full disk) leaves those, and the failure must not say that nothing was changed.
         let pulled = PulledCounter()
+        // Whether the peer's Hello arrived: a reset before it is told apart from one in the middle of a session.
+        let answered = PulledCounter()
         // A baseline adopted before a failure is kept too, and counts no pulled changes: what the store held at the
         // start tells whether the session stored anything (the second hostile tester of 2026-11-25 was told "nothing
         // was changed" by a sync whose adopted baseline filled the disk only afterwards).
@@ -154,6 +156,7 @@ extension Home {
             options.stillTrusted = { [store] in (try? store.isTrusted(deviceID: peer)) ?? true }
             // Its Hello shows it holds this device as paired: a refusal recorded before is over.
             options.admitPeer = { [store] _ in
+                _ = answered.add(1)
                 try? store.peerAnsweredThisDevice(deviceID: peer)
                 return true
             }
@@ -185,13 +188,20 @@ extension Home {
             }
         } catch {
             // In TLS 1.3 a server that does not trust this device refuses it only after the client's handshake
-            // completed: the refusal arrives as an alert, or as a reset, on the session's first read.
+            // completed: the refusal arrives as an alert on the session's first read.
             if outcome.result == nil, let refusal = Self.refusalAfterHandshake(error) {
                 // Named as stored at pairing (fourth hostile tester of 2026-11-25: the line gave the address only).
                 let name = outcome.deviceID.flatMap { peer in storedName(peer).map { peerLabel(name: $0, deviceID: peer) } }
                 outcome.failure = Self.explain(refusal, address: address, name: name)
                 // `plait peers` says so from now on, not the state of the last session it took part in.
                 if let peer = outcome.deviceID { _ = try? store.peerRefusedThisDevice(deviceID: peer, now: Replica.now()) }
+            } else if case .tls(.connectionReset) = error as? SessionError, answered.value == 0 {
+                // A reset with no alert is not a refusal (a plait agent refuses with the alert, PROTOCOL.md §3): the
+                // peer stopped at that moment, or is a plait from before 2026-11-25, which could refuse so.
+                let name = outcome.deviceID.flatMap { peer in storedName(peer).map { peerLabel(name: $0, deviceID: peer) } }
+                outcome.failure = "\(name ?? "the peer") reset the connection right after the TLS handshake, before its "
+                    + "Hello: it stopped at that moment, or (a plait from before 2026-11-25) it refused this device. Run "
+                    + "the sync again; a refusal is then said as one."
             } else if case let .store(storeError) = error as? SessionError, pulled.value > 0 {
                 let cause = storeError.describing(unchanged: "the batch being stored was not stored")
                 outcome.failure = "the local store failed after storing \(pulled.value) changes from this peer (they "
@@ -210,14 +220,11 @@ extension Home {
         return outcome
     }
 
-    /// The peer's refusal of this device, when a session failed with one on its first read.
+    /// The peer's refusal of this device, when a session failed with one on its first read: its alert. A reset is
+    /// not one (a peer killed at that moment resets too; an agent refuses with the alert, PROTOCOL.md §3).
     static func refusalAfterHandshake(_ error: any Error) -> TLSError? {
-        guard case let .tls(failure) = error as? SessionError else { return nil }
-        switch failure {
-        case .rejectedByPeer: return failure
-        case .connectionReset: return .rejectedByPeer(reason: failure.description)
-        default: return nil
-        }
+        guard case let .tls(failure) = error as? SessionError, case .rejectedByPeer = failure else { return nil }
+        return failure
     }
 
     /// `error` as one sentence about the peer at `address`, named `name` where it is known (a paired device).

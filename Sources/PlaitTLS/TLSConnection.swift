@@ -383,7 +383,12 @@ public final class TLSConnection: @unchecked Sendable {
             ERR_clear_error()
         }
         state = .closed
-        closeSocket(fileDescriptor)
+        if isServer && untrustedPeer != nil {
+            // A refused client learns it from the alert just sent, not from a reset (PROTOCOL.md §3).
+            LingeringClose.shared.close(fileDescriptor)
+        } else {
+            closeSocket(fileDescriptor)
+        }
     }
 }
 

@@ -30,8 +30,8 @@ public enum TLSError: Error, CustomStringConvertible {
     case alpnMismatch(offered: [String])
     /// The connection broke or was closed (by the peer, or by this side before the operation).
     case closed(reason: String)
-    /// The peer reset the connection after the handshake, without an alert: it went away, or (in TLS 1.3, on a
-    /// client's first read) it refused this device by dropping the connection.
+    /// The peer reset the connection after the handshake, without an alert: it went away (a plait from before
+    /// 2026-11-25 could also refuse a client so, on its first read; one now refuses with the alert only).
     case connectionReset
     /// A socket call failed: resolving an address, creating, binding, listening or accepting.
     case socket(operation: String, reason: String)

@@ -100,6 +100,44 @@ struct TLSConnectionTests {
         #expect(id == bob.deviceID)
     }
 
+    /// A refused client that sent its first frames before the refusal reached it reads the alert, not a reset
+    /// (PROTOCOL.md §3): the server keeps the refused socket open for sending nothing and reads what arrives until
+    /// the client closes. With an immediate close the unread bytes made the kernel reset the connection, and the
+    /// client could not tell the refusal from a peer killed at that moment (2 – 6 % of small writes, nearly every
+    /// large one, measured on loopback).
+    @Test func aRefusedClientThatAlreadyWroteReadsTheAlertNotAReset() throws {
+        let listener = try makeListener(alice)
+        defer { listener.close() }
+        var outcomes: [String] = []
+        for round in 0..<12 {
+            let server = serveOne(listener, trusting: [mallory.deviceID]) { _ in }
+            let client = try connectClient(bob, port: listener.port, trusting: alice.deviceID)
+            outcomes.append(Self.refusal(seenBy: client, afterWriting: round.isMultiple(of: 2) ? 64 : 1 << 20))
+            client.close()
+            _ = server.join()
+        }
+        #expect(outcomes.allSatisfy { $0 == "alert" }, "\(outcomes)")
+    }
+
+    /// What `client` learns after writing `count` bytes and reading: "alert" for the refusal's alert.
+    private static func refusal(seenBy client: TLSConnection, afterWriting count: Int) -> String {
+        do {
+            try client.writeAll([UInt8](repeating: 7, count: count), timeout: .seconds(5))
+            var buffer = [UInt8](repeating: 0, count: 64)
+            var result = TLSConnection.IOResult.wantRead
+            let deadline = Deadline(.seconds(5))
+            while result == .wantRead {
+                try waitUntilReady(client.fileDescriptor, for: POLLIN, deadline: deadline, operation: "reading")
+                result = try client.read(into: &buffer)
+            }
+            return "\(result)"
+        } catch TLSError.rejectedByPeer {
+            return "alert"
+        } catch {
+            return "\(error)"
+        }
+    }
+
     @Test func clientThatDoesNotTrustTheServerRefusesIt() throws {
         let listener = try makeListener(alice)
         defer { listener.close() }
