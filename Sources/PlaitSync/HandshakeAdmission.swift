@@ -159,7 +159,7 @@ struct HandshakeAdmission {
         drops = [:]
         dropsByHost = [:]
         return "dropped \(total) \(total == 1 ? "connection" : "connections") from \(addresses) "
-            + "\(addresses == 1 ? "address" : "addresses") in the last \(span) (handshake limits: "
+            + "\(addresses == 1 ? "address" : "addresses") in the last \(span) (at the handshake: "
             + parts.joined(separator: ", ") + "); most from \(most)"
     }
 

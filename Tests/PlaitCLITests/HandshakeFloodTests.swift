@@ -61,7 +61,7 @@ import Glibc
             agentStopped = true
             let lines = agent.log.split(separator: "\n").map(String.init)
             // One summary line a minute (and one when the agent stops), never one line per stranger.
-            let summaries = lines.filter { $0.contains("handshake limits") }
+            let summaries = lines.filter { $0.contains("at the handshake") }
             let strangers = lines.filter {
                 $0.contains("127.0.0.2") || $0.contains("handshak") || $0.contains("connection failed")
             }

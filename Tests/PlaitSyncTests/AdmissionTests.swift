@@ -62,7 +62,7 @@ import Testing
             }
             // The flood goes on until two intervals have been summed up (or 10 s have passed).
             let deadline = Date().addingTimeInterval(10)
-            while recorder.all.filter({ $0.contains("handshake limits") }).count < 2, Date() < deadline {
+            while recorder.all.filter({ $0.contains("at the handshake") }).count < 2, Date() < deadline {
                 usleep(10_000)
             }
             let tally = flood.stop()
@@ -73,14 +73,14 @@ import Testing
             agent.stop()
             agentStopped = true
 
-            let summaries = recorder.all.filter { $0.contains("handshake limits") }
+            let summaries = recorder.all.filter { $0.contains("at the handshake") }
             let seconds = Int(elapsed.components.seconds) + 3  // the warm-up, the last partial window, the stop
             #expect(
                 summaries.count >= 2 && summaries.count <= seconds + 2,
                 "one summary per interval (\(summaries.count) in \(elapsed)):\n\(summaries.joined(separator: "\n"))")
             #expect(summaries.contains { $0.contains("over 4 per address or 16 in all") }, "\(summaries)")
             #expect(summaries.contains { $0.contains("from 8 addresses") }, "\(summaries)")
-            let others = recorder.all.filter { $0.hasPrefix("warning") && !$0.contains("handshake limits") }
+            let others = recorder.all.filter { $0.hasPrefix("warning") && !$0.contains("at the handshake") }
             #expect(others.isEmpty, "no other warning: \(others.prefix(5))")
         }
     }
@@ -109,7 +109,7 @@ import Testing
             #expect(held >= .milliseconds(900) && held < .seconds(4), "closed after \(held)")
             agent.stop()
             agentStopped = true
-            let summaries = recorder.all.filter { $0.contains("handshake limits") }
+            let summaries = recorder.all.filter { $0.contains("at the handshake") }
             #expect(summaries.count == 1, "\(recorder.all)")
             #expect(
                 summaries.first?.contains("dropped 1 connection from 1 address") == true

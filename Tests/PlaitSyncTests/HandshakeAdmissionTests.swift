@@ -121,14 +121,14 @@ struct HandshakeAdmissionTests {
         let said = admission.summary(now: at(60_002))
         let line = try #require(said)
         #expect(
-            line == "dropped 9 connections from 2 addresses in the last minute (handshake limits: 8 over 2 per "
+            line == "dropped 9 connections from 2 addresses in the last minute (at the handshake: 8 over 2 per "
                 + "address or 64 in all, 1 failed handshake); most from 127.0.0.2 (8), 127.0.0.3 (1)", "\(line)")
         let quiet = admission.summary(now: at(200_000))
         #expect(quiet == nil, "a new window begins with the next drop")
         admission.drop(tickets[9], because: .pastDeadline, now: at(200_000))
         let final = admission.summary(now: at(212_000), final: true)
         let last = try #require(final)
-        #expect(last.hasPrefix("dropped 1 connection from 1 address in the last 12 s (handshake limits: 1 past the"))
+        #expect(last.hasPrefix("dropped 1 connection from 1 address in the last 12 s (at the handshake: 1 past the"))
     }
 
     /// One address is the address itself for IPv4 and IPv4-mapped IPv6, and the /64 for IPv6.

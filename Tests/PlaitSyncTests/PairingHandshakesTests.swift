@@ -40,7 +40,7 @@ import Glibc
 
         var said: [String] = []
         let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, !said.contains(where: { $0.contains("handshake limits") }) {
+        while ContinuousClock.now < deadline, !said.contains(where: { $0.contains("at the handshake") }) {
             var entries = handshakes.pollEntries()
             _ = poll(&entries, nfds_t(entries.count), pollMilliseconds(until: handshakes.nextDue ?? deadline))
             for case let .refused(line) in try handshakes.step(entries) { said.append(line) }
