@@ -72,13 +72,7 @@ struct PairingAdmissionTests {
         // Bytes the server will never read: they must not turn its close into a reset.
         try client.writeAll([1, 2, 3], timeout: .seconds(5))
         #expect(try client.readExactly(3, timeout: .seconds(5)) == [7, 8, 9])
-        var buffer = [UInt8](repeating: 0, count: 16)
-        var result = TLSConnection.IOResult.wantRead
-        let deadline = Deadline(.seconds(5))
-        while result == .wantRead {
-            try waitUntilReady(client.fileDescriptor, for: POLLIN, deadline: deadline, operation: "reading")
-            result = try client.read(into: &buffer)
-        }
+        let result = try readSomething(client, upTo: 16)
         #expect(result == .closed, "the server's close_notify ends the stream")
         let (closed, took) = try server.join().get()
         #expect(closed)

@@ -20,13 +20,7 @@ struct TLSConnectionTests {
             let received = try connection.readExactly(toServer.count, timeout: .seconds(10))
             try connection.writeAll(toClient, timeout: .seconds(10))
             // The client closes first; its close_notify ends the connection cleanly.
-            var byte = [UInt8](repeating: 0, count: 1)
-            var end = TLSConnection.IOResult.wantRead
-            let deadline = Deadline(.seconds(5))
-            while end == .wantRead {
-                try waitUntilReady(connection.fileDescriptor, for: POLLIN, deadline: deadline, operation: "closing")
-                end = try connection.read(into: &byte)
-            }
+            let end = try readSomething(connection, upTo: 1, operation: "closing")
             return (
                 peer: connection.peerDeviceID, alpn: connection.negotiatedALPN,
                 version: connection.protocolVersion, intact: received == toServer, end: end
@@ -71,15 +65,10 @@ struct TLSConnectionTests {
         defer { client.close() }
         #expect(client.peerDeviceID == alice.deviceID)
         // ...and the refusal arrives on its first read, with no application byte before it.
-        var buffer = [UInt8](repeating: 0, count: 64)
         var result = TLSConnection.IOResult.wantRead
         var failure: (any Error)?
-        let deadline = Deadline(.seconds(5))
         do {
-            while result == .wantRead {
-                try waitUntilReady(client.fileDescriptor, for: POLLIN, deadline: deadline, operation: "reading")
-                result = try client.read(into: &buffer)
-            }
+            result = try readSomething(client)
         } catch {
             failure = error
         }
@@ -123,14 +112,7 @@ struct TLSConnectionTests {
     private static func refusal(seenBy client: TLSConnection, afterWriting count: Int) -> String {
         do {
             try client.writeAll([UInt8](repeating: 7, count: count), timeout: .seconds(5))
-            var buffer = [UInt8](repeating: 0, count: 64)
-            var result = TLSConnection.IOResult.wantRead
-            let deadline = Deadline(.seconds(5))
-            while result == .wantRead {
-                try waitUntilReady(client.fileDescriptor, for: POLLIN, deadline: deadline, operation: "reading")
-                result = try client.read(into: &buffer)
-            }
-            return "\(result)"
+            return "\(try readSomething(client))"
         } catch TLSError.rejectedByPeer {
             return "alert"
         } catch {

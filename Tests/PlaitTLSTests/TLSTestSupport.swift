@@ -207,3 +207,18 @@ final class PlainTLSClient {
         return count > 0 ? Array(buffer[0..<Int(count)]) : []
     }
 }
+
+/// Reads from `connection` until something other than `wantRead` comes (bytes, the end of the stream), waiting
+/// with poll(2) up to `timeout`; throws what the read throws (a refusal's alert, a reset).
+func readSomething(
+    _ connection: TLSConnection, upTo count: Int = 64, timeout: Duration = .seconds(5), operation: String = "reading"
+) throws -> TLSConnection.IOResult {
+    var buffer = [UInt8](repeating: 0, count: count)
+    var result = TLSConnection.IOResult.wantRead
+    let deadline = Deadline(timeout)
+    while result == .wantRead {
+        try waitUntilReady(connection.fileDescriptor, for: POLLIN, deadline: deadline, operation: operation)
+        result = try connection.read(into: &buffer)
+    }
+    return result
+}
