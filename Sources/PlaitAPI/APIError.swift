@@ -1,5 +1,6 @@
 import Hummingbird
 import PlaitCommands
+import PlaitCore
 import PlaitStore
 import PlaitSync
 import PlaitTLS
@@ -31,6 +32,9 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
     case noPassword(address: String)
     /// The API is off because of `error` (the agent logs this and goes on).
     indirect case off(because: APIError)
+    /// The request ended before it was whole (the client hung up mid-body) or was cut by the agent's stop; nobody
+    /// reads the answer (400), and it is logged at debug level only.
+    case requestEnded(String)
 
     private var isNoPassword: Bool {
         if case .noPassword = self { return true }
@@ -52,7 +56,7 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
         case .unauthorized: return .unauthorized
         case .forbidden: return .forbidden
         case .notFound: return .notFound
-        case .badRequest: return .badRequest
+        case .badRequest, .requestEnded: return .badRequest
         case .conflict: return .conflict
         case .unsupportedMediaType: return .unsupportedMediaType
         case .tooLarge: return .contentTooLarge
@@ -67,6 +71,7 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
             let .conflict(message), let .unsupportedMediaType(message), let .unavailable(message):
             return message
         case let .tooLarge(limit): return "the request body is larger than \(limit) bytes; send less."
+        case let .requestEnded(detail): return "the request ended before it was whole (\(detail))."
         case let .listen(address, problem, detail):
             // NIO's own text ("bind(descriptor:ptr:bytes:): … (errno: 98)") only where the problem is not known.
             return problem == "cannot be bound" ? "\(address) \(problem) (\(detail))" : "\(address) \(problem)"
@@ -90,6 +95,9 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
         case let error as APIError: return error
         case let error as CommandError:
             return .badRequest(error.description)
+        case let error as CoreError: return .badRequest(error.description)
+        case is CancellationError:
+            return .requestEnded("the agent is stopping")
         case let error as PlaitError:
             switch error {
             case .notFound: return .notFound(error.description)
@@ -97,6 +105,10 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
             case .usage: return .conflict(error.description)
             default: return .unavailable(error.description)
             }
+        case let StoreError.rejected(error):
+            // The edit itself breaks a rule of the data (a change over store.max_change_bytes): the client's to
+            // change, not a reason to retry (it was 503, hostile tester 2026-11-25, G6).
+            return .badRequest(error.description)
         case let error as StoreError: return .unavailable(error.description)
         case let error as PeerAddressError: return .badRequest(error.description)
         case let error as DecodingError: return .badRequest(describe(error))

@@ -262,17 +262,37 @@ struct APIGuard: RouterMiddleware {
         next: (Request, APIRequestContext) async throws -> Response
     ) async throws -> Response {
         var response: Response
+        var checked = false
         do {
             var context = context
             context.credential = try check(request)
+            checked = true
             response = try await next(request, context)
         } catch {
             let failure = APIError.classify(error)
-            if case .unavailable = failure { api.logger.error("API \(request.method) \(request.uri.path): \(error)") }
+            if case .requestEnded = failure {
+                // A client that hung up mid-body, or a request cut by the agent's stop: not the agent's error (500
+                // such sign-ins wrote 500 error lines, hostile tester 2026-11-25, G8).
+                api.logger.debug("API \(request.method) \(request.uri.path): \(error)")
+            } else if case .unavailable = failure {
+                api.logger.error("API \(request.method) \(request.uri.path): \(error)")
+            }
             response = APIRoutes.errorResponse(failure)
             APIRoutes.markErrorKind(of: error, in: &response)
             if case let .tooManyTries(wait) = failure {
                 response.headers[.retryAfter] = "\(APIError.seconds(wait))"
+            }
+            if !checked && request.method != .get && request.method != .head {
+                // Refused before its body was read: the connection closes after the answer instead of reading the
+                // body to its end. A client without a credential trickling a chunked body kept its connection, and
+                // at the open-file limit the page and `plait gui` stopped answering (hostile tester 2026-11-25, G3).
+                let close = context.closeConnection
+                let answer = response.body
+                response.headers[.connection] = "close"
+                response.body = ResponseBody(contentLength: answer.contentLength) { writer in
+                    try await answer.write(writer)
+                    close()
+                }
             }
         }
         response.headers[.contentSecurityPolicy] = "default-src 'self'; frame-ancestors 'none'"
@@ -309,8 +329,9 @@ struct APIGuard: RouterMiddleware {
                 throw APIError.unsupportedMediaType(
                     "a request that changes something must be sent as Content-Type: application/json.")
             }
-            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > APILimits.maxBody {
-                throw APIError.tooLarge(limit: APILimits.maxBody)
+            let limit = Self.isOpen(request) ? APILimits.maxSignInBody : APILimits.maxBody
+            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+                throw APIError.tooLarge(limit: limit)
             }
         }
         guard transport == .tcp else { return .localSocket }
@@ -391,11 +412,7 @@ extension APIGuard {
             }
             return .token
         }
-        if let cookie = sessionCookie(of: request), let key = pageKey(of: request),
-            api.auth.acceptsSession(cookie: cookie, pageKey: key)
-        {
-            return .session
-        }
+        if sessionCookie(of: request) != nil { return .session }
         return .none
     }
 
@@ -417,13 +434,19 @@ extension APIGuard {
         return request.uri.queryParameters[Self.pageKeyParameter].map(String.init)
     }
 
+    /// The session cookie of the request that belongs with its page key: every cookie of the session's name is
+    /// tried, not only the first. A server on another port of the host receives the cookie's name and can plant
+    /// one of that name with a longer path, which the browser then sends first: taking the first signed the page
+    /// out for good, a new sign-in included (hostile tester 2026-11-25, G2).
     func sessionCookie(of request: Request) -> String? {
+        guard let key = pageKey(of: request) else { return nil }
         for header in request.headers[values: .cookie] {
             for pair in header.split(separator: ";") {
                 let parts = pair.split(separator: "=", maxSplits: 1)
                 guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == api.auth.cookieName
                 else { continue }
-                return parts[1].trimmingCharacters(in: .whitespaces)
+                let cookie = parts[1].trimmingCharacters(in: .whitespaces)
+                if api.auth.acceptsSession(cookie: cookie, pageKey: key) { return cookie }
             }
         }
         return nil
@@ -441,7 +464,7 @@ extension APIRoutes {
                 let code: String?
                 let password: String?
             }
-            let login = try await decodeBody(Login.self, from: request)
+            let login = try await decodeBody(Login.self, from: request, limit: APILimits.maxSignInBody)
             let session: APIAuth.SessionSecrets
             if let password = login.password {
                 session = try await logIn(password: password, from: context.remoteHost ?? "", api: api)

@@ -29,14 +29,21 @@ extension APIRoutes {
             ?? Response(status: error.status)
     }
 
-    /// The request's JSON body as `T`, within the body limit.
-    public static func decodeBody<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+    /// The request's JSON body as `T`, within `limit` bytes.
+    public static func decodeBody<T: Decodable>(
+        _ type: T.Type, from request: Request, limit: Int = APILimits.maxBody
+    ) async throws -> T {
         var request = request
         let buffer: ByteBuffer
         do {
-            buffer = try await request.collectBody(upTo: APILimits.maxBody)
+            buffer = try await request.collectBody(upTo: limit)
         } catch let error as HTTPError where error.status == .contentTooLarge {
-            throw APIError.tooLarge(limit: APILimits.maxBody)
+            throw APIError.tooLarge(limit: limit)
+        } catch let error as HTTPError {
+            throw error
+        } catch {
+            // The client hung up in the middle of its body, or the agent is stopping: nobody reads the answer.
+            throw APIError.requestEnded("\(error)")
         }
         return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
     }

@@ -33,10 +33,14 @@ public struct APIRequestContext: RequestContext {
     public var credential: APICredential = .none
     /// The peer's IP address (nil on the Unix socket): password logins are rate-limited per source.
     public let remoteHost: String?
+    /// Closes the connection: `APIGuard` does after refusing a request whose body it did not read.
+    let closeConnection: @Sendable () -> Void
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteHost = source.channel.remoteAddress?.ipAddress
+        let channel = source.channel
+        self.closeConnection = { channel.close(promise: nil) }
     }
 
     /// Bodies are small JSON objects (an edit, a code); anything larger is refused with 413.
@@ -60,8 +64,12 @@ public enum APILimits {
     /// The largest request body, in bytes: room for an edit whose text is as long as a change may be
     /// (`store.max_change_bytes`, 1 MiB by default) even with every byte escaped in JSON. At 64 KiB, `plait add`
     /// with a 100 KB text failed with an agent running and worked without one (a hostile tester). Only a request
-    /// with a credential has its body read.
+    /// with a credential has a body this large read.
     public static let maxBody = 8 << 20
+    /// The largest body of the sign-in (`POST /api/session`), the one request read without a credential: a code or
+    /// a password. At `maxBody`, 150 connections each sending a sign-in of 8 MiB grew an agent serving HTTPS to
+    /// 1.4 GB before any password was asked (hostile tester, 2026-11-25, G4).
+    public static let maxSignInBody = 4 << 10
 }
 
 /// Which listener a router serves: the rules differ (DESIGN §12).

@@ -69,21 +69,21 @@ public enum DataOperation: Equatable, Sendable {
             let namesake = Self.namesakes(of: title, besides: id, in: edit.state)
             try edit.append(.listCreate(id: id, title: title, color: color, at: position))
             return (
-                "created list '\(title.terminalSafe)' (\(Resolve.short(id)))" + namesake,
+                "created list '\(title.shownInMessage)' (\(Resolve.short(id)))" + namesake,
                 EditOutput(id: id.description, title: title))
         case let .listRename(list, title):
             let id = try Resolve.list(list, in: edit.state)
             let namesake = Self.namesakes(of: title, besides: id, in: edit.state)
             try edit.append(.listRename(id: id, title: title))
             return (
-                "renamed list \(Resolve.short(id)) to '\(title.terminalSafe)'" + namesake,
+                "renamed list \(Resolve.short(id)) to '\(title.shownInMessage)'" + namesake,
                 EditOutput(id: id.description, title: title))
         case let .listRecolor(list, color):
             let id = try Resolve.list(list, in: edit.state)
             let value = color == "none" ? nil : color
             try edit.append(.listRecolor(id: id, color: value))
             return (
-                "recolored list \(Resolve.short(id)) to \(value?.terminalSafe ?? "none")",
+                "recolored list \(Resolve.short(id)) to \(value?.shownInMessage ?? "none")",
                 EditOutput(id: id.description, color: .some(value)))
         case let .listMove(list, _, after):
             let id = try Resolve.list(list, in: edit.state)
@@ -95,15 +95,15 @@ public enum DataOperation: Equatable, Sendable {
             let id = try Resolve.list(list, in: edit.state)
             let title = edit.state.lists[id]!.title
             try edit.append(try edit.listDelete(id))
-            return ("deleted list '\(title.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description))
+            return ("deleted list '\(title.shownInMessage)' (\(Resolve.short(id)))", EditOutput(id: id.description))
         case let .add(list, text, top, after):
             let listID = try Resolve.list(list, in: edit.state)
             let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: listID)) }
                 ?? (top ? .top : .bottom)
             let id = ObjectID.random()
             try edit.append(.itemCreate(id: id, list: listID, text: text, at: position))
-            let listTitle = edit.state.lists[listID]!.title.terminalSafe
-            return ("added '\(text.terminalSafe)' (\(Resolve.short(id))) to \(listTitle)",
+            let listTitle = edit.state.lists[listID]!.title.shownInMessage
+            return ("added '\(text.shownInMessage)' (\(Resolve.short(id))) to \(listTitle)",
                 EditOutput(id: id.description, list: listID.description, text: text))
         case let .edit(item, text):
             let id = try Resolve.item(item, in: edit.state)
@@ -111,27 +111,27 @@ public enum DataOperation: Equatable, Sendable {
             // time, which every device then stores and replays).
             guard edit.state.items[id]?.text != text else {
                 return (
-                    "\(Resolve.short(id)) already reads '\(text.terminalSafe)'; nothing was changed",
+                    "\(Resolve.short(id)) already reads '\(text.shownInMessage)'; nothing was changed",
                     EditOutput(id: id.description, text: text))
             }
             try edit.append(.itemEdit(id: id, text: text))
-            return ("edited \(Resolve.short(id)): '\(text.terminalSafe)'", EditOutput(id: id.description, text: text))
+            return ("edited \(Resolve.short(id)): '\(text.shownInMessage)'", EditOutput(id: id.description, text: text))
         case let .done(item):
             let id = try Resolve.item(item, in: edit.state, prefer: { !$0.completed })
             let record = edit.state.items[id]!
             guard !record.completed else {
-                throw PlaitError.usage("'\(record.text.terminalSafe)' is already completed; nothing was changed.")
+                throw PlaitError.usage("'\(record.text.shownInMessage)' is already completed; nothing was changed.")
             }
             try edit.append(.itemComplete(id: id))
-            return ("completed '\(record.text.terminalSafe)'", EditOutput(id: id.description))
+            return ("completed '\(record.text.shownInMessage)'", EditOutput(id: id.description))
         case let .reopen(item):
             let id = try Resolve.item(item, in: edit.state, prefer: { $0.completed })
             let record = edit.state.items[id]!
             guard record.completed else {
-                throw PlaitError.usage("'\(record.text.terminalSafe)' is not completed; nothing was changed.")
+                throw PlaitError.usage("'\(record.text.shownInMessage)' is not completed; nothing was changed.")
             }
             try edit.append(.itemReopen(id: id))
-            return ("reopened '\(record.text.terminalSafe)'", EditOutput(id: id.description))
+            return ("reopened '\(record.text.shownInMessage)'", EditOutput(id: id.description))
         case let .move(item, _, after, to):
             let id = try Resolve.item(item, in: edit.state)
             let target = try to.map { try Resolve.list($0, in: edit.state) }
@@ -139,12 +139,12 @@ public enum DataOperation: Equatable, Sendable {
             let position: Position = try after.map { .after(try Resolve.item($0, in: edit.state, list: scope)) } ?? .top
             if case let .after(anchor) = position, anchor == id { throw CommandError.invalid("an item cannot go after itself") }
             try edit.append(.itemMove(id: id, list: target, at: position))
-            return ("moved '\(edit.state.items[id]!.text.terminalSafe)'", EditOutput(id: id.description))
+            return ("moved '\(edit.state.items[id]!.text.shownInMessage)'", EditOutput(id: id.description))
         case let .remove(item):
             let id = try Resolve.item(item, in: edit.state)
             let text = edit.state.items[id]!.text
             try edit.append(.itemDelete(id: id))
-            return ("deleted '\(text.terminalSafe)' (\(Resolve.short(id)))", EditOutput(id: id.description))
+            return ("deleted '\(text.shownInMessage)' (\(Resolve.short(id)))", EditOutput(id: id.description))
         }
     }
 }
@@ -289,4 +289,12 @@ extension DataOperation: Codable {
         }
         try fields.encode(to: encoder)
     }
+}
+
+extension String {
+    /// A text or title as an edit's sentence shows it: terminal-safe, and cut after 200 characters with the size
+    /// said. The sentence travels as an HTTP header from the agent (`Plait-Message`): with a 280 KB item whole in
+    /// it, curl and Python failed on the header and the page called the stored edit a failure, so a retry stored it
+    /// again (hostile tester 2026-11-25, G1).
+    var shownInMessage: String { terminalExcerpt(limit: 200) }
 }

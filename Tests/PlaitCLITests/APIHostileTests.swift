@@ -177,6 +177,69 @@ import Glibc
         }
     }
 
+    /// Findings of the hostile tester of 2026-11-25 (G1, G2, G4, G6), each seen failing before its fix: a long
+    /// item's answer, a planted cookie, a large sign-in body, and an edit over the change limit.
+    @Test func longTextsPlantedCookiesAndLargeSignInsAreHandled() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "L"])
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let edit = [api.bearer, ("Origin", api.origin)]
+            // G1: the answer's sentence repeated a 280 KB text in one header, which curl, Python and the page could
+            // not read: the edit was stored and reported failed.
+            let long = String(repeating: "é long text ", count: 24_000)
+            let added = try api.client.send("POST", "/api/edit", headers: edit, json: ["op": "add", "list": "L", "text": long])
+            #expect(added.status == 200, "\(added.status) \(added.text.prefix(300))")
+            let sentence = added.header("Plait-Message") ?? ""
+            #expect(!sentence.isEmpty && sentence.utf8.count < 8 << 10, "Plait-Message of \(sentence.utf8.count) bytes")
+            // G6: over store.max_change_bytes is the client's mistake (400), not "retry" (503).
+            let huge = String(repeating: "x", count: 1_100_000)
+            let over = try api.client.send("POST", "/api/edit", headers: edit, json: ["op": "add", "list": "L", "text": huge])
+            #expect(over.status == 400 && over.text.contains("store.max_change_bytes"), "\(over.status) \(over.text)")
+            // G4: the sign-in, read without a credential, takes a few KB, not 8 MiB.
+            let padding = String(repeating: "0", count: 6_000)
+            let signIn = try api.client.send("POST", "/api/session", headers: [("Origin", api.origin)], json: ["code": padding])
+            #expect(signIn.status == 413, "\(signIn.status) \(signIn.text)")
+            // G2: a cookie of the session's name planted by a server on another port of the host, sent first.
+            let session = try api.signIn(sandbox)
+            let name = session.cookie.split(separator: "=")[0]
+            let planted = [("Cookie", "\(name)=planted; \(session.cookie)"), ("Plait-Page-Key", session.key)]
+            let shown = try api.client.send("GET", "/api/show", headers: planted)
+            #expect(shown.status == 200, "\(shown.status) \(shown.text)")
+        }
+    }
+
+    /// G3 (hostile tester of 2026-11-25): a request refused before its body was read closes its connection after
+    /// the answer. A client without a credential trickling a chunked body kept the connection open for good (each
+    /// chunk counted as activity), and enough of them exhausted the agent's descriptors.
+    @Test func aRefusedRequestsConnectionIsClosedNotReadToTheEnd() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let socket = try connect(port: api.client.port)
+            defer { close(socket) }
+            let head = "POST /api/show HTTP/1.1\r\nHost: \(api.client.authority)\r\nContent-Type: application/json\r\n"
+                + "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"
+            #expect(send(socket, head, head.utf8.count, 0) == head.utf8.count)
+            // Reads until the agent closes (0) or 10 s pass (the idle timeout is 30 s, and a trickle defeats it).
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let read = recv(socket, &buffer, buffer.count, 0)
+                if read <= 0 {
+                    #expect(read == 0, "closed by the agent (read \(read), errno \(errno))")
+                    break
+                }
+                answer += buffer[..<read]
+            }
+            #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 401"), "\(answer.count) bytes")
+        }
+    }
+
     /// A TCP connection to 127.0.0.1:`port`.
     func connect(port: Int) throws -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
