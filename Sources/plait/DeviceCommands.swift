@@ -173,6 +173,9 @@ extension Plait {
     }
 
     struct Compact: ParsableCommand {
+        /// "1 change stays", "3 changes stay" (it read "1 changes stay": bad-luck tester 2026-11-25, H13).
+        static func stay(_ count: Int) -> String { count == 1 ? "1 change stays" : "\(count) changes stay" }
+
         static let configuration = CommandConfiguration(
             commandName: "compact",
             abstract: "Fold history into the baseline, up to the cut-off every timeline has passed.",
@@ -207,10 +210,10 @@ extension Plait {
             }
             print("cut-off \(cut.lamport), set by \(cut)")
             if report.folded == 0 {
-                print("nothing new to fold; \(report.remaining) changes stay")
+                print("nothing new to fold; \(Self.stay(report.remaining))")
             } else {
                 print("folded \(report.folded) changes into the baseline (now \(report.baseline!.summary)); "
-                    + "\(report.remaining) changes stay")
+                    + Self.stay(report.remaining))
             }
         }
     }
