@@ -84,8 +84,8 @@ public enum Resolve {
     }
 
     /// Whether `typed` is `text` with a typing slip (a new user's "mlk" for "milk"): at most one edit — a letter
-    /// left out, added, changed, or two swapped — for up to 8 characters, two for longer ones; texts of 3
-    /// characters or fewer match only themselves.
+    /// left out, added, changed, or two swapped — for up to 8 characters, two for longer ones; a text or query
+    /// under 3 characters is no slip of anything.
     static func isTypo(_ typed: [Character], of text: String) -> Bool {
         let target = Array(text)
         let allowed = max(typed.count, target.count) > 8 ? 2 : 1
