@@ -467,6 +467,8 @@ public struct RepairOutput: Codable, Sendable, Equatable {
     public var checkpoints: Checkpoints
     public var foundOnOpen: [String]
     public var home: String
+    /// What SQLite's integrity check said of the indexes the repair rebuilt first (empty: none was damaged).
+    public var indexesRebuilt: [String]
     public var materialized: Materialized
     public var pulls: [Pull]
     public var setAside: [String]
@@ -477,12 +479,14 @@ public struct RepairOutput: Codable, Sendable, Equatable {
     public var stillSetAside: [String]
 
     public init(
-        checkpoints: Checkpoints, foundOnOpen: [String], home: String, materialized: Materialized, pulls: [Pull],
-        setAside: [String], stillSetAside: [String], shownBefore: Shown, shownAfter: Shown
+        checkpoints: Checkpoints, foundOnOpen: [String], home: String, indexesRebuilt: [String] = [],
+        materialized: Materialized, pulls: [Pull], setAside: [String], stillSetAside: [String], shownBefore: Shown,
+        shownAfter: Shown
     ) {
         self.checkpoints = checkpoints
         self.foundOnOpen = foundOnOpen
         self.home = home
+        self.indexesRebuilt = indexesRebuilt
         self.materialized = materialized
         self.pulls = pulls
         self.setAside = setAside
@@ -492,7 +496,8 @@ public struct RepairOutput: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case checkpoints, foundOnOpen = "found_on_open", home, materialized, pulls, setAside = "set_aside"
+        case checkpoints, foundOnOpen = "found_on_open", home, indexesRebuilt = "indexes_rebuilt", materialized, pulls
+        case setAside = "set_aside"
         case shownAfter = "shown_after", shownBefore = "shown_before", stillSetAside = "still_set_aside"
     }
 

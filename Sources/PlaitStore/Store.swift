@@ -390,6 +390,27 @@ public final class Store: @unchecked Sendable {
         try read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
     }
 
+    /// Whether SQLite's integrity lines (not "ok") say only that indexes disagree with their tables: the rows are
+    /// sound, and `REINDEX` rebuilds the indexes from them. SQLite reports these only as text; these three forms are
+    /// what its integrity check writes for an index entry missing, extra or duplicated.
+    public static func onlyIndexesDamaged(_ lines: [String]) -> Bool {
+        !lines.isEmpty && lines != ["ok"] && lines.allSatisfy { line in
+            ["missing from index ", "wrong # of entries in index ", "non-unique entry in index "].contains {
+                line.contains($0)
+            }
+        }
+    }
+
+    /// Rebuilds the indexes when SQLite's integrity check finds only them damaged (bad-luck tester 2026-11-25,
+    /// H4: one flipped bit in `changes_by_timeline` made 400 sound changes look damaged). Returns the problems the
+    /// check found, empty when there were none or when they were not only in indexes (nothing is done then).
+    public func rebuildDamagedIndexes() throws -> [String] {
+        let problems = try integrityCheck()
+        guard Self.onlyIndexesDamaged(problems) else { return [] }
+        try write { db in try db.execute(sql: "REINDEX") }
+        return problems
+    }
+
     /// Size of the database file and its WAL, in bytes.
     public func fileSize() -> Int {
         let manager = FileManager.default

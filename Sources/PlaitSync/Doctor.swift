@@ -97,12 +97,17 @@ public enum Doctor {
                             + (inspection.summary.isEmpty ? "(empty)" : inspection.summary.description)))
                 return true
             }
+            // Only an index disagreeing with its rows is healed in place: the rows are the data.
+            let advice = Store.onlyIndexesDamaged(inspection.integrity)
+                ? "only the store's indexes are damaged, its rows are sound: run `plait repair`, which rebuilds them "
+                    + "from the rows."
+                : "stop the agent, copy \(storePath) aside, and restore it from a backup or rebuild the home from a "
+                    + "paired device (`plait init` a new home and sync)."
             checks.append(
                 DoctorCheck(
                     name: "store", status: .failed,
                     detail: "SQLite integrity_check: " + inspection.integrity.prefix(5).joined(separator: "; "),
-                    advice: "stop the agent, copy \(storePath) aside, and restore it from a backup or rebuild the home "
-                        + "from a paired device (`plait init` a new home and sync)."))
+                    advice: advice))
         } catch {
             checks.append(
                 DoctorCheck(name: "store", status: .failed, detail: "\(error)", advice: storeAdvice(error, storePath)))

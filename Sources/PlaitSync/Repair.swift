@@ -18,6 +18,8 @@ public enum Repair {
     public struct Report: Sendable {
         /// Damage met while the home was opened (and already healed in memory), reported by the replica.
         public var foundOnOpen: [DerivedStateRepair]
+        /// What SQLite's integrity check said of the indexes rebuilt first (empty: none was damaged).
+        public var indexesRebuilt: [String]
         /// Stored changes found damaged now and set aside.
         public var setAside: [DamagedChange]
         /// The rebuild of derived state.
@@ -55,8 +57,11 @@ public enum Repair {
         let derived: Replica.DerivedStateRebuild
         let setAside: [DamagedChange]
         let before: Shown
+        let indexesRebuilt: [String]
         do {
             before = Shown(home.replica)
+            // Indexes first: the chain check reads the changes through one.
+            indexesRebuilt = try home.store.rebuildDamagedIndexes()
             setAside = try home.replica.quarantineDamaged()
             derived = try home.replica.rebuildDerivedState()
         } catch {
@@ -71,7 +76,7 @@ public enum Repair {
             }
         }
         return Report(
-            foundOnOpen: foundOnOpen, setAside: setAside, derived: derived, pulls: pulls,
+            foundOnOpen: foundOnOpen, indexesRebuilt: indexesRebuilt, setAside: setAside, derived: derived, pulls: pulls,
             stillSetAside: try home.store.quarantined(), before: before, after: Shown(home.replica))
     }
 }

@@ -68,6 +68,7 @@ extension Plait {
                     RepairOutput(
                         checkpoints: .init(dropped: derived.checkpointsDropped, written: derived.checkpointsWritten),
                         foundOnOpen: report.foundOnOpen.map(\.description), home: home.path,
+                        indexesRebuilt: report.indexesRebuilt,
                         materialized: .init(
                             changes: derived.changes, digest: derived.digest.hex, fromBaseline: derived.fromBaseline,
                             items: derived.items, lists: derived.lists, previous: previous, problem: derived.problem),
@@ -85,6 +86,10 @@ extension Plait {
                 return
             }
             print("plait repair: \(home.path)")
+            if !report.indexesRebuilt.isEmpty {
+                print("  rebuilt the store's indexes from its rows, which are sound (SQLite's integrity check: "
+                    + report.indexesRebuilt.prefix(3).joined(separator: "; ").terminalSafe + ")")
+            }
             print("  rebuilt the materialized state from \(source): \(derived.lists) lists, \(derived.items) items, "
                 + "digest \(derived.digest.hex.prefix(16))")
             print("  \(verdict); \(shown)")

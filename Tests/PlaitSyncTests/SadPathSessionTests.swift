@@ -460,6 +460,42 @@ extension SadPathSessionTests {
     }
 }
 
+extension SadPathSessionTests {
+    /// Damage to the `changes_by_timeline` index alone (the rows intact) is healed by rebuilding it, not taken for
+    /// damaged changes: the agent's start and `repair` set 400 sound changes aside, and pulling them back failed on
+    /// the unique index (bad-luck tester 2026-11-25, H4). The index is made stale here the way bit rot would leave
+    /// it: one entry names a Lamport time no row has.
+    @Test func aDamagedIndexIsRebuiltAndNoSoundChangeSetAside() throws {
+        try withTemporaryDirectory { directory in
+            var rng = SplitMix64(seed: 0x5AD_0008)
+            let device = try Device("d", in: directory, timeline: TimelineID(rng.next()))
+            try randomEdits(device.replica, count: 30, rng: &rng)
+            let own = try device.timeline
+            let before = try device.summary
+            let column = Int64(bitPattern: own.rawValue ^ 0x8000_0000_0000_0000)
+            let row = "tl = \(column) AND seq = 12"
+            try sqlite(device.path, "UPDATE changes SET lamport = lamport + 1000000 WHERE \(row)")
+            let root = try ChildProcess.run(
+                "/usr/bin/sqlite3", [device.path, "SELECT rootpage FROM sqlite_master WHERE name = 'changes_by_timeline'"])
+            let page = try #require(Int(root.output.trimmingCharacters(in: .whitespacesAndNewlines)), "\(root.output)")
+            // The index leaves the schema, the row gets its Lamport time back unseen by it, and the index returns.
+            try sqlite(device.path, "PRAGMA writable_schema = ON; DELETE FROM sqlite_master WHERE name = 'changes_by_timeline'")
+            try sqlite(device.path, "UPDATE changes SET lamport = lamport - 1000000 WHERE \(row)")
+            try sqlite(
+                device.path,
+                "PRAGMA writable_schema = ON; INSERT INTO sqlite_master VALUES ('index', 'changes_by_timeline', "
+                    + "'changes', \(page), 'CREATE UNIQUE INDEX changes_by_timeline ON changes (tl, seq)')")
+            let reopened = try Device("d", opening: device.path)
+            #expect(try !reopened.replica.damagedChanges().isEmpty, "the stale index reads as damage")
+            #expect(try reopened.replica.quarantineDamaged().isEmpty, "no sound change is set aside")
+            #expect(try reopened.summary == before)
+            #expect(try reopened.store.quarantined().isEmpty)
+            let check = try ChildProcess.run("/usr/bin/sqlite3", [device.path, "PRAGMA integrity_check"])
+            #expect(check.output.trimmingCharacters(in: .whitespacesAndNewlines) == "ok", "\(check.output)")
+        }
+    }
+}
+
 /// Runs one SQL statement on a store file with the sqlite3 shell, as a user (or bit rot) would.
 func sqlite(_ path: String, _ sql: String) throws {
     let shell = try ChildProcess.run("/usr/bin/sqlite3", [path, sql])
