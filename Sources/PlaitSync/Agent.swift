@@ -124,6 +124,11 @@ public final class Agent: @unchecked Sendable {
     private var connectionsByPeer: [String: Int] = [:]
     private var overCapLogged: [String: ContinuousClock.Instant] = [:]
     private var backoff: [String: (next: ContinuousClock.Instant, delay: Duration)] = [:]
+    /// Set while this device's own store fails sessions (it cannot be written: read-only, disk full): no peer is
+    /// dialled and no session admitted until `next`, longer each time (under `lock`). Each peer's backoff could
+    /// not hold this: an admitted session clears it, and the two agents took turns dialling each other, 962
+    /// sessions in 15 s (bad-luck tester 2026-11-25, H7).
+    private var storeFailure: (next: ContinuousClock.Instant, delay: Duration)?
     private var trusted: Set<String> = []
     private var listener: TLSListener?
     /// Held from `start` to `stop`: one agent per home.
@@ -526,6 +531,10 @@ public final class Agent: @unchecked Sendable {
             // Sleep until the first backoff ends, or a signal (a session ended, a dial failed, discovery found a
             // device, the peers changed), at the latest at the next anti-entropy round.
             var wake = now + settings.antiEntropyInterval
+            if let failing = lock.withLock({ storeFailure }), failing.next > now {
+                _ = dialWake.wait(timeout: .now() + .milliseconds(Int(pollMilliseconds(until: failing.next))))
+                continue
+            }
             for target in targets {
                 let key = target.id ?? target.address.description
                 let due = lock.withLock { () -> Bool in
@@ -703,6 +712,7 @@ public final class Agent: @unchecked Sendable {
         var failedAtOnce = false
         do {
             let result = try session.run()
+            lock.withLock { storeFailure = nil }
             // The certificate's Device ID names the peer when the session ended before its Hello.
             let label = logLabel(peer, fallback: result.peerName)
             logger.info("session with \(label) ended: pulled \(result.pulled), sent \(result.sent)")
@@ -733,6 +743,7 @@ public final class Agent: @unchecked Sendable {
                 }
             }
         } catch {
+            if case .store = error { storeFailed() }
             switch error {
             case .notKept:
                 logger.debug("session with \(logLabel(peer)) ended: \(error)")
@@ -857,6 +868,7 @@ public final class Agent: @unchecked Sendable {
         var others: [Running] = []
         let keep = lock.withLock { () -> Bool in
             if stopped { return false }
+            if let failing = storeFailure, failing.next > .now { return false }
             let existing = admitted(peer).filter { $0 !== entry }
             // Only an agent session is probed as the other copy. Two one-shot sessions of other instances are not
             // two copies: each `plait sync` run without an agent speaks with a nonce of its own (a fourth hostile
@@ -953,6 +965,17 @@ public final class Agent: @unchecked Sendable {
             + "\(accepted.new) under the same name; \(accepted.old) stays trusted, marked as succeeded"
         logger.notice("\(line)")
         return nil
+    }
+
+    /// Holds every session back after this device's store failed one, longer each time (up to `maxBackoff`); the
+    /// first session that ends well lifts it.
+    private func storeFailed() {
+        let delay = lock.withLock { () -> Duration in
+            let delay = min(settings.maxBackoff, max(.seconds(2), (storeFailure?.delay ?? .zero) * 2))
+            storeFailure = (ContinuousClock.now + delay, delay)
+            return delay
+        }
+        logger.warning("this device's store failed a session; no session is started or accepted for \(delay)")
     }
 
     /// Waits before dialing `peer` again, longer each time (up to `maxBackoff`): the peer stopped or refused the
