@@ -263,6 +263,45 @@ import Glibc
         }
     }
 
+    /// An agent whose store cannot be written (here a full disk) holds its sessions back, longer each time (bad-luck
+    /// tester 2026-11-25, H7): each peer's backoff was cleared by the next session admitted, and the two agents took
+    /// turns dialling each other as fast as they could connect (962 sessions in 15 s with a read-only store).
+    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
+    func anAgentWhoseStoreIsFullHoldsItsSessionsBack() throws {
+        try withSandbox { sandbox in
+            let mountPoint = sandbox.root + "/small"
+            try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+            try mount(["-t", "tmpfs", "-o", "size=2m", "tmpfs", mountPoint])
+            defer { _ = try? mount(["-u", mountPoint]) }
+            let full = mountPoint + "/full"
+            let other = sandbox.root + "/other"
+            try sandbox.ok(["init", "--name", "full", "--home", full])
+            try sandbox.ok(["init", "--name", "other", "--home", other])
+            let ids = try [full, other].map { try sandbox.ok(["id", "--home", $0]).lines.last ?? "" }
+            let fullAgent = try RunningAgent(sandbox: sandbox, home: full)
+            defer { fullAgent.stop() }
+            let otherAgent = try RunningAgent(sandbox: sandbox, home: other)
+            defer { otherAgent.stop() }
+            try sandbox.ok(["pair", "--trust", ids[1], "--address", otherAgent.address, "--home", full])
+            try sandbox.ok(["pair", "--trust", ids[0], "--address", fullAgent.address, "--home", other])
+            let filler = mountPoint + "/filler"
+            FileManager.default.createFile(atPath: filler, contents: nil)
+            let handle = try #require(FileHandle(forWritingAtPath: filler))
+            let block = Data(count: 64 << 10)
+            while (try? handle.write(contentsOf: block)) != nil {}
+            try? handle.close()
+            // Something the full device must store to sync.
+            try sandbox.ok(["list", "add", "L", "--home", other])
+            try sandbox.ok(["add", "L", String(repeating: "x", count: 2000), "--home", other])
+            let failure = "store failed a session"
+            let held = eventually(30) { fullAgent.log.components(separatedBy: failure).count - 1 >= 2 }
+            #expect(held, "the full device's agent did not hold its sessions back: \(fullAgent.log.suffix(2000))")
+            // Two failures: the first, and one after waiting 2 s (the next waits 4 s): a handful of sessions.
+            let sessions = fullAgent.log.components(separatedBy: "connected to").count - 1
+            #expect(sessions <= 8, "\(sessions) sessions: \(fullAgent.log.suffix(2000))")
+        }
+    }
+
     /// A sync into a disk that fills half way: batches stored before the failure stay, and the failure says so.
     /// It said "nothing was changed" after storing thousands of changes (and named the address twice).
     @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
