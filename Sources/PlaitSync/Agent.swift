@@ -761,7 +761,16 @@ public final class Agent: @unchecked Sendable {
                         + "`plait pair --trust \(myID)` on it if it should be); dialled again less and less often"
                     if news { logger.warning("\(line)") } else { logger.debug("\(line)") }
                 } else {
-                    logger.info("session with \(logLabel(peer)) ended: \("\(error)".terminalSafe)")
+                    if !dialedByMe, case .closedBeforeHello = error {
+                        // The dialling side's words ("it is busy … or stopping") say nothing true here: a client that
+                        // closes before its Hello is `plait doctor` checking this agent, or one that stopped (bad-luck
+                        // tester 2026-11-25, H12).
+                        let line = "\(logLabel(peer)) closed its connection before its Hello (`plait doctor` checking "
+                            + "this agent does, or a sync that stopped)"
+                        logger.info("\(line)")
+                    } else {
+                        logger.info("session with \(logLabel(peer)) ended: \("\(error)".terminalSafe)")
+                    }
                 }
             }
             // A session that failed at once (the peer kept another one from this device, or refused this one):
