@@ -129,7 +129,9 @@ let package = Package(
             ]),
         // Fixtures shared by the tests that work on real stores, and the stranger flood of the admission tests.
         // COpenSSL: test key pairs (P-256 and the key types a verifier must refuse) without a PlaitTLS identity.
-        .target(name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore", "PlaitTLS", "COpenSSL"]),
+        // PlaitNetnsSupport: the sqlite3 shell that damages a store as a user would.
+        .target(
+            name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore", "PlaitTLS", "COpenSSL", "PlaitNetnsSupport"]),
         // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon, and `Spawn`, how tests
         // start processes. Foundation only, so any test target (and `plait demo`) can use it.
         .target(name: "PlaitNetnsSupport"),

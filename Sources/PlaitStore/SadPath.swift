@@ -134,13 +134,13 @@ extension Replica {
     /// Damage is looked for again after the store's indexes are rebuilt from its tables: the pass reads the changes
     /// through the `changes_by_timeline` index, and one flipped bit there made sound changes read as a broken
     /// chain — the agent's start and `repair` set 400 intact changes aside, and pulling them back failed on the
-    /// damaged unique index (bad-luck tester 2026-11-25, H4). An index holds nothing of its own: `REINDEX` rebuilds
-    /// it from the rows, which are what the chain is checked on.
+    /// damaged unique index (bad-luck tester 2026-11-25, H4). An index holds nothing of its own: when SQLite finds
+    /// only indexes damaged, they are rebuilt from the rows (`Store.rebuildDamagedIndexes`), which are what the chain
+    /// is checked on.
     @discardableResult
     public func quarantineDamaged() throws -> [DamagedChange] {
         var damaged = try damagedChanges()
-        if !damaged.isEmpty {
-            try store.write { db in try db.execute(sql: "REINDEX") }
+        if !damaged.isEmpty, try !store.rebuildDamagedIndexes().isEmpty {
             damaged = try damagedChanges()
         }
         for index in damaged.indices {

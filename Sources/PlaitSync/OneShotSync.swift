@@ -187,19 +187,20 @@ extension Home {
                 outcome.failure = Self.explain(error, address: address)
             }
         } catch {
+            // The peer as stored at pairing (fourth hostile tester of 2026-11-25: the line gave the address only).
+            let name = {
+                outcome.deviceID.flatMap { peer in storedName(peer).map { peerLabel(name: $0, deviceID: peer) } }
+            }
             // In TLS 1.3 a server that does not trust this device refuses it only after the client's handshake
             // completed: the refusal arrives as an alert on the session's first read.
             if outcome.result == nil, let refusal = Self.refusalAfterHandshake(error) {
-                // Named as stored at pairing (fourth hostile tester of 2026-11-25: the line gave the address only).
-                let name = outcome.deviceID.flatMap { peer in storedName(peer).map { peerLabel(name: $0, deviceID: peer) } }
-                outcome.failure = Self.explain(refusal, address: address, name: name)
+                outcome.failure = Self.explain(refusal, address: address, name: name())
                 // `plait peers` says so from now on, not the state of the last session it took part in.
                 if let peer = outcome.deviceID { _ = try? store.peerRefusedThisDevice(deviceID: peer, now: Replica.now()) }
             } else if case .tls(.connectionReset) = error as? SessionError, answered.value == 0 {
                 // A reset with no alert is not a refusal (a plait agent refuses with the alert, PROTOCOL.md §3): the
                 // peer stopped at that moment, or is a plait from before 2026-11-25, which could refuse so.
-                let name = outcome.deviceID.flatMap { peer in storedName(peer).map { peerLabel(name: $0, deviceID: peer) } }
-                outcome.failure = "\(name ?? "the peer") reset the connection right after the TLS handshake, before its "
+                outcome.failure = "\(name() ?? "the peer") reset the connection right after the TLS handshake, before its "
                     + "Hello: it stopped at that moment, or (a plait from before 2026-11-25) it refused this device. Run "
                     + "the sync again; a refusal is then said as one."
             } else if case let .store(storeError) = error as? SessionError, pulled.value > 0 {

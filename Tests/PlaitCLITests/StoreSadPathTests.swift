@@ -237,22 +237,13 @@ import Glibc
     @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
     func fullDiskIsReportedAsSuch() throws {
         try withSandbox { sandbox in
-            let mountPoint = sandbox.root + "/small"
-            try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-            try mount(["-t", "tmpfs", "-o", "size=2m", "tmpfs", mountPoint])
+            let mountPoint = try smallTmpfs(sandbox, size: "2m")
             defer { _ = try? mount(["-u", mountPoint]) }
             let home = mountPoint + "/home"
             try sandbox.ok(["init", "--name", "full", "--home", home])
             try sandbox.ok(["list", "add", "L", "--home", home])
             try sandbox.ok(["add", "L", "milk", "--home", home])
-            // Fill what is left of the file system.
-            let filler = FileHandle(forWritingAtPath: { () -> String in
-                FileManager.default.createFile(atPath: mountPoint + "/filler", contents: nil)
-                return mountPoint + "/filler"
-            }())!
-            let block = Data(count: 64 << 10)
-            while (try? filler.write(contentsOf: block)) != nil {}
-            try? filler.close()
+            try fill(mountPoint)
             let before = try sandbox.ok(["status", "--json", "--home", home]).json()
             let add = try sandbox.fails(["add", "L", String(repeating: "x", count: 4000), "--home", home])
             #expect(add.stderr.contains("no space left") && add.stderr.contains(home), "\(add)")
@@ -269,9 +260,7 @@ import Glibc
     @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
     func anAgentWhoseStoreIsFullHoldsItsSessionsBack() throws {
         try withSandbox { sandbox in
-            let mountPoint = sandbox.root + "/small"
-            try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-            try mount(["-t", "tmpfs", "-o", "size=2m", "tmpfs", mountPoint])
+            let mountPoint = try smallTmpfs(sandbox, size: "2m")
             defer { _ = try? mount(["-u", mountPoint]) }
             let full = mountPoint + "/full"
             let other = sandbox.root + "/other"
@@ -284,12 +273,7 @@ import Glibc
             defer { otherAgent.stop() }
             try sandbox.ok(["pair", "--trust", ids[1], "--address", otherAgent.address, "--home", full])
             try sandbox.ok(["pair", "--trust", ids[0], "--address", fullAgent.address, "--home", other])
-            let filler = mountPoint + "/filler"
-            FileManager.default.createFile(atPath: filler, contents: nil)
-            let handle = try #require(FileHandle(forWritingAtPath: filler))
-            let block = Data(count: 64 << 10)
-            while (try? handle.write(contentsOf: block)) != nil {}
-            try? handle.close()
+            try fill(mountPoint)
             // Something the full device must store to sync.
             try sandbox.ok(["list", "add", "L", "--home", other])
             try sandbox.ok(["add", "L", String(repeating: "x", count: 2000), "--home", other])
@@ -307,9 +291,7 @@ import Glibc
     @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
     func aSyncThatFillsTheDiskSaysWhatItStored() throws {
         try withSandbox { sandbox in
-            let mountPoint = sandbox.root + "/small"
-            try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-            try mount(["-t", "tmpfs", "-o", "size=3m", "tmpfs", mountPoint])
+            let mountPoint = try smallTmpfs(sandbox, size: "3m")
             defer { _ = try? mount(["-u", mountPoint]) }
             let source = sandbox.root + "/source"
             let receiver = mountPoint + "/receiver"
@@ -406,6 +388,25 @@ import Glibc
             #expect(outcomes.contains { $0.contains("status 1") }, "no size filled the disk: \(outcomes)")
             #expect(changedAndFailed > 0, "no size adopted the baseline and then failed: \(outcomes)")
         }
+    }
+
+    /// A new tmpfs of `size` (e.g. "2m") mounted in the sandbox; the caller unmounts it (`mount(["-u", path])`).
+    func smallTmpfs(_ sandbox: Sandbox, size: String) throws -> String {
+        let mountPoint = sandbox.root + "/small"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        try mount(["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint])
+        return mountPoint
+    }
+
+    /// Fills what is left of the file system at `directory` with a file of zeros.
+    func fill(_ directory: String) throws {
+        let filler = directory + "/filler"
+        guard FileManager.default.createFile(atPath: filler, contents: nil),
+            let handle = FileHandle(forWritingAtPath: filler)
+        else { throw CLITestFailure("cannot create \(filler)") }
+        let block = Data(count: 64 << 10)
+        while (try? handle.write(contentsOf: block)) != nil {}
+        try? handle.close()
     }
 
     func mount(_ arguments: [String]) throws {

@@ -1,6 +1,7 @@
 import Foundation
 import PlaitCore
 import PlaitNetnsSupport
+import PlaitTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -69,19 +70,7 @@ import Glibc
     @Test func aDamagedIndexIsRepairedInPlace() throws {
         try withSandbox { sandbox in
             let own = try listOfThree(sandbox)
-            let store = sandbox.home + "/plait.db"
-            let row = "tl = \(column(own)) AND seq = 4"
-            // The index leaves the schema while the row's Lamport time changes back unseen: its entry is stale.
-            try sqlite(store, "UPDATE changes SET lamport = lamport + 1000000 WHERE \(row)")
-            let root = try ChildProcess.run(
-                "/usr/bin/sqlite3", [store, "SELECT rootpage FROM sqlite_master WHERE name = 'changes_by_timeline'"])
-            let page = root.output.trimmingCharacters(in: .whitespacesAndNewlines)
-            try sqlite(store, "PRAGMA writable_schema = ON; DELETE FROM sqlite_master WHERE name = 'changes_by_timeline'")
-            try sqlite(store, "UPDATE changes SET lamport = lamport - 1000000 WHERE \(row)")
-            try sqlite(
-                store,
-                "PRAGMA writable_schema = ON; INSERT INTO sqlite_master VALUES ('index', 'changes_by_timeline', "
-                    + "'changes', \(page), 'CREATE UNIQUE INDEX changes_by_timeline ON changes (tl, seq)')")
+            try makeIndexEntryStale(store: sandbox.home + "/plait.db", timelineColumn: column(own), seq: 4)
             let doctor = try sandbox.run(["doctor"])
             #expect(doctor.stdout.contains("only the store's indexes are damaged"), "\(doctor)")
             #expect(!doctor.stdout.contains("restore it from a backup"), "\(doctor)")

@@ -26,6 +26,11 @@ final class TemporaryHome {
     func trusted() throws -> [String] { try home.store.peers().map(\.deviceID) }
 
     func remove() { try? FileManager.default.removeItem(atPath: path) }
+
+    /// Two new homes, "alpha" and "beta", as most pairing tests begin; the caller removes them.
+    static func alphaAndBeta() throws -> (TemporaryHome, TemporaryHome) {
+        (try TemporaryHome("alpha"), try TemporaryHome("beta"))
+    }
 }
 
 /// A bare identity (no store), as a device in the middle would make for itself.
@@ -113,12 +118,8 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
 /// Interactive pairing over real TLS on 127.0.0.1: the responder listens, the initiator connects.
 @Suite struct PairingTests {
     @Test func bothConfirmAndEachTrustsTheOther() throws {
-        let alpha = try TemporaryHome("alpha")
-        let beta = try TemporaryHome("beta")
-        defer {
-            alpha.remove()
-            beta.remove()
-        }
+        let (alpha, beta) = try TemporaryHome.alphaAndBeta()
+        defer { [alpha, beta].forEach { $0.remove() } }
         let screens = TwoScreens()
         let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
         defer { listener.close() }
@@ -146,12 +147,8 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
     /// certificates the responder's handshake saw, so the initiator finds that the revealed nonce does not
     /// match and aborts before showing any code; the responder's attempt then ends too; nothing is stored.
     @Test func aRelayForwardingThePairingMessagesIsCaughtByTheCommitment() throws {
-        let alpha = try TemporaryHome("alpha")
-        let beta = try TemporaryHome("beta")
-        defer {
-            alpha.remove()
-            beta.remove()
-        }
+        let (alpha, beta) = try TemporaryHome.alphaAndBeta()
+        defer { [alpha, beta].forEach { $0.remove() } }
         let facingBeta = try temporaryIdentity("alpha")
         let facingAlpha = try temporaryIdentity("beta")
         let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
@@ -198,12 +195,8 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
     /// say yes only trust the devices in the middle, never each other's ID.
     @Test(arguments: [true, false])
     func aRelayRunningTheProtocolOnBothLegsGetsTwoDifferentCodes(usersCompare: Bool) throws {
-        let alpha = try TemporaryHome("alpha")
-        let beta = try TemporaryHome("beta")
-        defer {
-            alpha.remove()
-            beta.remove()
-        }
+        let (alpha, beta) = try TemporaryHome.alphaAndBeta()
+        defer { [alpha, beta].forEach { $0.remove() } }
         let facingBeta = try temporaryIdentity("alpha")
         let facingAlpha = try temporaryIdentity("beta")
         let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
@@ -253,12 +246,8 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
     }
 
     @Test func aRefusalOnOneSideStoresNothingOnEither() throws {
-        let alpha = try TemporaryHome("alpha")
-        let beta = try TemporaryHome("beta")
-        defer {
-            alpha.remove()
-            beta.remove()
-        }
+        let (alpha, beta) = try TemporaryHome.alphaAndBeta()
+        defer { [alpha, beta].forEach { $0.remove() } }
         let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
         defer { listener.close() }
         let responder = JoinableThread { try listener.pairOnce(timeout: .seconds(20), confirm: { _ in true }) }
@@ -351,12 +340,8 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
     /// The other user never answers: this side gives up at its deadline, the other sees the connection
     /// end, and neither stores anything, even though this side's user said yes.
     @Test func anUnansweredQuestionTimesOutAndStoresNothing() throws {
-        let alpha = try TemporaryHome("alpha")
-        let beta = try TemporaryHome("beta")
-        defer {
-            alpha.remove()
-            beta.remove()
-        }
+        let (alpha, beta) = try TemporaryHome.alphaAndBeta()
+        defer { [alpha, beta].forEach { $0.remove() } }
         let release = DispatchSemaphore(value: 0)
         let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
         defer { listener.close() }
@@ -459,12 +444,8 @@ let loopbackAnyPort = try! PeerAddress(parsing: "127.0.0.1:0", allowingPortZero:
     /// (given its connection and what the listener refused so far); then beta pairs, within 5 s, and only beta is
     /// trusted. Returns what the listener refused.
     func pairsAfterAStranger(_ strangerDoes: (TLSConnection, Said) throws -> Void) throws -> [String] {
-        let alpha = try TemporaryHome("alpha")
-        let beta = try TemporaryHome("beta")
-        defer {
-            alpha.remove()
-            beta.remove()
-        }
+        let (alpha, beta) = try TemporaryHome.alphaAndBeta()
+        defer { [alpha, beta].forEach { $0.remove() } }
         let listener = try PairingListener(home: alpha.home, address: loopbackAnyPort)
         defer { listener.close() }
         let refusals = Said()

@@ -473,25 +473,14 @@ extension SadPathSessionTests {
             let own = try device.timeline
             let before = try device.summary
             let column = Int64(bitPattern: own.rawValue ^ 0x8000_0000_0000_0000)
-            let row = "tl = \(column) AND seq = 12"
-            try sqlite(device.path, "UPDATE changes SET lamport = lamport + 1000000 WHERE \(row)")
-            let root = try ChildProcess.run(
-                "/usr/bin/sqlite3", [device.path, "SELECT rootpage FROM sqlite_master WHERE name = 'changes_by_timeline'"])
-            let page = try #require(Int(root.output.trimmingCharacters(in: .whitespacesAndNewlines)), "\(root.output)")
-            // The index leaves the schema, the row gets its Lamport time back unseen by it, and the index returns.
-            try sqlite(device.path, "PRAGMA writable_schema = ON; DELETE FROM sqlite_master WHERE name = 'changes_by_timeline'")
-            try sqlite(device.path, "UPDATE changes SET lamport = lamport - 1000000 WHERE \(row)")
-            try sqlite(
-                device.path,
-                "PRAGMA writable_schema = ON; INSERT INTO sqlite_master VALUES ('index', 'changes_by_timeline', "
-                    + "'changes', \(page), 'CREATE UNIQUE INDEX changes_by_timeline ON changes (tl, seq)')")
+            try makeIndexEntryStale(store: device.path, timelineColumn: column, seq: 12)
             let reopened = try Device("d", opening: device.path)
             #expect(try !reopened.replica.damagedChanges().isEmpty, "the stale index reads as damage")
             #expect(try reopened.replica.quarantineDamaged().isEmpty, "no sound change is set aside")
             #expect(try reopened.summary == before)
             #expect(try reopened.store.quarantined().isEmpty)
-            let check = try ChildProcess.run("/usr/bin/sqlite3", [device.path, "PRAGMA integrity_check"])
-            #expect(check.output.trimmingCharacters(in: .whitespacesAndNewlines) == "ok", "\(check.output)")
+            let check = try sqliteShell(device.path, "PRAGMA integrity_check")
+            #expect(check.trimmingCharacters(in: .whitespacesAndNewlines) == "ok", "\(check)")
         }
     }
 }
