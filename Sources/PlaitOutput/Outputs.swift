@@ -466,6 +466,9 @@ public struct DoctorCheckOutput: Codable, Sendable, Equatable {
 public struct RepairOutput: Codable, Sendable, Equatable {
     public var checkpoints: Checkpoints
     public var foundOnOpen: [String]
+    /// Head records (a timeline's last number, Lamport time and hash) found damaged and rewritten from the
+    /// timeline's intact last change.
+    public var headRecordsMended: [String]
     public var home: String
     /// What SQLite's integrity check said of the indexes the repair rebuilt first (empty: none was damaged).
     public var indexesRebuilt: [String]
@@ -479,12 +482,14 @@ public struct RepairOutput: Codable, Sendable, Equatable {
     public var stillSetAside: [String]
 
     public init(
-        checkpoints: Checkpoints, foundOnOpen: [String], home: String, indexesRebuilt: [String] = [],
+        checkpoints: Checkpoints, foundOnOpen: [String], headRecordsMended: [String] = [], home: String,
+        indexesRebuilt: [String] = [],
         materialized: Materialized, pulls: [Pull], setAside: [String], stillSetAside: [String], shownBefore: Shown,
         shownAfter: Shown
     ) {
         self.checkpoints = checkpoints
         self.foundOnOpen = foundOnOpen
+        self.headRecordsMended = headRecordsMended
         self.home = home
         self.indexesRebuilt = indexesRebuilt
         self.materialized = materialized
@@ -496,7 +501,8 @@ public struct RepairOutput: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case checkpoints, foundOnOpen = "found_on_open", home, indexesRebuilt = "indexes_rebuilt", materialized, pulls
+        case checkpoints, foundOnOpen = "found_on_open", headRecordsMended = "head_records_mended", home
+        case indexesRebuilt = "indexes_rebuilt", materialized, pulls
         case setAside = "set_aside"
         case shownAfter = "shown_after", shownBefore = "shown_before", stillSetAside = "still_set_aside"
     }

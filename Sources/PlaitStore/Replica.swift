@@ -331,6 +331,13 @@ public final class Replica: @unchecked Sendable {
             }
             timelineSigned = try Store.certificate(db, of: timeline) != nil
             if timelineSigned && signer == nil { throw StoreError.noSigningKey(timeline: timeline) }
+            // The next change continues the last stored one, not what the head record says of it: a damaged record
+            // is rewritten from an intact last change, and a last change whose own bytes do not match the record is
+            // refused rather than continued (bad-luck tester 2026-11-25, H5).
+            try Store.mendHeadRecords(db, try Store.headRecordFaults(db, only: timeline))
+            if let damaged = try Store.lastChangeMismatchingHead(db, timeline) {
+                throw StoreError.ownChangeDamaged(damaged)
+            }
             let row = try Row.fetchOne(
                 db, sql: "SELECT head_seq, head_lamport, head_hash FROM timelines WHERE tl = ?",
                 arguments: [timelineColumn(timeline.rawValue)])

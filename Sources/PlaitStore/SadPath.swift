@@ -139,6 +139,7 @@ extension Replica {
     /// is checked on.
     @discardableResult
     public func quarantineDamaged() throws -> [DamagedChange] {
+        try mendHeadRecords()
         var damaged = try damagedChanges()
         if !damaged.isEmpty, try !store.rebuildDamagedIndexes().isEmpty {
             damaged = try damagedChanges()
@@ -157,18 +158,25 @@ extension Store {
     /// leaves off at.
     static func damagedChanges(_ db: Database) throws -> [DamagedChange] {
         let heads = Dictionary(uniqueKeysWithValues: try Self.heads(db).map { ($0.timeline, $0) })
+        // A head record that is itself the damaged part names no damaged change (`HeadRecordFault`).
+        let faultyRecords = Set(try headRecordFaults(db).map(\.timeline))
         let baseline = try Self.baseline(db)
         var damaged: [DamagedChange] = []
         // One pass over the table in (timeline, seq) order, holding one timeline's position at a time.
         var current: TimelineID?
         var expectedPrevious: [UInt8]?
         var previousSeq: UInt64 = 0
+        var previousLamport: UInt64 = 0
         var isFirst = true
         /// The first damaged change of the current timeline, and how many stored changes follow it.
         var broken: (ref: ChangeRef, count: Int)?
         func finish() {
             guard let timeline = current else { return }
-            if broken == nil, let head = heads[timeline], previousSeq == head.seq, expectedPrevious != head.hash {
+            // The last stored change must be what the head record says; where the record is not shown to be the
+            // damaged part, the change is (a record one too high once hid a damaged last change entirely).
+            if broken == nil, let head = heads[timeline], !faultyRecords.contains(timeline),
+                previousSeq != head.seq || previousLamport != head.lamport || expectedPrevious != head.hash
+            {
                 broken = (ChangeRef(timeline: timeline, seq: previousSeq), 0)
             }
             if let broken {
@@ -206,6 +214,7 @@ extension Store {
             }
             isFirst = false
             previousSeq = change.seq
+            previousLamport = change.lamport
             expectedPrevious = SHA256.hash(change.canonicalBytes)
         }
         finish()
@@ -371,6 +380,8 @@ public struct HistoryReport: Sendable {
     public var baselineProblem: String?
     /// This device's own changes kept aside when an adopted baseline folded their timeline beyond them.
     public var keptAside: [QuarantinedRange] = []
+    /// Head records that do not describe their timeline's intact last change.
+    public var headRecords: [HeadRecordFault] = []
 }
 
 extension Store {
@@ -387,7 +398,7 @@ extension Store {
                 damaged: try damagedChanges(db), quarantined: try quarantined(db),
                 ownTimelineSuspicion: try Meta.get(db, .ownTimelineSuspect), ownTimeline: try ownTimeline(db),
                 forks: try forks(db), peers: try peers(db), summary: try summary(db), baselineProblem: baselineProblem,
-                keptAside: try keptAside(db))
+                keptAside: try keptAside(db), headRecords: try headRecordFaults(db))
         }
     }
 }

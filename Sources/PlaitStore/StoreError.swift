@@ -37,6 +37,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case ownTimelineSuspect(timeline: TimelineID, reason: String)
     /// The own timeline is signed (DESIGN §11) but the store was opened without the key that signs it.
     case noSigningKey(timeline: TimelineID)
+    /// The own timeline's last stored change does not match its head record, and is not shown intact.
+    case ownChangeDamaged(ChangeRef)
     /// The Lamport clock reached its limit (2^62): no change can be authored after it.
     case lamportExhausted(timeline: TimelineID)
     /// Derived data (the materialized state, its replay position, a checkpoint) fails to load or to check. It
@@ -95,6 +97,11 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
         case let .ownTimelineSuspect(timeline, reason):
             return "this device's timeline \(timeline) may continue on another device: \(reason). Nothing was "
                 + "changed. Run `plait rejoin` to go on with a new timeline (`plait doctor` says more)."
+        case let .ownChangeDamaged(ref):
+            return "this device's last stored change \(ref) does not match its timeline's head record, and its "
+                + "signature does not show it intact: it is damaged, and a change made now would continue a damaged "
+                + "chain; nothing was changed. Run `plait repair`: it sets the change aside and pulls a good copy "
+                + "from a paired device that holds it (`plait doctor` says which)."
         case let .noSigningKey(timeline):
             return "this store's timeline \(timeline) is signed but no key was given to sign changes with; nothing "
                 + "was changed. Use the home the store belongs to (its key.pem and cert.pem)."

@@ -234,6 +234,9 @@ public final class Agent: @unchecked Sendable {
         spawn("verify") {
             defer { self.startupCheck.leave() }
             do {
+                for mended in try self.home.replica.mendHeadRecords() {
+                    self.logger.warning("\(mended): the record is damaged, and was rewritten from that change")
+                }
                 for damage in try self.home.replica.quarantineDamaged() {
                     let what = "stored \(damage) is damaged (its hash does not continue its chain): set aside, to be "
                         + "pulled again from a paired device"

@@ -49,6 +49,15 @@ extension Doctor {
                         advice: "run `plait repair` or `plait sync` (good copies are pulled from those devices)."))
             }
         }
+        for fault in report.headRecords {
+            checks.append(
+                DoctorCheck(
+                    name: "head records", status: .failed,
+                    detail: "\(fault): the record is damaged (bit rot, or an edited store), not the change; nothing "
+                        + "is lost",
+                    advice: "run `plait repair` (it rewrites the record from the change; so does the next edit, sync "
+                        + "or agent start). Damage at rest can mean a failing disk: keep a backup."))
+        }
         for kept in report.keptAside {
             let count = kept.seqs.upperBound - kept.seqs.lowerBound + 1
             let range = "\(kept.timeline):\(kept.seqs.lowerBound)" + (count > 1 ? "-\(kept.seqs.upperBound)" : "")

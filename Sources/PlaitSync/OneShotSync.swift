@@ -119,6 +119,10 @@ extension Home {
         onPulled: (@Sendable (Int) -> Void)?
     ) -> PeerSyncOutcome {
         var outcome = PeerSyncOutcome(address: address)
+        // A head record that does not describe its intact last change would go out in the Hello (a peer then sees
+        // a fork, or is asked for a change that is not here): rewritten from the change first (H5). A store that
+        // cannot be written fails the session below with its own error.
+        _ = try? replica.mendHeadRecords()
         // What the session stored before a failure: each batch commits on its own, so a store failure mid-way
         // (a full disk) leaves those, and the failure must not say that nothing was changed.
         let pulled = PulledCounter()

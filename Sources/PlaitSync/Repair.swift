@@ -20,6 +20,8 @@ public enum Repair {
         public var foundOnOpen: [DerivedStateRepair]
         /// What SQLite's integrity check said of the indexes rebuilt first (empty: none was damaged).
         public var indexesRebuilt: [String]
+        /// Head records found damaged (not describing their timeline's intact last change) and rewritten from it.
+        public var headRecordsMended: [HeadRecordFault]
         /// Stored changes found damaged now and set aside.
         public var setAside: [DamagedChange]
         /// The rebuild of derived state.
@@ -58,10 +60,13 @@ public enum Repair {
         let setAside: [DamagedChange]
         let before: Shown
         let indexesRebuilt: [String]
+        let headRecordsMended: [HeadRecordFault]
         do {
             before = Shown(home.replica)
             // Indexes first: the chain check reads the changes through one.
             indexesRebuilt = try home.store.rebuildDamagedIndexes()
+            // Head records next: the chain check compares each timeline's last change with its record.
+            headRecordsMended = try home.replica.mendHeadRecords()
             setAside = try home.replica.quarantineDamaged()
             derived = try home.replica.rebuildDerivedState()
         } catch {
@@ -76,7 +81,7 @@ public enum Repair {
             }
         }
         return Report(
-            foundOnOpen: foundOnOpen, indexesRebuilt: indexesRebuilt, setAside: setAside, derived: derived, pulls: pulls,
+            foundOnOpen: foundOnOpen, indexesRebuilt: indexesRebuilt, headRecordsMended: headRecordsMended, setAside: setAside, derived: derived, pulls: pulls,
             stillSetAside: try home.store.quarantined(), before: before, after: Shown(home.replica))
     }
 }

@@ -67,7 +67,8 @@ extension Plait {
                 try printJSON(
                     RepairOutput(
                         checkpoints: .init(dropped: derived.checkpointsDropped, written: derived.checkpointsWritten),
-                        foundOnOpen: report.foundOnOpen.map(\.description), home: home.path,
+                        foundOnOpen: report.foundOnOpen.map(\.description),
+                        headRecordsMended: report.headRecordsMended.map(\.description), home: home.path,
                         indexesRebuilt: report.indexesRebuilt,
                         materialized: .init(
                             changes: derived.changes, digest: derived.digest.hex, fromBaseline: derived.fromBaseline,
@@ -89,6 +90,9 @@ extension Plait {
             if !report.indexesRebuilt.isEmpty {
                 print("  rebuilt the store's indexes from its rows, which are sound (SQLite's integrity check: "
                     + report.indexesRebuilt.prefix(3).joined(separator: "; ").terminalSafe + ")")
+            }
+            for mended in report.headRecordsMended {
+                print("  rewrote a damaged head record from its change: \(mended)")
             }
             print("  rebuilt the materialized state from \(source): \(derived.lists) lists, \(derived.items) items, "
                 + "digest \(derived.digest.hex.prefix(16))")
