@@ -313,6 +313,8 @@ public final class Replica: @unchecked Sendable {
         fileprivate var unsignedBytes = 0
         /// The signature of `lastAppended`, if it got one as it was appended.
         fileprivate var lastSignature: [UInt8]?
+        /// Whether `signer` holds the key of the own timeline (or the timeline is unsigned).
+        fileprivate let signerIsTimelines: Bool
         /// Signatures made in this edit (every 1,000th change or 1 MiB, the last change, each begin).
         public private(set) var signatures = 0
 
@@ -329,8 +331,14 @@ public final class Replica: @unchecked Sendable {
             if let suspect, !leavingSuspectTimeline {
                 throw StoreError.ownTimelineSuspect(timeline: timeline, reason: suspect)
             }
-            timelineSigned = try Store.certificate(db, of: timeline) != nil
+            let certificate = try Store.certificate(db, of: timeline)
+            timelineSigned = certificate != nil
             if timelineSigned && signer == nil { throw StoreError.noSigningKey(timeline: timeline) }
+            // Only the key a timeline was begun with signs its changes: every peer refuses any other's as forged.
+            // The home's key changed under its timeline when `rejoin --new-key` was stopped between swapping the
+            // key files and starting the new timeline (bad-luck tester 2026-11-25, H2); `rejoin` finishes it.
+            signerIsTimelines = certificate == nil || signer?.certificate == certificate
+            if !signerIsTimelines && !leavingSuspectTimeline { throw StoreError.keyIsNotTimelines(timeline: timeline) }
             // The next change continues the last stored one, not what the head record says of it: a damaged record
             // is rewritten from an intact last change, and a last change whose own bytes do not match the record is
             // refused rather than continued (bad-luck tester 2026-11-25, H5).
@@ -545,14 +553,21 @@ public final class Replica: @unchecked Sendable {
     /// `retiredSigner` is the key the old timeline was signed with when it is no longer this replica's signer
     /// (`rejoin --new-key`): the end is signed with it, as every change of that timeline must be to verify, and so
     /// stops the old timeline everywhere — a begin of the new key may not supersede it (PROTOCOL.md §20.5).
+    ///
+    /// The old timeline is left without an end when no key at hand is its own (`ended` false): an end signed by
+    /// another key is refused by every peer as forged.
     public func rejoin(now: Int64 = Replica.now(), retiredSigner: (any ChangeSigner)? = nil) throws -> (
-        old: TimelineID, new: TimelineID, emitted: Int
+        old: TimelineID, new: TimelineID, emitted: Int, ended: Bool
     ) {
         try edit(now: now, leavingSuspectTimeline: true) { edit in
             let old = edit.ownTimeline
+            let ownKey = try retiredSigner.map { retired in
+                try Store.certificate(edit.db, of: old).map { $0 == retired.certificate } ?? true
+            } ?? edit.signerIsTimelines
             // A timeline that may continue on another device is left as it is: an end appended here could be a
             // second change under a number that device already used.
-            if edit.suspect == nil {
+            let ending = edit.suspect == nil && ownKey
+            if ending {
                 let signer = edit.signer
                 if let retiredSigner { edit.signer = retiredSigner }
                 try edit.appendRaw(kind: Change.timelineEndKind, version: 1, payload: [])
@@ -564,7 +579,7 @@ public final class Replica: @unchecked Sendable {
                 // only when this copy owns that head. A suspect timeline goes on elsewhere (a copied home): a
                 // supersession here would make every device refuse the other copy's later changes on it.
                 let head = edit.head
-                let owned = edit.suspect == nil && head.seq > 0
+                let owned = ending && head.seq > 0
                 try edit.beginSignedTimeline(
                     superseding: owned ? .init(timeline: old, seq: head.seq, hash: head.hash) : nil)
             } else {
@@ -594,7 +609,7 @@ public final class Replica: @unchecked Sendable {
                     emitted += 1
                 }
             }
-            return (old, new, emitted)
+            return (old, new, emitted, ending)
         }
     }
 

@@ -382,6 +382,8 @@ public struct HistoryReport: Sendable {
     public var keptAside: [QuarantinedRange] = []
     /// Head records that do not describe their timeline's intact last change.
     public var headRecords: [HeadRecordFault] = []
+    /// The certificate the own timeline was begun with (nil: unsigned).
+    public var ownTimelineCertificate: [UInt8]?
 }
 
 extension Store {
@@ -398,7 +400,8 @@ extension Store {
                 damaged: try damagedChanges(db), quarantined: try quarantined(db),
                 ownTimelineSuspicion: try Meta.get(db, .ownTimelineSuspect), ownTimeline: try ownTimeline(db),
                 forks: try forks(db), peers: try peers(db), summary: try summary(db), baselineProblem: baselineProblem,
-                keptAside: try keptAside(db), headRecords: try headRecordFaults(db))
+                keptAside: try keptAside(db), headRecords: try headRecordFaults(db),
+                ownTimelineCertificate: try certificate(db, of: try ownTimeline(db)))
         }
     }
 }

@@ -37,6 +37,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case ownTimelineSuspect(timeline: TimelineID, reason: String)
     /// The own timeline is signed (DESIGN §11) but the store was opened without the key that signs it.
     case noSigningKey(timeline: TimelineID)
+    /// The home's key is not the key the own timeline was begun with.
+    case keyIsNotTimelines(timeline: TimelineID)
     /// The own timeline's last stored change does not match its head record, and is not shown intact.
     case ownChangeDamaged(ChangeRef)
     /// The Lamport clock reached its limit (2^62): no change can be authored after it.
@@ -97,6 +99,11 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
         case let .ownTimelineSuspect(timeline, reason):
             return "this device's timeline \(timeline) may continue on another device: \(reason). Nothing was "
                 + "changed. Run `plait rejoin` to go on with a new timeline (`plait doctor` says more)."
+        case let .keyIsNotTimelines(timeline):
+            return "this home's key (key.pem) is not the key this device's timeline \(timeline) was begun with, so "
+                + "every peer would refuse a change signed with it as forged; nothing was changed. An interrupted "
+                + "`plait rejoin --new-key` leaves this: run `plait rejoin` to finish it (it ends that timeline with "
+                + "its own key, kept in the home's retired/ directory, and goes on with a new one)."
         case let .ownChangeDamaged(ref):
             return "this device's last stored change \(ref) does not match its timeline's head record, and its "
                 + "signature does not show it intact: it is damaged, and a change made now would continue a damaged "

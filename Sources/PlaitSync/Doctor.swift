@@ -40,7 +40,10 @@ public enum Doctor {
         if storeIsSound { checks += checkDerivedState(storePath: path + "/" + Home.storeFileName) }
         checks.append(checkListen(listen, identity: identity, agentRunning: AgentLock.isHeld(home: path)))
         checks.append(checkAvahi(enabled: config.discoveryEnabled))
-        if storeIsSound { checks += checkHistory(storePath: path + "/" + Home.storeFileName, own: identity?.deviceID) }
+        if storeIsSound { checks += checkHistory(
+            storePath: path + "/" + Home.storeFileName, own: identity?.deviceID,
+            certificate: identity?.certificateDER)
+        }
         if storeIsSound, let identity {
             checks += checkPeers(storePath: path + "/" + Home.storeFileName, identity: identity, timeout: peerTimeout)
         }

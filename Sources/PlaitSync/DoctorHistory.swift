@@ -8,7 +8,7 @@ extension Doctor {
     /// The source and what sessions found (DESIGN §10): every timeline's hash chain, changes set aside, the
     /// own timeline, forks, divergences, refusals and claims recorded per peer. Says "nothing lost" only when
     /// nothing is damaged; names what no paired peer is known to hold as unrecoverable.
-    static func checkHistory(storePath: String, own: DeviceID? = nil) -> [DoctorCheck] {
+    static func checkHistory(storePath: String, own: DeviceID? = nil, certificate: [UInt8]? = nil) -> [DoctorCheck] {
         let report: HistoryReport
         do {
             report = try Store.historyReport(readOnlyAt: storePath)
@@ -85,6 +85,18 @@ extension Doctor {
                     advice: "run `plait rejoin` to go on with a new timeline (if this home is a copy of another, run "
                         + "it here, and keep the two from sharing a Device ID by pairing the copy as a new device "
                         + "later)."))
+        }
+        if report.ownTimelineSuspicion == nil, let certificate, let begun = report.ownTimelineCertificate,
+            begun != certificate
+        {
+            checks.append(
+                DoctorCheck(
+                    name: "own timeline", status: .failed,
+                    detail: "this home's key (key.pem) is not the key this device's timeline \(report.ownTimeline) "
+                        + "was begun with: every peer would refuse a change signed with it, so nothing is authored "
+                        + "(an interrupted `plait rejoin --new-key` leaves this)",
+                    advice: "run `plait rejoin`: it ends that timeline with its own key (kept in the home's retired/ "
+                        + "directory) and goes on with a new one signed with this key."))
         }
         let names = Dictionary(report.peers.map { ($0.deviceID, $0.name) }, uniquingKeysWith: { first, _ in first })
         for fork in report.forks {

@@ -108,8 +108,7 @@ extension Home {
         } catch {
             throw Self.wrap(error)
         }
-        let suspect = try store.ownTimelineSuspicion()
-        let rejoined: (old: TimelineID, new: TimelineID, emitted: Int)
+        let rejoined: (old: TimelineID, new: TimelineID, emitted: Int, ended: Bool)
         do {
             // The old timeline's end is signed by the old key: only that key's signature verifies on it.
             rejoined = try replica.rejoin(now: now, retiredSigner: try P256Signer(directory: retired))
@@ -121,8 +120,37 @@ extension Home {
         }
         return Rekeyed(
             oldDeviceID: old.deviceID, newDeviceID: new.deviceID, retiredPath: retired, peersToTell: peers,
-            oldTimeline: rejoined.old, newTimeline: rejoined.new, endedOldTimeline: suspect == nil,
+            oldTimeline: rejoined.old, newTimeline: rejoined.new, endedOldTimeline: rejoined.ended,
             emitted: rejoined.emitted)
+    }
+
+    /// `plait rejoin`: ends the own timeline and goes on with a new one (`Replica.rejoin`). When the home's key is
+    /// not the key the timeline was begun with — `rejoin --new-key` stopped after swapping the key files, before
+    /// starting the new timeline (bad-luck tester 2026-11-25, H2) — the timeline's own key is taken from the
+    /// retired identities, so that its end verifies and stops it everywhere; without it the timeline is left
+    /// without an end (`ended` false), never ended with a signature every peer would refuse.
+    public func rejoin(now: Int64 = Replica.now()) throws -> (
+        old: TimelineID, new: TimelineID, emitted: Int, ended: Bool
+    ) {
+        var timelinesSigner: P256Signer?
+        if let certificate = try store.certificate(of: try store.ownTimeline()),
+            let current = try? identity, current.certificateDER != certificate
+        {
+            timelinesSigner = retiredSigner(of: certificate)
+        }
+        return try replica.rejoin(now: now, retiredSigner: timelinesSigner)
+    }
+
+    /// The signer of the retired identity whose certificate is `certificate`, if one in `retired/` loads.
+    func retiredSigner(of certificate: [UInt8]) -> P256Signer? {
+        let root = path + "/" + Self.retiredDirectoryName
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        for name in names.sorted() {
+            if let signer = try? P256Signer(directory: root + "/" + name), signer.certificate == certificate {
+                return signer
+            }
+        }
+        return nil
     }
 
     /// The retired identity and statement to dial `peer` with while it has not learned the new Device ID; nil

@@ -150,8 +150,14 @@ extension Plait {
         func run() throws {
             let home = try global.openHome()
             guard newKey else {
-                let result = try home.replica.rejoin()
-                print("ended timeline \(result.old); now on \(result.new); re-sent \(result.emitted) changes")
+                let result = try home.rejoin()
+                if result.ended {
+                    print("ended timeline \(result.old); now on \(result.new); re-sent \(result.emitted) changes")
+                } else {
+                    print("left timeline \(result.old) without an end (another copy of this home may be writing on "
+                        + "it, or its key is no longer in this home); now on \(result.new); re-sent "
+                        + "\(result.emitted) changes")
+                }
                 return
             }
             let rekeyed = try home.rejoinWithNewKey()

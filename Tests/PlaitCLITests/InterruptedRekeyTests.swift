@@ -1,0 +1,73 @@
+import Foundation
+import PlaitNetnsSupport
+import PlaitTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `plait rejoin --new-key` killed after it swapped the key files and before the store started the new timeline
+/// (bad-luck tester 2026-11-25, H2). The home then held the new key while its timeline was the old key's: `add`
+/// said "added" and signed the change with the new key, every peer refused it as forged, `doctor` said nothing, and
+/// `plait rejoin` ended the old timeline with the new key too, refused the same way. Nothing this device wrote
+/// reached any other device again.
+@Suite struct InterruptedRekeyTests {
+    /// Runs `plait rejoin --new-key` on `home` under strace, which delivers SIGKILL to it as it enters its first
+    /// `rmdir(2)`: the one right after the last key file is moved into place (`Home.rejoinWithNewKey`). The PID
+    /// held is strace's; the plait process it runs dies of the signal, and strace ends with it.
+    func rekeyKilledAfterTheKeySwap(_ sandbox: Sandbox, home: String) throws {
+        let strace = try ChildProcess(
+            "/usr/bin/strace",
+            ["-f", "-qq", "-o", "/dev/null", "-e", "trace=rmdir", "-e", "inject=rmdir:signal=KILL:when=1",
+             try PlaitExecutable.path.get(), "rejoin", "--new-key", "--home", home],
+            environment: sandbox.baseEnvironment, stderr: sandbox.root + "/strace.err")
+        guard let ended = strace.wait(seconds: 60) else {
+            strace.stop()
+            throw CLITestFailure("strace running `plait rejoin --new-key` did not end")
+        }
+        // strace ends as its tracee did: by SIGKILL.
+        let errors = (try? String(contentsOfFile: sandbox.root + "/strace.err", encoding: .utf8)) ?? ""
+        #expect(ended.bySignal && ended.status == SIGKILL, "strace: \(ended), \(errors)")
+    }
+
+    @Test func anInterruptedRekeyIsFinishedByRejoinAndNothingIsSignedWithTheWrongKey() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.pairedHomes(["laptop", "server"])
+            let (laptop, server) = (devices[0], devices[1])
+            try sandbox.ok(["list", "add", "L", "--home", laptop.home])
+            try sandbox.ok(["add", "L", "before", "--home", laptop.home])
+            let agent = try RunningAgent(sandbox: sandbox, home: server.home)
+            defer { agent.stop() }
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
+
+            try rekeyKilledAfterTheKeySwap(sandbox, home: laptop.home)
+            // The half-done state: the new key in the home, the old one retired, the store on the old timeline.
+            #expect(try sandbox.ok(["id", "--home", laptop.home]).lines.last != laptop.id)
+            let retired = laptop.home + "/retired/" + laptop.id.filter { $0 != "-" }
+            #expect(FileManager.default.fileExists(atPath: retired + "/key.pem"))
+
+            // An edit is refused, saying what to do, and writes nothing.
+            let add = try sandbox.fails(["add", "L", "after1", "--home", laptop.home])
+            #expect(add.stderr.contains("is not the key this device's timeline"), "\(add)")
+            #expect(add.stderr.contains("run `plait rejoin` to finish it"), "\(add)")
+            #expect(try !sandbox.ok(["show", "--json", "--home", laptop.home]).stdout.contains("after1"))
+            // doctor says so.
+            let doctor = try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop.home])
+            #expect(doctor.status != 0, "\(doctor)")
+            #expect(doctor.stdout.contains("is not the key this device's timeline"), "\(doctor)")
+
+            // `rejoin` ends the old timeline with the retired key; the next edit and the sync reach the peer.
+            let rejoin = try sandbox.ok(["rejoin", "--home", laptop.home])
+            #expect(rejoin.stdout.hasPrefix("ended timeline "), "\(rejoin)")
+            try sandbox.ok(["add", "L", "after2", "--home", laptop.home])
+            let sync = try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
+            #expect(!sync.stdout.contains("ERROR") && !sync.stderr.contains("ERROR"), "\(sync)")
+            let onServer = try sandbox.ok(["show", "--json", "--home", server.home]).stdout
+            #expect(onServer.contains("after2") && onServer.contains("before"), "\(onServer)")
+            let peers = try sandbox.ok(["peers", "--home", server.home]).stdout
+            #expect(!peers.contains("does not verify"), "\(peers)")
+            #expect(try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop.home]).status == 0)
+        }
+    }
+}
