@@ -47,7 +47,10 @@ extension Store {
 
     static func encodedBaseline(_ db: Database) throws -> EncodedBaseline? {
         guard let row = try Row.fetchOne(db, sql: "SELECT summary, data FROM baseline WHERE id = 1") else { return nil }
-        return EncodedBaseline(summary: try Summary(parsing: row[0] as String), bytes: [UInt8](row[1] as Data))
+        let bytes = [UInt8](row[1] as Data)
+        // A damaged baseline is never sent: the receiver would adopt the damage as source.
+        if let damage = try baselineDamage(db, bytes) { throw StoreError.damagedBaseline(damage) }
+        return EncodedBaseline(summary: try Summary(parsing: row[0] as String), bytes: bytes)
     }
 
     /// The baseline staged from `peer`, or nil.
@@ -397,9 +400,7 @@ extension Replica {
                 }
                 for (timeline, seq) in joined.superseded { try Store.markSuperseded(db, timeline, at: seq) }
             }
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO baseline (id, summary, max_lamport, data) VALUES (1, ?, ?, ?)",
-                arguments: [joined.summary.description, Int64(joined.maxLamport), Data(joined.encoded())])
+            try Store.writeBaseline(db, joined)
             try db.execute(sql: "DELETE FROM checkpoints")
             var continued: TimelineID?
             if renamed, let ownHeadBefore, try Self.heldHead(db, own)?.hash != ownHeadBefore.hash {

@@ -214,18 +214,22 @@ extension Store {
         if let row = try Row.fetchOne(db, sql: "SELECT summary, max_lamport, data FROM baseline WHERE id = 1") {
             let bytes = [UInt8](try row.decode(Data.self, atIndex: 2))
             var check = BaselineVerification(summary: Summary(), digest: SHA256.hash(bytes))
-            do {
-                let baseline = try Baseline(decoding: bytes[...])
-                check.summary = baseline.summary
-                _ = try domain.restore(snapshot: baseline.snapshot[...])
-                let column = try row.decode(String.self, atIndex: 0)
-                if column != baseline.summary.description {
-                    check.problem = "its summary column says \(column), its data \(baseline.summary)"
-                } else if UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1)) != baseline.maxLamport {
-                    check.problem = "its max_lamport column does not match its data"
+            // Bytes that are not the ones stored are reported as such, not decoded: what they decode to is damage.
+            check.problem = try Store.baselineDamage(db, bytes)
+            if check.problem == nil {
+                do {
+                    let baseline = try Baseline(decoding: bytes[...])
+                    check.summary = baseline.summary
+                    _ = try domain.restore(snapshot: baseline.snapshot[...])
+                    let column = try row.decode(String.self, atIndex: 0)
+                    if column != baseline.summary.description {
+                        check.problem = "its summary column says \(column), its data \(baseline.summary)"
+                    } else if UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1)) != baseline.maxLamport {
+                        check.problem = "its max_lamport column does not match its data"
+                    }
+                } catch {
+                    check.problem = "it does not decode (\(error))"
                 }
-            } catch {
-                check.problem = "it does not decode (\(error))"
             }
             result.baseline = check
         }

@@ -1203,9 +1203,7 @@ public final class Replica: @unchecked Sendable {
             }
             let baseline = folder.finish()
             try db.execute(sql: "DELETE FROM changes WHERE lamport <= ?", arguments: [Int64(cut.lamport)])
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO baseline (id, summary, max_lamport, data) VALUES (1, ?, ?, ?)",
-                arguments: [baseline.summary.description, Int64(baseline.maxLamport), Data(baseline.encoded())])
+            try Store.writeBaseline(db, baseline)
             try db.execute(sql: "DELETE FROM checkpoints WHERE lamport <= ?", arguments: [Int64(cut.lamport)])
             engine.dropCheckpoints(through: OrderKey(lamport: cut.lamport, timeline: TimelineID(.max), seq: .max))
             return CompactionReport(cutOff: cut, folded: folder.folded, baseline: baseline, remaining: remaining)

@@ -160,7 +160,9 @@ extension Store {
         let heads = Dictionary(uniqueKeysWithValues: try Self.heads(db).map { ($0.timeline, $0) })
         // A head record that is itself the damaged part names no damaged change (`HeadRecordFault`).
         let faultyRecords = Set(try headRecordFaults(db).map(\.timeline))
-        let baseline = try Self.baseline(db)
+        // A baseline that is damaged, or does not decode, is reported on its own (`baselineProblem`); the chains
+        // are checked without it.
+        let baseline = (try? Self.baseline(db)) ?? nil
         var damaged: [DamagedChange] = []
         // One pass over the table in (timeline, seq) order, holding one timeline's position at a time.
         var current: TimelineID?
@@ -393,6 +395,8 @@ extension Store {
             var baselineProblem: String?
             do {
                 _ = try baseline(db)
+            } catch StoreError.damagedBaseline {
+                // Reported, with what to do, by the derived-state check (`DerivedStateVerification.baseline`).
             } catch {
                 baselineProblem = "\(error)"
             }

@@ -311,7 +311,31 @@ public final class Store: @unchecked Sendable {
 
     static func baseline(_ db: Database) throws -> Baseline? {
         guard let data = try Data.fetchOne(db, sql: "SELECT data FROM baseline WHERE id = 1") else { return nil }
-        return try Baseline(decoding: [UInt8](data)[...])
+        let bytes = [UInt8](data)
+        if let damage = try baselineDamage(db, bytes) { throw StoreError.damagedBaseline(damage) }
+        return try Baseline(decoding: bytes[...])
+    }
+
+    /// Stores `baseline` as the store's baseline, with the SHA-256 of its bytes beside it: the baseline is source
+    /// (DESIGN §10), and nothing else can show that its bytes are still the ones stored. One flipped bit in them
+    /// changed an item's text or ID; `repair` then rebuilt the state from the damaged baseline, `doctor` said all
+    /// was well, and a new device syncing from it took the damage (bad-luck tester 2026-11-25, H1).
+    static func writeBaseline(_ db: Database, _ baseline: Baseline) throws {
+        let bytes = baseline.encoded()
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO baseline (id, summary, max_lamport, data) VALUES (1, ?, ?, ?)",
+            arguments: [baseline.summary.description, Int64(baseline.maxLamport), Data(bytes)])
+        try Meta.set(db, .baselineDigest, Data(SHA256.hash(bytes)))
+    }
+
+    /// Why the stored baseline's bytes (`bytes`, read from its row) are not the ones stored, or nil when they are
+    /// (or when no digest was recorded with them: a baseline written before the digest was kept).
+    static func baselineDamage(_ db: Database, _ bytes: [UInt8]) throws -> String? {
+        guard let recorded = try Meta.get(db, .baselineDigest) as Data? else { return nil }
+        let digest = SHA256.hash(bytes)
+        guard digest != [UInt8](recorded) else { return nil }
+        return "its bytes are not the ones stored (their SHA-256 is \(digest.hexString.prefix(16)), "
+            + "\([UInt8](recorded).hexString.prefix(16)) was recorded with them)"
     }
 
     /// Number of stored changes (not folded into the baseline).
@@ -466,6 +490,9 @@ enum Meta {
         case ownTimelineSuspectCause = "own_timeline_suspect_cause"
         /// The own timeline forked and another copy's branch kept its name: the next edit begins a new timeline.
         case ownTimelineForkedAway = "own_timeline_forked_away"
+        /// The SHA-256 of the baseline's bytes as they were stored (`Store.writeBaseline`). Absent in stores whose
+        /// baseline was written before it: their baseline is not checked until it is next written.
+        case baselineDigest = "baseline_sha256"
     }
 
     static func get<T: DatabaseValueConvertible>(_ db: Database, _ key: Key) throws -> T? {

@@ -37,6 +37,8 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case ownTimelineSuspect(timeline: TimelineID, reason: String)
     /// The own timeline is signed (DESIGN §11) but the store was opened without the key that signs it.
     case noSigningKey(timeline: TimelineID)
+    /// The stored baseline's bytes are not the ones stored (`Store.baselineDamage`).
+    case damagedBaseline(String)
     /// The home's key is not the key the own timeline was begun with.
     case keyIsNotTimelines(timeline: TimelineID)
     /// The own timeline's last stored change does not match its head record, and is not shown intact.
@@ -99,6 +101,10 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
         case let .ownTimelineSuspect(timeline, reason):
             return "this device's timeline \(timeline) may continue on another device: \(reason). Nothing was "
                 + "changed. Run `plait rejoin` to go on with a new timeline (`plait doctor` says more)."
+        case let .damagedBaseline(detail):
+            return "the stored baseline is damaged: \(detail); nothing was changed, and it is neither used nor sent. "
+                + "plait cannot yet pull a good baseline in its place: move plait.db aside (with its -wal and -shm "
+                + "files), run `plait init` (the home keeps its identity), pair your other devices again and sync."
         case let .keyIsNotTimelines(timeline):
             return "this home's key (key.pem) is not the key this device's timeline \(timeline) was begun with, so "
                 + "every peer would refuse a change signed with it as forged; nothing was changed. An interrupted "

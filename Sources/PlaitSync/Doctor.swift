@@ -178,7 +178,13 @@ public enum Doctor {
         }
         let changes =
             "\(verification.changes) stored changes" + (verification.baseline == nil ? "" : " over the baseline")
-        if let problem = verification.replayProblem {
+        if verification.replayProblem != nil, verification.baseline?.problem != nil {
+            checks.append(
+                DoctorCheck(
+                    name: "materialized state", status: .failed,
+                    detail: "cannot be compared with a replay: the replay starts from the baseline, which is damaged "
+                        + "(see the baseline check)"))
+        } else if let problem = verification.replayProblem {
             checks.append(
                 DoctorCheck(
                     name: "materialized state", status: .failed,
