@@ -10,7 +10,9 @@ public enum ReadOutputs {
     public static func status(_ home: Home) throws -> StatusOutput {
         let store = home.store
         let summary = try store.summary()
-        let baseline = try store.baseline()
+        // The summary column, not the decoded baseline: a damaged baseline is reported by `doctor`, and its
+        // status still shows.
+        let baseline = try store.baselineSummaryIfAny()
         let unknown = try home.replica.uninterpretableCount()
         let changes = try store.changeCount()
         let timeline = try store.ownTimeline()
@@ -21,7 +23,7 @@ public enum ReadOutputs {
         var problem: String?
         if case .failure(let error) = device { problem = "\(error)" }
         return StatusOutput(
-            baseline: baseline.map { $0.summary.description }, changes: changes,
+            baseline: baseline.map { $0.description }, changes: changes,
             device: try? device.get(), deviceProblem: problem, digest: digest, home: home.path,
             items: state.liveItemCount, lists: state.liveListIDs.count,
             name: home.deviceName, summary: summary.description, timeline: timeline.description, unknown: unknown,

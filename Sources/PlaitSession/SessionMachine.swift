@@ -1136,7 +1136,12 @@ struct SessionMachine {
         var asked = asked
         var pending: EncodedBaseline?
         var offset = 0
-        if let baseline, !peerBaseline.covers(baseline.summary) || !asked.covers(baseline.summary) {
+        // A damaged baseline (bit rot in its bytes) is never sent: the peer would adopt the damage as source. A peer
+        // that holds every change it folds loses nothing by not getting it; one that lacks some cannot be served.
+        if let damage = baseline?.damage, let summary = baseline?.summary, !asked.covers(summary) {
+            throw .store(.damagedBaseline(damage))
+        }
+        if let baseline, baseline.damage == nil, !peerBaseline.covers(baseline.summary) || !asked.covers(baseline.summary) {
             try checkBaselineAvoidsForks(baseline.summary)
             pending = baseline
             if let baselineOffset, baselineOffset < UInt64(baseline.bytes.count) { offset = Int(baselineOffset) }

@@ -19,6 +19,15 @@ public struct StagedBaseline: Sendable, Equatable {
 public struct EncodedBaseline: Sendable, Equatable {
     public var summary: Summary
     public var bytes: [UInt8]
+    /// Why the stored bytes are not the ones stored (`Store.baselineDamage`), with `bytes` empty: such a baseline is
+    /// never sent, and a peer that needs it is refused.
+    public var damage: String?
+
+    public init(summary: Summary, bytes: [UInt8], damage: String? = nil) {
+        self.summary = summary
+        self.bytes = bytes
+        self.damage = damage
+    }
 }
 
 /// What adopting a pulled baseline did.
@@ -48,9 +57,11 @@ extension Store {
     static func encodedBaseline(_ db: Database) throws -> EncodedBaseline? {
         guard let row = try Row.fetchOne(db, sql: "SELECT summary, data FROM baseline WHERE id = 1") else { return nil }
         let bytes = [UInt8](row[1] as Data)
-        // A damaged baseline is never sent: the receiver would adopt the damage as source.
-        if let damage = try baselineDamage(db, bytes) { throw StoreError.damagedBaseline(damage) }
-        return EncodedBaseline(summary: try Summary(parsing: row[0] as String), bytes: bytes)
+        // A damaged baseline is never sent: the receiver would adopt the damage as source. Its summary still says
+        // what it folds, so that a session can tell whether the peer needs it at all.
+        let summary = try Summary(parsing: row[0] as String)
+        if let damage = try baselineDamage(db, bytes) { return EncodedBaseline(summary: summary, bytes: [], damage: damage) }
+        return EncodedBaseline(summary: summary, bytes: bytes)
     }
 
     /// The baseline staged from `peer`, or nil.
@@ -315,7 +326,25 @@ extension Replica {
                 try db.execute(sql: "DELETE FROM staged_baseline_chunks WHERE peer = ?", arguments: [peer])
                 try db.execute(sql: "DELETE FROM staged_baselines WHERE peer = ?", arguments: [peer])
             }
-            let current = try Store.baseline(db)
+            let current: Baseline?
+            do {
+                current = try Store.baseline(db)
+            } catch StoreError.damagedBaseline(let detail) {
+                // A damaged baseline is healed by a peer's that folds everything it folded (DESIGN §10): replaced
+                // whole, since nothing of it can be trusted to join. What it folded is read from its summary column
+                // and, where the damaged bytes still decode, from them too; a baseline that folds less is refused.
+                var folded = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1")
+                    .map { try Summary(parsing: $0) } ?? Summary()
+                if let bytes = try Data.fetchOne(db, sql: "SELECT data FROM baseline WHERE id = 1"),
+                    let decoded = try? Baseline(decoding: [UInt8](bytes)[...])
+                {
+                    for timeline in decoded.summary.timelines { folded[timeline] = max(folded[timeline], decoded.summary[timeline]) }
+                }
+                guard folded.timelines.allSatisfy({ incoming.summary[$0] >= folded[$0] }) else {
+                    throw StoreError.damagedBaseline(detail)
+                }
+                current = nil
+            }
             var joined: Baseline
             do {
                 // Checking the snapshot up front (it is decoded there) refuses a damaged one, or one naming what the

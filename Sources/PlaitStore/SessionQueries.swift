@@ -59,6 +59,13 @@ extension Store {
             return view
     }
 
+    /// The changes folded into the baseline as its summary column says, nil without one (nothing is decoded).
+    public func baselineSummaryIfAny() throws -> Summary? {
+        try read { db in
+            try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1").map { try Summary(parsing: $0) }
+        }
+    }
+
     /// The changes folded into the baseline (empty without one), without decoding the baseline itself.
     public func baselineSummary() throws -> Summary {
         try read { db in

@@ -56,6 +56,12 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     /// OpenSSL failed to sign a change (out of memory, a broken provider), with its message.
     case signingFailed(detail: String)
 
+    /// Whether this is `.damagedBaseline`.
+    public var isDamagedBaseline: Bool {
+        if case .damagedBaseline = self { return true }
+        return false
+    }
+
     public var description: String { describing(unchanged: "nothing was changed") }
 
     /// The description, with `unchanged` saying what the failure left as it was where the description says
@@ -103,8 +109,9 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
                 + "changed. Run `plait rejoin` to go on with a new timeline (`plait doctor` says more)."
         case let .damagedBaseline(detail):
             return "the stored baseline is damaged: \(detail); nothing was changed, and it is neither used nor sent. "
-                + "plait cannot yet pull a good baseline in its place: move plait.db aside (with its -wal and -shm "
-                + "files), run `plait init` (the home keeps its identity), pair your other devices again and sync."
+                + "A sync replaces it with a paired device's baseline once one folds at least as much; to rebuild "
+                + "this home now, move plait.db aside (with its -wal and -shm files), run `plait init` (the home "
+                + "keeps its identity), pair your other devices again and sync."
         case let .keyIsNotTimelines(timeline):
             return "this home's key (key.pem) is not the key this device's timeline \(timeline) was begun with, so "
                 + "every peer would refuse a change signed with it as forged; nothing was changed. An interrupted "

@@ -746,7 +746,9 @@ public final class Agent: @unchecked Sendable {
                 }
             }
         } catch {
-            if case .store = error { storeFailed() }
+            // A damaged baseline refuses only the peers that need it (it is never sent): the store itself works,
+            // and every other session goes on.
+            if case let .store(failure) = error, !failure.isDamagedBaseline { storeFailed() }
             switch error {
             case .notKept:
                 logger.debug("session with \(logLabel(peer)) ended: \(error)")

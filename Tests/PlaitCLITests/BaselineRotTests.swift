@@ -43,6 +43,43 @@ import Testing
             #expect(sync.status != 0, "\(sync)")
             let onNewbie = try sandbox.ok(["show", "--json", "--home", newbie.home]).stdout
             #expect(!onNewbie.contains("item-6y"), "\(onNewbie)")
+            // status still shows (it read the baseline whole, and failed).
+            #expect(try sandbox.ok(["status", "--home", laptop.home]).stdout.contains("baseline"))
+        }
+    }
+
+    /// A damaged baseline is healed by a peer's baseline that folds all it folded: replaced whole, after which
+    /// `doctor` finds the store sound and the text is the user's.
+    @Test func aPeersBaselineThatFoldsMoreReplacesARottedOne() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.pairedHomes(["laptop", "server"])
+            let (laptop, server) = (devices[0], devices[1])
+            try sandbox.ok(["list", "add", "L", "--home", laptop.home])
+            try sandbox.ok(
+                ["batch", "--home", laptop.home], stdin: (60..<80).map { "add L item-\($0)\n" }.joined())
+            // Each side edits after the other's changes, so each one's compaction folds the laptop's timeline.
+            var agent = try RunningAgent(sandbox: sandbox, home: server.home)
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
+            agent.stop()
+            try sandbox.ok(["add", "L", "s1", "--home", server.home])
+            agent = try RunningAgent(sandbox: sandbox, home: server.home)
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
+            try sandbox.ok(["compact", "--home", laptop.home])
+            try rotTheBaseline(laptop.home + "/plait.db")
+            try sandbox.ok(["add", "L", "x1", "--home", laptop.home])
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
+            agent.stop()
+            try sandbox.ok(["add", "L", "s2", "--home", server.home])
+            try sandbox.ok(["compact", "--home", server.home])
+            agent = try RunningAgent(sandbox: sandbox, home: server.home)
+            defer { agent.stop() }
+
+            let sync = try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
+            #expect(sync.stdout.contains("baseline"), "\(sync)")
+            let doctor = try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop.home])
+            #expect(!doctor.stdout.contains("damaged"), "\(doctor)")
+            let shown = try sandbox.ok(["show", "--json", "--home", laptop.home]).stdout
+            #expect(shown.contains("item-69") && !shown.contains("item-6y") && shown.contains("s2"), "\(shown)")
         }
     }
 }

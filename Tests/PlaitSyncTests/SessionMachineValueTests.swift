@@ -206,6 +206,31 @@ import Testing
         #expect(have == baselineSummary, "the changes the baseline holds are not sent again")
     }
 
+    /// A damaged baseline (bit rot in its stored bytes, bad-luck tester 2026-11-25, H1) is never sent: a peer that
+    /// holds every change it folds gets the changes without it; one that lacks some is refused with the damage.
+    @Test func aDamagedBaselineIsNeverSent() throws {
+        let damaged = EncodedBaseline(summary: [Self.mine: 3], bytes: [], damage: "its bytes are not the ones stored")
+        var holding = Self.machine()
+        _ = try Self.greet(&holding, hello: Self.hello(summary: [Self.mine: 3]), local: Self.status(summary: [Self.mine: 4]))
+        _ = try Self.answerWant(&holding, have: [Self.mine: 3], mine: [Self.mine: 4], baseline: damaged)
+        let next = try holding.nextOutgoing()
+        #expect(!Self.sent(next).contains { Self.chunkOf($0) != nil }, "\(next)")
+        guard case let .readPage(have, _, _, _, _) = next.last else {
+            Issue.record("no page: \(next)")
+            return
+        }
+        #expect(have == [Self.mine: 3])
+
+        var lacking = Self.machine()
+        _ = try Self.greet(&lacking, hello: Self.hello(summary: [:]), local: Self.status(summary: [Self.mine: 4]))
+        #expect {
+            _ = try Self.answerWant(&lacking, have: [:], mine: [Self.mine: 4], baseline: damaged)
+        } throws: { error in
+            guard case let .store(failure) = error as? SessionError else { return false }
+            return failure.isDamagedBaseline
+        }
+    }
+
     /// A Want asking to resume at an offset gets the baseline from there.
     @Test func baselineResumesAtTheAskedOffset() throws {
         var machine = Self.machine()
