@@ -55,6 +55,16 @@ public enum Doctor {
         do {
             identity = try Identity.load(directory: path)
         } catch {
+            if let retired = Home.interruptedKeySwap(at: path) {
+                // Both keys are here (H6): the advice is not to give the identity up.
+                checks.append(
+                    DoctorCheck(
+                        name: "certificate", status: .failed,
+                        detail: "\(path) \(Home.interruptedKeySwapProblem(retired))",
+                        advice: "run `plait rejoin`: it finishes the key swap (or undoes it, if no paired device was to "
+                            + "be told yet) and goes on with a new timeline."))
+                return nil
+            }
             checks.append(
                 DoctorCheck(
                     name: "certificate", status: .failed, detail: "\(error)",

@@ -46,7 +46,13 @@ public final class Home: @unchecked Sendable {
         get throws {
             try identityLock.withLock {
                 if loadedIdentity == nil {
-                    loadedIdentity = Result { try Identity.load(directory: path) }.mapError(Self.wrap)
+                    loadedIdentity = Result { try Identity.load(directory: path) }.mapError { error in
+                        // Between two keys (an interrupted `rejoin --new-key`, H6): not a lost key.
+                        if let retired = interruptedKeySwap() {
+                            return .file(path: path, problem: Self.interruptedKeySwapProblem(retired))
+                        }
+                        return Self.wrap(error)
+                    }
                 }
                 return try loadedIdentity!.get()
             }
@@ -81,7 +87,16 @@ public final class Home: @unchecked Sendable {
         replica.storedCheckpointInterval = config.checkpointInterval
         // Local changes are signed with the home's key (DESIGN §11), read at the first edit: reading the lists
         // never needs it. An old store's first edit moves the device onto a signed timeline.
-        replica.signWith { try P256Signer(directory: path) }
+        replica.signWith { [unowned self] in
+            do {
+                return try P256Signer(directory: path)
+            } catch {
+                if let retired = interruptedKeySwap() {
+                    throw PlaitError.file(path: path, problem: Self.interruptedKeySwapProblem(retired))
+                }
+                throw error
+            }
+        }
     }
 
     /// Creates a home: directory (mode 0700), key and certificate, store and first timeline. Refuses an

@@ -130,15 +130,90 @@ extension Home {
     /// retired identities, so that its end verifies and stops it everywhere; without it the timeline is left
     /// without an end (`ended` false), never ended with a signature every peer would refuse.
     public func rejoin(now: Int64 = Replica.now()) throws -> (
-        old: TimelineID, new: TimelineID, emitted: Int, ended: Bool
+        old: TimelineID, new: TimelineID, emitted: Int, ended: Bool, keySwap: String?
     ) {
+        let keySwap = try finishInterruptedKeySwap()
+        if keySwap != nil {
+            do {
+                replaceIdentity(try Identity.load(directory: path))
+            } catch {
+                throw Self.wrap(error)
+            }
+            replica.signWith { [path] in try P256Signer(directory: path) }
+        }
         var timelinesSigner: P256Signer?
         if let certificate = try store.certificate(of: try store.ownTimeline()),
             let current = try? identity, current.certificateDER != certificate
         {
             timelinesSigner = retiredSigner(of: certificate)
         }
-        return try replica.rejoin(now: now, retiredSigner: timelinesSigner)
+        let rejoined = try replica.rejoin(now: now, retiredSigner: timelinesSigner)
+        return (rejoined.old, rejoined.new, rejoined.emitted, rejoined.ended, keySwap)
+    }
+
+    /// The retired identity directory whose key swap `rejoin --new-key` began and did not finish: it still holds
+    /// the staging directory (`next/`) the new key was made in, which the command removes last. Nil when none.
+    public func interruptedKeySwap() -> String? { Self.interruptedKeySwap(at: path) }
+
+    /// `interruptedKeySwap()` of the home at `path`.
+    public static func interruptedKeySwap(at path: String) -> String? {
+        let root = path + "/" + retiredDirectoryName
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        return names.sorted().map { root + "/" + $0 }.first { directory in
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: directory + "/next", isDirectory: &isDirectory)
+                && isDirectory.boolValue
+        }
+    }
+
+    /// The sentence for a home whose key swap was interrupted: what it is and how to finish it.
+    static func interruptedKeySwapProblem(_ retired: String) -> String {
+        "is between its old key and its new one: `plait rejoin --new-key` was stopped while it swapped them (both "
+            + "are kept, in \(retired) and its next/ directory); nothing was changed. Run `plait rejoin` to finish it"
+    }
+
+    /// Finishes the key swap of a `rejoin --new-key` stopped between its renames (bad-luck tester 2026-11-25, H6):
+    /// the identity files were then split between the home, `retired/<old ID>/` and its `next/`, and the home's
+    /// identity did not load ("key.pem is missing; restore it from a backup"), though both keys were there.
+    /// When the store already records the paired devices to tell (the rekey's last step before the swap), the swap
+    /// goes forward: each old file the home still holds moves to `retired/<old ID>/`, each new one from `next/` to
+    /// the home. Otherwise nothing depends on the new key yet, and it goes back: the new key, its staging and the
+    /// statement are removed, and the old files return to the home. Returns what it did (one sentence), nil when
+    /// there was nothing to finish.
+    func finishInterruptedKeySwap() throws -> String? {
+        guard let retired = interruptedKeySwap() else { return nil }
+        let agentLock = try AgentLock.acquire(home: path)
+        defer { agentLock.release() }
+        let staging = retired + "/next"
+        let oldID = (retired as NSString).lastPathComponent
+        let recorded = try store.successionPending().values.contains { $0.filter { $0 != "-" } == oldID }
+        let manager = FileManager.default
+        for file in [Identity.keyFileName, Identity.certificateFileName] {
+            let inHome = path + "/" + file
+            let old = retired + "/" + file
+            let new = staging + "/" + file
+            if recorded {
+                guard manager.fileExists(atPath: new) else { continue }
+                if manager.fileExists(atPath: inHome), !manager.fileExists(atPath: old) { try Self.rename(inHome, to: old) }
+                if !manager.fileExists(atPath: inHome) { try Self.rename(new, to: inHome) }
+            } else {
+                if manager.fileExists(atPath: old), !manager.fileExists(atPath: inHome) { try Self.rename(old, to: inHome) }
+                unlink(new)
+            }
+        }
+        guard rmdir(staging) == 0 else {
+            throw PlaitError.file(
+                path: staging,
+                problem: "still holds files after finishing an interrupted `plait rejoin --new-key`; compare them "
+                    + "with the home's key.pem and cert.pem before removing anything")
+        }
+        if !recorded {
+            unlink(retired + "/" + Self.successionFileName)
+            rmdir(retired)
+            return "undid an interrupted `plait rejoin --new-key` (it had told no paired device of the new key, "
+                + "which is removed): this device keeps its Device ID; run `plait rejoin --new-key` again for a new one"
+        }
+        return "finished the key swap of an interrupted `plait rejoin --new-key`: the old key is in \(retired)"
     }
 
     /// The signer of the retired identity whose certificate is `certificate`, if one in `retired/` loads.

@@ -151,6 +151,7 @@ extension Plait {
             let home = try global.openHome()
             guard newKey else {
                 let result = try home.rejoin()
+                if let keySwap = result.keySwap { print(keySwap) }
                 if result.ended {
                     print("ended timeline \(result.old); now on \(result.new); re-sent \(result.emitted) changes")
                 } else {

@@ -17,9 +17,15 @@ import Glibc
     /// `rmdir(2)`: the one right after the last key file is moved into place (`Home.rejoinWithNewKey`). The PID
     /// held is strace's; the plait process it runs dies of the signal, and strace ends with it.
     func rekeyKilledAfterTheKeySwap(_ sandbox: Sandbox, home: String) throws {
+        try rekeyKilled(sandbox, home: home, entering: "rmdir", number: 1)
+    }
+
+    /// Runs `plait rejoin --new-key` on `home` under strace, which delivers SIGKILL to it as it enters its
+    /// `number`th `syscall`.
+    func rekeyKilled(_ sandbox: Sandbox, home: String, entering syscall: String, number: Int) throws {
         let strace = try ChildProcess(
             "/usr/bin/strace",
-            ["-f", "-qq", "-o", "/dev/null", "-e", "trace=rmdir", "-e", "inject=rmdir:signal=KILL:when=1",
+            ["-f", "-qq", "-o", "/dev/null", "-e", "trace=\(syscall)", "-e", "inject=\(syscall):signal=KILL:when=\(number)",
              try PlaitExecutable.path.get(), "rejoin", "--new-key", "--home", home],
             environment: sandbox.baseEnvironment, stderr: sandbox.root + "/strace.err")
         guard let ended = strace.wait(seconds: 60) else {
@@ -59,7 +65,8 @@ import Glibc
 
             // `rejoin` ends the old timeline with the retired key; the next edit and the sync reach the peer.
             let rejoin = try sandbox.ok(["rejoin", "--home", laptop.home])
-            #expect(rejoin.stdout.hasPrefix("ended timeline "), "\(rejoin)")
+            #expect(rejoin.stdout.contains("finished the key swap"), "\(rejoin)")
+            #expect(rejoin.stdout.contains("\nended timeline "), "\(rejoin)")
             try sandbox.ok(["add", "L", "after2", "--home", laptop.home])
             let sync = try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
             #expect(!sync.stdout.contains("ERROR") && !sync.stderr.contains("ERROR"), "\(sync)")
@@ -67,6 +74,42 @@ import Glibc
             #expect(onServer.contains("after2") && onServer.contains("before"), "\(onServer)")
             let peers = try sandbox.ok(["peers", "--home", server.home]).stdout
             #expect(!peers.contains("does not verify"), "\(peers)")
+            #expect(try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop.home]).status == 0)
+        }
+    }
+
+    /// Killed between its renames (bad-luck tester 2026-11-25, H6): a rekey makes six, the statement's two, then
+    /// the old key and certificate into `retired/<old ID>/` and the new ones into the home. Killed as it enters the
+    /// 4th, 5th or 6th, the home held one key file or none, and every command said "key.pem is missing; restore it
+    /// from a backup" — though both keys were there. `plait rejoin` now finishes the swap (the paired device was
+    /// recorded as one to tell), and the next edit reaches the peer under the new Device ID.
+    @Test(arguments: [3, 4, 5, 6])
+    func aRekeyKilledBetweenItsRenamesIsFinishedByRejoin(rename: Int) throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.pairedHomes(["laptop", "server"])
+            let (laptop, server) = (devices[0], devices[1])
+            try sandbox.ok(["list", "add", "L", "--home", laptop.home])
+            try sandbox.ok(["add", "L", "before", "--home", laptop.home])
+            let agent = try RunningAgent(sandbox: sandbox, home: server.home)
+            defer { agent.stop() }
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
+
+            try rekeyKilled(sandbox, home: laptop.home, entering: "rename", number: rename)
+            if rename > 3 {
+                let doctor = try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop.home])
+                #expect(doctor.stdout.contains("run `plait rejoin`"), "\(doctor)")
+                #expect(!doctor.stdout.contains("from a backup"), "\(doctor)")
+                let id = try sandbox.fails(["id", "--home", laptop.home])
+                #expect(id.stderr.contains("Run `plait rejoin` to finish it"), "\(id)")
+            }
+            let rejoin = try sandbox.ok(["rejoin", "--home", laptop.home])
+            #expect(rejoin.stdout.contains("finished the key swap"), "\(rejoin)")
+            #expect(try sandbox.ok(["id", "--home", laptop.home]).lines.last != laptop.id)
+            try sandbox.ok(["add", "L", "after", "--home", laptop.home])
+            let sync = try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
+            #expect(!sync.stdout.contains("ERROR") && !sync.stderr.contains("ERROR"), "\(sync)")
+            let onServer = try sandbox.ok(["show", "--json", "--home", server.home]).stdout
+            #expect(onServer.contains("after") && onServer.contains("before"), "\(onServer)")
             #expect(try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop.home]).status == 0)
         }
     }
