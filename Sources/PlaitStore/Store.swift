@@ -143,6 +143,9 @@ public final class Store: @unchecked Sendable {
     func writingPool() throws -> DatabasePool {
         try writerLock.withLock {
             if let writer { return writer }
+            // SQLite creates a missing file when it opens one for writing: a store deleted under a running agent
+            // came back empty, and the home was then refused as "not a plait store" (H8). It is never created here.
+            guard FileManager.default.fileExists(atPath: path) else { throw StoreError.deletedStore(path: path) }
             let pool = try Self.openWriter(path: path, synchronousFull: synchronousFull, busyTimeout: busyTimeout)
             if migrationsPending {
                 try Schema.migrator.migrate(pool)
@@ -182,6 +185,25 @@ public final class Store: @unchecked Sendable {
         }
     }
 
+    /// Whether the file at `path` holds nothing: no bytes, or a SQLite database of one page (its schema page) with
+    /// schema cookie 0, that is with no table ever made, and no -wal bytes that could hold one. Such a store is
+    /// what an interrupted `plait init` leaves, and `init` may replace it. Read from the file's header, without
+    /// opening it with SQLite (which would make -wal and -shm files beside a store that is not empty).
+    public static func isEmptyStore(at path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        let header = [UInt8](handle.readData(ofLength: 100))
+        try? handle.close()
+        if header.isEmpty { return true }
+        guard header.count == 100, String(decoding: header.prefix(15), as: UTF8.self) == "SQLite format 3" else {
+            return false
+        }
+        func bigEndian(_ offset: Int) -> UInt32 {
+            header[offset..<(offset + 4)].reduce(0) { $0 << 8 | UInt32($1) }
+        }
+        let walBytes = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+        return bigEndian(28) <= 1 && bigEndian(40) == 0 && walBytes == 0
+    }
+
     /// Refuses a missing file, one that is not SQLite or not a plait store, and one written by a newer plait,
     /// looking only through a read-only connection. Returns whether known migrations are still to run.
     @discardableResult
@@ -191,6 +213,8 @@ public final class Store: @unchecked Sendable {
         if let handle = FileHandle(forReadingAtPath: path) {
             let header = handle.readData(ofLength: 16)
             try? handle.close()
+            // No bytes at all: a store whose creation was cut off (bad-luck tester 2026-11-25, H10). It holds nothing.
+            if header.isEmpty { throw StoreError.emptyStore(path: path) }
             guard header.count == 16, String(decoding: header.prefix(15), as: UTF8.self) == "SQLite format 3" else {
                 throw StoreError.corrupt(path: path, detail: "not a SQLite database")
             }
@@ -203,6 +227,11 @@ public final class Store: @unchecked Sendable {
             let queue = try DatabaseQueue(path: StoreDiagnosis.readLocation(path), configuration: readOnly)
             defer { try? queue.close() }
             let (hasMigrations, superseded, applied, all) = try queue.read { db in
+                // No table at all (its -wal read too): nothing was ever stored in it. `init` cut off (H10), or a
+                // store deleted under a running agent and made again by it (H8): plait's, and empty, not foreign.
+                if try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") == 0 {
+                    throw StoreError.emptyStore(path: path)
+                }
                 let hasMigrations = try db.tableExists("grdb_migrations")
                 guard hasMigrations else { return (false, false, Set<String>(), [String]()) }
                 return (

@@ -37,6 +37,10 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
     case ownTimelineSuspect(timeline: TimelineID, reason: String)
     /// The own timeline is signed (DESIGN §11) but the store was opened without the key that signs it.
     case noSigningKey(timeline: TimelineID)
+    /// The store file holds nothing: no bytes, or a SQLite database with no table.
+    case emptyStore(path: String)
+    /// The store file was deleted (or moved) while this process had the store open.
+    case deletedStore(path: String)
     /// The stored baseline's bytes are not the ones stored (`Store.baselineDamage`).
     case damagedBaseline(String)
     /// The home's key is not the key the own timeline was begun with.
@@ -107,6 +111,15 @@ public enum StoreError: Error, CustomStringConvertible, Sendable {
         case let .ownTimelineSuspect(timeline, reason):
             return "this device's timeline \(timeline) may continue on another device: \(reason). Nothing was "
                 + "changed. Run `plait rejoin` to go on with a new timeline (`plait doctor` says more)."
+        case let .emptyStore(path):
+            return "\(path) is empty (no plait tables, so no data): left by an interrupted `plait init`, or made when "
+                + "the store was deleted under a running agent; nothing was changed. Run `plait init` to make the store "
+                + "again (the home keeps its key and Device ID), then pair and sync to bring the data back from your "
+                + "other devices, or restore the store from a backup."
+        case let .deletedStore(path):
+            return "\(path) is gone: the store was deleted or moved while plait had it open; nothing was written, "
+                + "and no new store was made in its place. Stop the agent; restore the store, or run `plait init` "
+                + "to make a new one (the home keeps its identity) and sync the data back from your other devices."
         case let .damagedBaseline(detail):
             return "the stored baseline is damaged: \(detail); nothing was changed, and it is neither used nor sent. "
                 + "A sync replaces it with a paired device's baseline once one folds at least as much; to rebuild "

@@ -145,6 +145,9 @@ public enum Doctor {
             return "run plait as the home's owner, or fix the owner and mode of \(storePath) and its directory."
         case .notAPlaitStore:
             return "check --home and $PLAIT_HOME: this file was not made by plait."
+        case .emptyStore:
+            return "`plait init` makes the store again (the home keeps its key.pem, cert.pem and Device ID); then pair "
+                + "your other devices again here and sync the data back, or restore the store from a backup."
         case .newerSchema:
             return "upgrade plait; this store is left as it is."
         case .busy:

@@ -114,7 +114,17 @@ public final class Home: @unchecked Sendable {
         if manager.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
             throw PlaitError.file(path: path, problem: "is a file, not a directory; nothing was changed")
         }
-        if manager.fileExists(atPath: storePath) { throw PlaitError.homeExists(path: path) }
+        if manager.fileExists(atPath: storePath) {
+            // A store that holds nothing (an `init` cut off, H10; one made empty under a running agent, H8) is made
+            // again rather than refusing the home for good. Its -wal and -shm go with it: they hold nothing either.
+            guard Store.isEmptyStore(at: storePath) else { throw PlaitError.homeExists(path: path) }
+            // Not under a running agent, which may hold that file open.
+            let agentLock = try AgentLock.acquire(home: path)
+            defer { agentLock.release() }
+            for file in [storePath, storePath + "-wal", storePath + "-shm"] where manager.fileExists(atPath: file) {
+                try? manager.removeItem(atPath: file)
+            }
+        }
         // A store's `-wal` left behind belongs to the store that was moved: SQLite would replay it into the new one.
         for leftover in [storePath + "-wal", storePath + "-shm"] where manager.fileExists(atPath: leftover) {
             throw PlaitError.file(

@@ -1,0 +1,78 @@
+import Foundation
+import PlaitNetnsSupport
+import PlaitTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A store that holds nothing is plait's own, not a foreign file (bad-luck tester 2026-11-25, H10 and H8): `init`
+/// killed before it wrote its tables, or a store deleted under a running agent that the agent then made again
+/// empty. Every command said the file "is a SQLite database but not a plait store … not made by plait", and `init`
+/// refused the home ("already holds a plait device"), so the home was stuck.
+@Suite struct EmptyStoreTests {
+    /// `plait init` killed by strace as it first opens the store's -wal (the store file exists, no table does).
+    @Test func anInitKilledBeforeItsTablesCanBeRunAgain() throws {
+        try withSandbox { sandbox in
+            let home = sandbox.root + "/laptop"
+            let strace = try ChildProcess(
+                "/usr/bin/strace",
+                ["-f", "-qq", "-o", "/dev/null", "-P", home + "/plait.db-wal", "-e", "trace=openat",
+                 "-e", "inject=openat:signal=KILL:when=1",
+                 try PlaitExecutable.path.get(), "init", "--name", "laptop", "--home", home],
+                environment: sandbox.baseEnvironment)
+            guard let ended = strace.wait(seconds: 60) else {
+                strace.stop()
+                throw CLITestFailure("strace running `plait init` did not end")
+            }
+            #expect(ended.bySignal && ended.status == SIGKILL, "\(ended)")
+            #expect(FileManager.default.fileExists(atPath: home + "/plait.db"))
+            let certificate = try Data(contentsOf: URL(fileURLWithPath: home + "/cert.pem"))
+
+            let show = try sandbox.fails(["show", "--home", home])
+            #expect(show.stderr.contains("is empty (no plait tables, so no data)"), "\(show)")
+            #expect(!show.stderr.contains("not a plait store"), "\(show)")
+            let doctor = try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", home])
+            #expect(doctor.stdout.contains("`plait init` makes the store again"), "\(doctor)")
+            #expect(!doctor.stdout.contains("not made by plait"), "\(doctor)")
+
+            try sandbox.ok(["init", "--name", "laptop", "--home", home])
+            #expect(
+                try Data(contentsOf: URL(fileURLWithPath: home + "/cert.pem")) == certificate,
+                "the identity made before is kept")
+            try sandbox.ok(["list", "add", "L", "--home", home])
+            try sandbox.ok(["add", "L", "milk", "--home", home])
+            #expect(try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", home]).status == 0)
+        }
+    }
+
+    /// The store deleted while an agent runs: the agent's first write used to make an empty store in its place.
+    /// It makes none now, and says the store is gone; `init` then makes it again and a sync brings the data back.
+    @Test func aStoreDeletedUnderARunningAgentIsNotMadeAgainEmpty() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.pairedHomes(["laptop", "server"])
+            let (laptop, server) = (devices[0], devices[1])
+            try sandbox.ok(["list", "add", "L", "--home", laptop.home])
+            try sandbox.ok(["add", "L", "milk", "--home", laptop.home])
+            let serverAgent = try RunningAgent(sandbox: sandbox, home: server.home)
+            defer { serverAgent.stop() }
+            try sandbox.ok(["sync", "--peer", serverAgent.address, "--home", laptop.home])
+
+            let agent = try RunningAgent(sandbox: sandbox, home: laptop.home)
+            let store = laptop.home + "/plait.db"
+            for file in [store, store + "-wal", store + "-shm"] { unlink(file) }
+            // The server's next change makes the laptop's agent write (the first write opens its writer).
+            try sandbox.ok(["add", "L", "eggs", "--home", server.home])
+            _ = try sandbox.run(["sync", "--peer", agent.address, "--home", server.home])
+            #expect(!FileManager.default.fileExists(atPath: store), "the agent made a store in place of the deleted one")
+            agent.stop()
+
+            try sandbox.ok(["init", "--name", "laptop", "--home", laptop.home])
+            try sandbox.ok(["pair", "--trust", server.id, "--home", laptop.home])
+            try sandbox.ok(["sync", "--peer", serverAgent.address, "--home", laptop.home])
+            let shown = try sandbox.ok(["show", "--json", "--home", laptop.home]).stdout
+            #expect(shown.contains("milk") && shown.contains("eggs"), "\(shown)")
+        }
+    }
+}
