@@ -677,6 +677,13 @@ struct SessionMachine {
             guard var current = stream, let baseline else {
                 throw .store(.inconsistent("the baseline vanished during a sync"))
             }
+            if let damage = baseline.damage {
+                // Never sent (see `startStream`); a peer that holds what it folds goes on without it.
+                guard current.have.covers(baseline.summary) else { throw .store(.damagedBaseline(damage)) }
+                current.baselineSummary = baseline.summary
+                stream = current
+                return try nextOutgoing()
+            }
             try checkBaselineAvoidsForks(baseline.summary)
             current.baselineSummary = baseline.summary
             current.have = current.have.union(baseline.summary)

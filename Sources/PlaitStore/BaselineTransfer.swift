@@ -329,19 +329,15 @@ extension Replica {
             let current: Baseline?
             do {
                 current = try Store.baseline(db)
-            } catch StoreError.damagedBaseline(let detail) {
+            } catch StoreError.damagedBaseline {
                 // A damaged baseline is healed by a peer's that folds everything it folded (DESIGN §10): replaced
                 // whole, since nothing of it can be trusted to join. What it folded is read from its summary column
-                // and, where the damaged bytes still decode, from them too; a baseline that folds less is refused.
-                var folded = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1")
+                // (its damaged bytes may say anything). A baseline that folds less is not adopted: every change it
+                // folds is held here already, in the damaged baseline or as a stored change, so nothing is lost.
+                let folded = try String.fetchOne(db, sql: "SELECT summary FROM baseline WHERE id = 1")
                     .map { try Summary(parsing: $0) } ?? Summary()
-                if let bytes = try Data.fetchOne(db, sql: "SELECT data FROM baseline WHERE id = 1"),
-                    let decoded = try? Baseline(decoding: [UInt8](bytes)[...])
-                {
-                    for timeline in decoded.summary.timelines { folded[timeline] = max(folded[timeline], decoded.summary[timeline]) }
-                }
                 guard folded.timelines.allSatisfy({ incoming.summary[$0] >= folded[$0] }) else {
-                    throw StoreError.damagedBaseline(detail)
+                    return BaselineAdoption(changed: false, summary: folded, foldedAway: 0, replayed: 0)
                 }
                 current = nil
             }

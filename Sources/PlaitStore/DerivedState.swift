@@ -175,6 +175,9 @@ public struct DerivedStateVerification: Sendable {
     public var changes: Int
     /// The stored baseline, if there is one.
     public var baseline: BaselineVerification?
+    /// Whether the baseline's problem is that its bytes are not the ones stored (bit rot), not that they do not
+    /// decode or disagree with their columns.
+    public var baselineDamaged = false
     public var checkpoints: Int
     /// Checkpoints that do not decode or do not equal the replayed state at their change.
     public var checkpointProblems: [String]
@@ -216,6 +219,7 @@ extension Store {
             var check = BaselineVerification(summary: Summary(), digest: SHA256.hash(bytes))
             // Bytes that are not the ones stored are reported as such, not decoded: what they decode to is damage.
             check.problem = try Store.baselineDamage(db, bytes)
+            result.baselineDamaged = check.problem != nil
             if check.problem == nil {
                 do {
                     let baseline = try Baseline(decoding: bytes[...])

@@ -178,7 +178,8 @@ extension Store {
         }
         // What the baseline folded and the records held name the rest (PROTOCOL.md §22.8).
         let known = try forkRecords(db, root: root)
-        let folded = try baseline(db)
+        // A damaged baseline names no anchors (a pulled baseline is replacing it, `adopt`); the records do.
+        let folded = (try? baseline(db)) ?? nil
         let anchors = folded?.anchors(of: root) ?? []
         let naming = ForkBranch.name(root: root, nodes, anchors: anchors, known: known)
         let names = naming.names

@@ -65,6 +65,14 @@ extension Store {
                     } ?? false
                 } ?? false)
             guard intact else { continue }
+            // The last change is found through the `changes_by_timeline` index; a stale entry there can hide the
+            // real last one (H4). Later changes of a timeline have later Lamport times, so the table itself (its
+            // primary key starts with the Lamport time) is asked for any beyond it: then the index, not the
+            // record, is what is damaged, and `repair` rebuilds it.
+            let beyond = try Int64.fetchOne(
+                db, sql: "SELECT max(seq) FROM changes NOT INDEXED WHERE lamport >= ? AND tl = ?",
+                arguments: [Int64(bitPattern: change.lamport), column])
+            if let beyond, UInt64(bitPattern: beyond) > change.seq { continue }
             faults.append(
                 HeadRecordFault(
                     timeline: change.timeline, recorded: (recordedSeq, recordedLamport),

@@ -45,7 +45,10 @@ extension Store {
                 summary[row.timeline] = row.seq
                 heads[row.timeline] = LocalView.Head(seq: row.seq, hash: row.hash)
             }
-            let baseline = try Row.fetchOne(db, sql: "SELECT summary, data FROM baseline WHERE id = 1")
+            var baseline = try Row.fetchOne(db, sql: "SELECT summary, data FROM baseline WHERE id = 1")
+            // A damaged baseline is announced as none: a peer then sends its own, which replaces it if it folds as
+            // much (`adopt`), and nothing compares the damage with a peer's baseline.
+            if let row = baseline, try baselineDamage(db, [UInt8](row[1] as Data)) != nil { baseline = nil }
             var view = LocalView(
                 ownTimeline: try Self.ownTimeline(db), summary: summary, heads: heads,
                 baselineSummary: try baseline.map { try Summary(parsing: $0[0] as String) } ?? Summary(),

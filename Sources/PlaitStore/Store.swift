@@ -355,12 +355,17 @@ public final class Store: @unchecked Sendable {
             sql: "INSERT OR REPLACE INTO baseline (id, summary, max_lamport, data) VALUES (1, ?, ?, ?)",
             arguments: [baseline.summary.description, Int64(baseline.maxLamport), Data(bytes)])
         try Meta.set(db, .baselineDigest, Data(SHA256.hash(bytes)))
+        try Meta.set(db, .baselineDigestOf, "\(baseline.summary)|\(baseline.maxLamport)")
     }
 
     /// Why the stored baseline's bytes (`bytes`, read from its row) are not the ones stored, or nil when they are
     /// (or when no digest was recorded with them: a baseline written before the digest was kept).
     static func baselineDamage(_ db: Database, _ bytes: [UInt8]) throws -> String? {
-        guard let recorded = try Meta.get(db, .baselineDigest) as Data? else { return nil }
+        guard let recorded = try Meta.get(db, .baselineDigest) as Data?,
+            let recordedFor = try Meta.get(db, .baselineDigestOf) as String?,
+            let row = try Row.fetchOne(db, sql: "SELECT summary, max_lamport FROM baseline WHERE id = 1"),
+            recordedFor == "\(row[0] as String)|\(UInt64(bitPattern: row[1] as Int64))"
+        else { return nil }
         let digest = SHA256.hash(bytes)
         guard digest != [UInt8](recorded) else { return nil }
         return "its bytes are not the ones stored (their SHA-256 is \(digest.hexString.prefix(16)), "
@@ -522,6 +527,9 @@ enum Meta {
         /// The SHA-256 of the baseline's bytes as they were stored (`Store.writeBaseline`). Absent in stores whose
         /// baseline was written before it: their baseline is not checked until it is next written.
         case baselineDigest = "baseline_sha256"
+        /// The baseline row the digest was recorded for (`summary|max_lamport`): a baseline written by a plait built
+        /// before the digest was kept (an older agent still running) is not checked against another's digest.
+        case baselineDigestOf = "baseline_sha256_of"
     }
 
     static func get<T: DatabaseValueConvertible>(_ db: Database, _ key: Key) throws -> T? {

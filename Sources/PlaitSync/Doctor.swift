@@ -180,8 +180,12 @@ public enum Doctor {
                 checks.append(
                     DoctorCheck(
                         name: "baseline", status: .failed, detail: "the stored baseline is damaged: \(problem)",
-                        advice: "stop the agent, copy \(storePath) aside, and sync a fresh home (`plait init`) from a "
-                            + "paired device."))
+                        advice: verification.baselineDamaged
+                            ? "run `plait sync`: a paired device's baseline that folds as much replaces it (it is "
+                                + "neither used nor sent meanwhile); failing that, stop the agent, copy \(storePath) "
+                                + "aside, and sync a fresh home (`plait init`) from a paired device."
+                            : "stop the agent, copy \(storePath) aside, and sync a fresh home (`plait init`) from a "
+                                + "paired device."))
             } else {
                 checks.append(
                     DoctorCheck(

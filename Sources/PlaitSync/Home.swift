@@ -87,11 +87,11 @@ public final class Home: @unchecked Sendable {
         replica.storedCheckpointInterval = config.checkpointInterval
         // Local changes are signed with the home's key (DESIGN §11), read at the first edit: reading the lists
         // never needs it. An old store's first edit moves the device onto a signed timeline.
-        replica.signWith { [unowned self] in
+        replica.signWith {
             do {
                 return try P256Signer(directory: path)
             } catch {
-                if let retired = interruptedKeySwap() {
+                if let retired = Self.interruptedKeySwap(at: path) {
                     throw PlaitError.file(path: path, problem: Self.interruptedKeySwapProblem(retired))
                 }
                 throw error

@@ -175,29 +175,34 @@ extension Home {
     /// Finishes the key swap of a `rejoin --new-key` stopped between its renames (bad-luck tester 2026-11-25, H6):
     /// the identity files were then split between the home, `retired/<old ID>/` and its `next/`, and the home's
     /// identity did not load ("key.pem is missing; restore it from a backup"), though both keys were there.
-    /// When the store already records the paired devices to tell (the rekey's last step before the swap), the swap
-    /// goes forward: each old file the home still holds moves to `retired/<old ID>/`, each new one from `next/` to
-    /// the home. Otherwise nothing depends on the new key yet, and it goes back: the new key, its staging and the
-    /// statement are removed, and the old files return to the home. Returns what it did (one sentence), nil when
-    /// there was nothing to finish.
+    ///
+    /// Where each file is says how far the swap went: an old file is in `retired/<old ID>/` once moved, else in the
+    /// home; a new one is in `next/` until moved, then in the home. When both new files are somewhere, the swap goes
+    /// forward (what the user asked for): each old file the home still holds moves to `retired/<old ID>/`, each new
+    /// one from `next/` to the home. When a new file is nowhere (the command stopped while it made the new key,
+    /// before any rename), it goes back: the old files return to the home and the partial new key, the statement and
+    /// the directories are removed. Returns what it did (one sentence), nil when there was nothing to finish.
     func finishInterruptedKeySwap() throws -> String? {
         guard let retired = interruptedKeySwap() else { return nil }
         let agentLock = try AgentLock.acquire(home: path)
         defer { agentLock.release() }
         let staging = retired + "/next"
-        let oldID = (retired as NSString).lastPathComponent
-        let recorded = try store.successionPending().values.contains { $0.filter { $0 != "-" } == oldID }
         let manager = FileManager.default
-        for file in [Identity.keyFileName, Identity.certificateFileName] {
+        let files = [Identity.keyFileName, Identity.certificateFileName]
+        let exists = { (file: String) in manager.fileExists(atPath: file) }
+        // A new file is in next/, or in the home once its old one has moved to retired/.
+        let newComplete = files.allSatisfy { file in
+            exists(staging + "/" + file) || (exists(retired + "/" + file) && exists(path + "/" + file))
+        }
+        for file in files {
             let inHome = path + "/" + file
             let old = retired + "/" + file
             let new = staging + "/" + file
-            if recorded {
-                guard manager.fileExists(atPath: new) else { continue }
-                if manager.fileExists(atPath: inHome), !manager.fileExists(atPath: old) { try Self.rename(inHome, to: old) }
-                if !manager.fileExists(atPath: inHome) { try Self.rename(new, to: inHome) }
+            if newComplete {
+                if exists(inHome), !exists(old), exists(new) { try Self.rename(inHome, to: old) }
+                if exists(new), !exists(inHome) { try Self.rename(new, to: inHome) }
             } else {
-                if manager.fileExists(atPath: old), !manager.fileExists(atPath: inHome) { try Self.rename(old, to: inHome) }
+                if exists(old), !exists(inHome) { try Self.rename(old, to: inHome) }
                 unlink(new)
             }
         }
@@ -207,11 +212,11 @@ extension Home {
                 problem: "still holds files after finishing an interrupted `plait rejoin --new-key`; compare them "
                     + "with the home's key.pem and cert.pem before removing anything")
         }
-        if !recorded {
+        if !newComplete {
             unlink(retired + "/" + Self.successionFileName)
             rmdir(retired)
-            return "undid an interrupted `plait rejoin --new-key` (it had told no paired device of the new key, "
-                + "which is removed): this device keeps its Device ID; run `plait rejoin --new-key` again for a new one"
+            return "undid an interrupted `plait rejoin --new-key` (it stopped while making the new key, which is "
+                + "removed): this device keeps its Device ID; run `plait rejoin --new-key` again for a new one"
         }
         return "finished the key swap of an interrupted `plait rejoin --new-key`: the old key is in \(retired)"
     }

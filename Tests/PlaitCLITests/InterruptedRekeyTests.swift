@@ -113,4 +113,24 @@ import Glibc
             #expect(try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop.home]).status == 0)
         }
     }
+
+    /// The same on a device with no paired device to tell: the swap still goes forward (no paired device was
+    /// recorded, which must not make it go back half way: a review found the new key then left beside the old
+    /// certificate), and the home's identity is whole afterwards.
+    @Test(arguments: [4, 6])
+    func aRekeyOfAnUnpairedDeviceKilledBetweenItsRenamesIsFinished(rename: Int) throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            try sandbox.ok(["list", "add", "L"])
+            try sandbox.ok(["add", "L", "before"])
+            let id = try sandbox.ok(["id"]).lines.last
+            try rekeyKilled(sandbox, home: sandbox.home, entering: "rename", number: rename)
+            let rejoin = try sandbox.ok(["rejoin"])
+            #expect(rejoin.stdout.contains("finished the key swap"), "\(rejoin)")
+            #expect(try sandbox.ok(["id"]).lines.last != id)
+            try sandbox.ok(["add", "L", "after"])
+            #expect(try sandbox.shown().first?.pendingTexts == ["before", "after"])
+            #expect(try sandbox.run(["doctor", "--listen", "127.0.0.1:0"]).status == 0)
+        }
+    }
 }
