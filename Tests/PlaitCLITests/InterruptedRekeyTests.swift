@@ -37,15 +37,28 @@ import Glibc
         #expect(ended.bySignal && ended.status == SIGKILL, "strace: \(ended), \(errors)")
     }
 
+    /// A laptop and a server paired, the laptop holding list L with item "before", synced to the server's agent
+    /// (the caller stops it).
+    func laptopSyncedToAServerAgent(_ sandbox: Sandbox) throws -> (
+        laptop: (home: String, id: String), server: (home: String, id: String), agent: RunningAgent
+    ) {
+        let devices = try sandbox.pairedHomes(["laptop", "server"])
+        try sandbox.ok(["list", "add", "L", "--home", devices[0].home])
+        try sandbox.ok(["add", "L", "before", "--home", devices[0].home])
+        let agent = try RunningAgent(sandbox: sandbox, home: devices[1].home)
+        do {
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", devices[0].home])
+        } catch {
+            agent.stop()
+            throw error
+        }
+        return (devices[0], devices[1], agent)
+    }
+
     @Test func anInterruptedRekeyIsFinishedByRejoinAndNothingIsSignedWithTheWrongKey() throws {
         try withSandbox { sandbox in
-            let devices = try sandbox.pairedHomes(["laptop", "server"])
-            let (laptop, server) = (devices[0], devices[1])
-            try sandbox.ok(["list", "add", "L", "--home", laptop.home])
-            try sandbox.ok(["add", "L", "before", "--home", laptop.home])
-            let agent = try RunningAgent(sandbox: sandbox, home: server.home)
+            let (laptop, server, agent) = try laptopSyncedToAServerAgent(sandbox)
             defer { agent.stop() }
-            try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
 
             try rekeyKilledAfterTheKeySwap(sandbox, home: laptop.home)
             // The half-done state: the new key in the home, the old one retired, the store on the old timeline.
@@ -86,13 +99,8 @@ import Glibc
     @Test(arguments: [3, 4, 5, 6])
     func aRekeyKilledBetweenItsRenamesIsFinishedByRejoin(rename: Int) throws {
         try withSandbox { sandbox in
-            let devices = try sandbox.pairedHomes(["laptop", "server"])
-            let (laptop, server) = (devices[0], devices[1])
-            try sandbox.ok(["list", "add", "L", "--home", laptop.home])
-            try sandbox.ok(["add", "L", "before", "--home", laptop.home])
-            let agent = try RunningAgent(sandbox: sandbox, home: server.home)
+            let (laptop, server, agent) = try laptopSyncedToAServerAgent(sandbox)
             defer { agent.stop() }
-            try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop.home])
 
             try rekeyKilled(sandbox, home: laptop.home, entering: "rename", number: rename)
             if rename > 3 {
