@@ -194,8 +194,15 @@ public final class APIAuth: Sendable {
     /// A new session for a login proven another way (the password, over HTTPS).
     func openSession() throws -> SessionSecrets { try state.withLock { try newSession(in: &$0) } }
 
+    /// Under the lock: ends every session held when the sessions file is gone (see `acceptsSession`), so that no
+    /// later write brings them back.
+    private func endSessionsIfTheFileIsGone(_ grants: inout Grants) {
+        if !grants.sessions.isEmpty, !FileManager.default.fileExists(atPath: sessionsPath) { grants.sessions = [:] }
+    }
+
     /// Under the lock: a new session, stored with the others that have not expired.
     private func newSession(in grants: inout Grants) throws -> SessionSecrets {
+        endSessionsIfTheFileIsGone(&grants)
         let secrets = SessionSecrets(cookie: Self.randomText(bytes: 32), pageKey: Self.randomText(bytes: 32))
         let now = Date()
         var sessions = grants.sessions.filter { $0.value.expires > now }
@@ -210,6 +217,7 @@ public final class APIAuth: Sendable {
     /// bring it back. The key is asked for as on every request: a cookie alone signs no one out either.
     func endSession(cookie: String, pageKey: String) throws {
         try state.withLock { grants in
+            endSessionsIfTheFileIsGone(&grants)
             let digest = Self.digest(cookie)
             let now = Date()
             guard let session = grants.sessions[digest], Self.matches(session, pageKey: pageKey, now: now) else {
@@ -222,9 +230,18 @@ public final class APIAuth: Sendable {
     }
 
     /// Whether `cookie` and `pageKey` are the two secrets of one unexpired session.
+    ///
+    /// The sessions file is where sessions are ended from outside the agent: it is written whole with every
+    /// session held (never absent while one is), and `plait gui --set-password` and `--clear-password` delete it,
+    /// as a user may. When it is gone, every session held ends (API hostile tester 2026-11-25, G9: a new password
+    /// left the sessions opened with the old one working for their 7 days, until the agent restarted).
     func acceptsSession(cookie: String, pageKey: String, now: Date = Date()) -> Bool {
         let digest = Self.digest(cookie)
-        guard let session = state.withLock({ $0.sessions[digest] }) else { return false }
+        let session = state.withLock { grants -> Session? in
+            endSessionsIfTheFileIsGone(&grants)
+            return grants.sessions[digest]
+        }
+        guard let session else { return false }
         return Self.matches(session, pageKey: pageKey, now: now)
     }
 

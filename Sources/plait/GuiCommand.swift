@@ -21,7 +21,9 @@ extension Plait {
                 (made in <home>/gui/ on first use; not the device's sync identity). --set-password reads the \
                 password from standard input (asking twice, without echo, on a terminal; never from the command \
                 line, where other users could see it) and stores only a scrypt hash of it in \
-                <home>/api-password; a running agent takes the new one at the next login. There `plait gui` \
+                <home>/api-password; a running agent takes the new one at the next login. Setting or clearing \
+                the password signs out every page (it deletes <home>/api-sessions, which ends them in a running \
+                agent too; deleting that file by hand does the same). There `plait gui` \
                 prints an https:// URL with a login code (single-use, 60 s, as on loopback; without the agent's \
                 socket, the address alone, for the password) and the certificate's SHA-256 fingerprint: check \
                 that the browser shows the same before accepting the certificate. Wrong passwords are answered \
@@ -54,11 +56,13 @@ extension Plait {
             if setPassword {
                 try APIPassword.set(try Self.readPassword(), homePath: home.path)
                 print("password set (only its scrypt hash is stored, in \(home.path)/\(APIPassword.fileName))")
+                print(try Self.endSessions(homePath: home.path))
                 return
             }
             if clearPassword {
                 try APIPassword.clear(homePath: home.path)
                 print("password removed; a non-loopback api.listen is refused from the next agent start")
+                print(try Self.endSessions(homePath: home.path))
                 return
             }
             // The agent's Unix socket needs no token (the kernel vouches for the caller, DESIGN §12): a token
@@ -121,6 +125,19 @@ extension Plait {
         static let codeSeconds = APIAuth.defaultCodeLifetime.components.seconds
 
         /// The new password: on a terminal typed twice without echo, otherwise the first line of standard input.
+        /// Ends every page session (a new password is what one sets after a suspected leak): deletes the sessions
+        /// file, and the agent, which holds the sessions, ends them all at the next request (`APIAuth`).
+        static func endSessions(homePath: String) throws -> String {
+            let path = homePath + "/" + APIAuth.sessionsFileName
+            guard unlink(path) == 0 || errno == ENOENT else {
+                throw PlaitError.file(
+                    path: path, problem: "cannot be removed (\(String(cString: strerror(errno)))), so pages signed in "
+                        + "stay signed in; remove it by hand")
+            }
+            return "every page signed in to this device's agent is signed out (sign in again with the new password, "
+                + "or `plait gui`)"
+        }
+
         static func readPassword() throws -> String {
             guard isatty(STDIN_FILENO) != 0 else {
                 guard let line = readLine(strippingNewline: true) else {

@@ -108,4 +108,24 @@ import Testing
             #expect(!sessions.contains { $0["sha256"] as? String == hash(old) }, "\(sessions)")
         }
     }
+
+    /// A new password ends every session (API hostile tester 2026-11-25, G9): the sessions opened before
+    /// `plait gui --set-password` worked on for their 7 days, until the agent restarted. Now setting (or clearing)
+    /// the password deletes the sessions file, and the running agent ends them all; a new sign-in works, and the
+    /// old session does not come back with it.
+    @Test func aNewPasswordEndsEverySession() throws {
+        try withSandbox { sandbox in
+            try sandbox.initialize()
+            let api = try APIAgent(sandbox: sandbox, home: sandbox.home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            let old = try api.signIn(sandbox)
+            #expect(try status(api, old) == 200)
+            let set = try sandbox.ok(["gui", "--set-password"], stdin: "a new password of some length\n")
+            #expect(set.stdout.contains("every page signed in to this device's agent is signed out"), "\(set)")
+            #expect(try status(api, old) == 401)
+            let fresh = try api.signIn(sandbox)
+            #expect(try status(api, fresh) == 200)
+            #expect(try status(api, old) == 401)
+        }
+    }
 }
