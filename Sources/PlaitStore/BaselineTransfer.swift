@@ -60,7 +60,9 @@ extension Store {
         // A damaged baseline is never sent: the receiver would adopt the damage as source. Its summary still says
         // what it folds, so that a session can tell whether the peer needs it at all.
         let summary = try Summary(parsing: row[0] as String)
-        if let damage = try baselineDamage(db, bytes) { return EncodedBaseline(summary: summary, bytes: [], damage: damage) }
+        if let damage = try baselineDamage(db, digest: SHA256.hash(bytes)) {
+            return EncodedBaseline(summary: summary, bytes: [], damage: damage)
+        }
         return EncodedBaseline(summary: summary, bytes: bytes)
     }
 

@@ -218,7 +218,7 @@ extension Store {
             let bytes = [UInt8](try row.decode(Data.self, atIndex: 2))
             var check = BaselineVerification(summary: Summary(), digest: SHA256.hash(bytes))
             // Bytes that are not the ones stored are reported as such, not decoded: what they decode to is damage.
-            check.problem = try Store.baselineDamage(db, bytes)
+            check.problem = try Store.baselineDamage(db, digest: check.digest)
             result.baselineDamaged = check.problem != nil
             if check.problem == nil {
                 do {

@@ -34,71 +34,73 @@ public struct HeadRecordFault: Sendable, Equatable, CustomStringConvertible {
 }
 
 extension Store {
-    /// Every timeline whose head record does not describe its last stored change while that change is shown
-    /// intact (`HeadRecordFault`). A last change that is not shown intact is left to `damagedChanges`: its bytes,
-    /// not the record, may be what changed. Timelines held only in the baseline are not checked here. Reads one
-    /// change per timeline; verifies a signature only where the record disagrees.
-    static func headRecordFaults(_ db: Database, only timeline: TimelineID? = nil) throws -> [HeadRecordFault] {
-        let filter = timeline.map { "WHERE tl = \(timelineColumn($0.rawValue))" } ?? ""
-        let rows = try Row.fetchAll(db, sql: "SELECT tl, head_seq, head_lamport, head_hash FROM timelines \(filter)")
-        guard !rows.isEmpty else { return [] }
-        let last = try db.makeStatement(
-            sql: "SELECT \(try ChangeRows.columns(db)) FROM changes WHERE tl = ? ORDER BY seq DESC LIMIT 1")
-        var faults: [HeadRecordFault] = []
-        for row in rows {
-            let column = try row.decode(Int64.self, atIndex: 0)
-            let recordedSeq = UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1))
-            let recordedLamport = UInt64(bitPattern: try row.decode(Int64.self, atIndex: 2))
-            let recordedHash = [UInt8](try row.decode(Data.self, atIndex: 3))
-            last.arguments = [column]
-            var found: (Change, [UInt8]?)?
-            try ChangeRows.scanSigned(last, withChain: true) { change, signature in found = (change, signature) }
-            guard let (change, signature) = found else { continue }
-            let hash = SHA256.hash(change.canonicalBytes)
-            if recordedSeq == change.seq && recordedLamport == change.lamport && recordedHash == hash { continue }
-            // Intact: the record's own hash agrees (so the change's bytes are as written), or the change's signature
-            // verifies over its hash under its timeline's key (every stored head of a signed timeline is signed).
-            let intact = recordedHash == hash
-                || (signature.map { signature in
-                    (try? certificate(db, of: change.timeline)).flatMap { $0 }.map {
-                        Replica.verifier.verify(signature: signature, changeHash: hash, certificate: $0)
-                    } ?? false
-                } ?? false)
-            guard intact else { continue }
-            // The last change is found through the `changes_by_timeline` index; a stale entry there can hide the
-            // real last one (H4). Later changes of a timeline have later Lamport times, so the table itself (its
-            // primary key starts with the Lamport time) is asked for any beyond it: then the index, not the
-            // record, is what is damaged, and `repair` rebuilds it.
-            let beyond = try Int64.fetchOne(
-                db, sql: "SELECT max(seq) FROM changes NOT INDEXED WHERE lamport >= ? AND tl = ?",
-                arguments: [Int64(bitPattern: change.lamport), column])
-            if let beyond, UInt64(bitPattern: beyond) > change.seq { continue }
-            faults.append(
-                HeadRecordFault(
-                    timeline: change.timeline, recorded: (recordedSeq, recordedLamport),
-                    last: (change.seq, change.lamport, hash), hashDiffers: recordedHash != hash))
-        }
-        return faults
+    /// How a timeline's head record stands against its last stored change.
+    enum HeadCheck {
+        /// The record describes the last stored change (or nothing is stored: timelines held only in the baseline
+        /// are not checked here).
+        case agrees
+        /// The record is the damaged part: the change is shown intact.
+        case recordDamaged(HeadRecordFault)
+        /// They differ and the change is not shown intact (its own bytes may be what changed), or a stale index
+        /// entry hides the real last change: nothing to mend here.
+        case mismatch(ChangeRef)
     }
 
-    /// The last stored change of `timeline` when its head record does not describe it (number, Lamport time or
-    /// hash): after `mendHeadRecords`, a change whose own bytes are damaged. Nil when they agree or nothing is stored.
-    static func lastChangeMismatchingHead(_ db: Database, _ timeline: TimelineID) throws -> ChangeRef? {
-        let column = timelineColumn(timeline.rawValue)
+    /// Every timeline whose head record does not describe its last stored change while that change is shown
+    /// intact (`HeadRecordFault`). Reads one change per timeline; verifies a signature only where the record
+    /// disagrees.
+    static func headRecordFaults(_ db: Database) throws -> [HeadRecordFault] {
+        try Row.fetchAll(db, sql: "SELECT tl, head_seq, head_lamport, head_hash FROM timelines").compactMap { row in
+            guard case let .recordDamaged(fault) = try checkHead(db, row) else { return nil }
+            return fault
+        }
+    }
+
+    /// `checkHead` of one timeline's record; `.agrees` when it has none.
+    static func checkHead(_ db: Database, of timeline: TimelineID) throws -> HeadCheck {
         guard let row = try Row.fetchOne(
-            db, sql: "SELECT head_seq, head_lamport, head_hash FROM timelines WHERE tl = ?", arguments: [column])
-        else { return nil }
-        let statement = try db.makeStatement(
+            db, sql: "SELECT tl, head_seq, head_lamport, head_hash FROM timelines WHERE tl = ?",
+            arguments: [timelineColumn(timeline.rawValue)])
+        else { return .agrees }
+        return try checkHead(db, row)
+    }
+
+    /// A head record (`tl, head_seq, head_lamport, head_hash`) against its timeline's last stored change, which is
+    /// "shown intact" when the record's own hash is its hash (so its bytes are as written; only the number or the
+    /// Lamport time is off) or its signature verifies over its hash under its timeline's key (every stored head of a
+    /// signed timeline is signed).
+    private static func checkHead(_ db: Database, _ row: Row) throws -> HeadCheck {
+        let column = try row.decode(Int64.self, atIndex: 0)
+        let recordedSeq = UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1))
+        let recordedLamport = UInt64(bitPattern: try row.decode(Int64.self, atIndex: 2))
+        let recordedHash = [UInt8](try row.decode(Data.self, atIndex: 3))
+        let last = try db.cachedStatement(
             sql: "SELECT \(try ChangeRows.columns(db)) FROM changes WHERE tl = ? ORDER BY seq DESC LIMIT 1")
-        statement.arguments = [column]
-        var last: Change?
-        try ChangeRows.scan(statement, withChain: true) { last = $0 }
-        guard let last else { return nil }
-        let seq = UInt64(bitPattern: try row.decode(Int64.self, atIndex: 0))
-        let lamport = UInt64(bitPattern: try row.decode(Int64.self, atIndex: 1))
-        let hash = [UInt8](try row.decode(Data.self, atIndex: 2))
-        let agrees = seq == last.seq && lamport == last.lamport && hash == SHA256.hash(last.canonicalBytes)
-        return agrees ? nil : last.ref
+        last.arguments = [column]
+        var found: (Change, [UInt8]?)?
+        try ChangeRows.scanSigned(last, withChain: true) { change, signature in found = (change, signature) }
+        guard let (change, signature) = found else { return .agrees }
+        let hash = SHA256.hash(change.canonicalBytes)
+        if recordedSeq == change.seq && recordedLamport == change.lamport && recordedHash == hash { return .agrees }
+        let intact = recordedHash == hash
+            || signature.map { signature in
+                ((try? certificate(db, of: change.timeline)) ?? nil).map {
+                    Replica.verifier.verify(signature: signature, changeHash: hash, certificate: $0)
+                } ?? false
+            } ?? false
+        guard intact else { return .mismatch(change.ref) }
+        // The last change is found through the `changes_by_timeline` index; a stale entry there can hide the real
+        // last one (H4). Later changes of a timeline have later Lamport times, so the table itself (its primary key
+        // starts with the Lamport time) is asked for any beyond it: then the index, not the record, is what is
+        // damaged, and `repair` rebuilds it.
+        let beyond = try Int64.fetchOne(
+            db, sql: "SELECT max(seq) FROM changes NOT INDEXED WHERE lamport >= ? AND tl = ?",
+            arguments: [Int64(bitPattern: change.lamport), column])
+        if let beyond, UInt64(bitPattern: beyond) > change.seq { return .mismatch(change.ref) }
+        return .recordDamaged(
+            HeadRecordFault(
+                timeline: change.timeline, recorded: (recordedSeq, recordedLamport),
+                last: (change.seq, change.lamport, hash), hashDiffers: recordedHash != hash))
     }
 
     /// Rewrites each faulty head record from its last stored change (the caller holds the transaction).

@@ -342,9 +342,10 @@ public final class Replica: @unchecked Sendable {
             // The next change continues the last stored one, not what the head record says of it: a damaged record
             // is rewritten from an intact last change, and a last change whose own bytes do not match the record is
             // refused rather than continued (bad-luck tester 2026-11-25, H5).
-            try Store.mendHeadRecords(db, try Store.headRecordFaults(db, only: timeline))
-            if let damaged = try Store.lastChangeMismatchingHead(db, timeline) {
-                throw StoreError.ownChangeDamaged(damaged)
+            switch try Store.checkHead(db, of: timeline) {
+            case .agrees: break
+            case let .recordDamaged(fault): try Store.mendHeadRecords(db, [fault])
+            case let .mismatch(damaged): throw StoreError.ownChangeDamaged(damaged)
             }
             let row = try Row.fetchOne(
                 db, sql: "SELECT head_seq, head_lamport, head_hash FROM timelines WHERE tl = ?",

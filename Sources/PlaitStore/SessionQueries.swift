@@ -45,14 +45,15 @@ extension Store {
                 summary[row.timeline] = row.seq
                 heads[row.timeline] = LocalView.Head(seq: row.seq, hash: row.hash)
             }
-            var baseline = try Row.fetchOne(db, sql: "SELECT summary, data FROM baseline WHERE id = 1")
+            var baseline = try Row.fetchOne(db, sql: "SELECT summary, data FROM baseline WHERE id = 1").map {
+                (summary: try Summary(parsing: $0[0] as String), digest: SHA256.hash([UInt8]($0[1] as Data)))
+            }
             // A damaged baseline is announced as none: a peer then sends its own, which replaces it if it folds as
             // much (`adopt`), and nothing compares the damage with a peer's baseline.
-            if let row = baseline, try baselineDamage(db, [UInt8](row[1] as Data)) != nil { baseline = nil }
+            if let digest = baseline?.digest, try baselineDamage(db, digest: digest) != nil { baseline = nil }
             var view = LocalView(
                 ownTimeline: try Self.ownTimeline(db), summary: summary, heads: heads,
-                baselineSummary: try baseline.map { try Summary(parsing: $0[0] as String) } ?? Summary(),
-                baselineDigest: baseline.map { SHA256.hash([UInt8]($0[1] as Data)) },
+                baselineSummary: baseline?.summary ?? Summary(), baselineDigest: baseline?.digest,
                 signedTimelines: try recordsAuthors(db)
                     ? Set(try Int64.fetchAll(db, sql: "SELECT tl FROM timelines WHERE certificate IS NOT NULL").map {
                         TimelineID(timelineFromColumn($0))

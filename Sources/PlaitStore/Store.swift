@@ -341,7 +341,7 @@ public final class Store: @unchecked Sendable {
     static func baseline(_ db: Database) throws -> Baseline? {
         guard let data = try Data.fetchOne(db, sql: "SELECT data FROM baseline WHERE id = 1") else { return nil }
         let bytes = [UInt8](data)
-        if let damage = try baselineDamage(db, bytes) { throw StoreError.damagedBaseline(damage) }
+        if let damage = try baselineDamage(db, digest: SHA256.hash(bytes)) { throw StoreError.damagedBaseline(damage) }
         return try Baseline(decoding: bytes[...])
     }
 
@@ -358,15 +358,15 @@ public final class Store: @unchecked Sendable {
         try Meta.set(db, .baselineDigestOf, "\(baseline.summary)|\(baseline.maxLamport)")
     }
 
-    /// Why the stored baseline's bytes (`bytes`, read from its row) are not the ones stored, or nil when they are
-    /// (or when no digest was recorded with them: a baseline written before the digest was kept).
-    static func baselineDamage(_ db: Database, _ bytes: [UInt8]) throws -> String? {
+    /// Why the stored baseline's bytes, whose SHA-256 is `digest` (the caller hashes the bytes it read from the row,
+    /// once), are not the ones stored, or nil when they are (or when no digest was recorded with them: a baseline
+    /// written before the digest was kept).
+    static func baselineDamage(_ db: Database, digest: [UInt8]) throws -> String? {
         guard let recorded = try Meta.get(db, .baselineDigest) as Data?,
             let recordedFor = try Meta.get(db, .baselineDigestOf) as String?,
             let row = try Row.fetchOne(db, sql: "SELECT summary, max_lamport FROM baseline WHERE id = 1"),
             recordedFor == "\(row[0] as String)|\(UInt64(bitPattern: row[1] as Int64))"
         else { return nil }
-        let digest = SHA256.hash(bytes)
         guard digest != [UInt8](recorded) else { return nil }
         return "its bytes are not the ones stored (their SHA-256 is \(digest.hexString.prefix(16)), "
             + "\([UInt8](recorded).hexString.prefix(16)) was recorded with them)"

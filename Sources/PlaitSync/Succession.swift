@@ -101,13 +101,7 @@ extension Home {
             try Self.rename(staging + "/" + file, to: path + "/" + file)
         }
         rmdir(staging)
-        // A signer loaded before holds the old key: the new timeline's begin must carry the new certificate.
-        replica.signWith { [path] in try P256Signer(directory: path) }
-        do {
-            replaceIdentity(try Identity.load(directory: path))
-        } catch {
-            throw Self.wrap(error)
-        }
+        try useTheSwappedKey()
         let rejoined: (old: TimelineID, new: TimelineID, emitted: Int, ended: Bool)
         do {
             // The old timeline's end is signed by the old key: only that key's signature verifies on it.
@@ -133,14 +127,7 @@ extension Home {
         old: TimelineID, new: TimelineID, emitted: Int, ended: Bool, keySwap: String?
     ) {
         let keySwap = try finishInterruptedKeySwap()
-        if keySwap != nil {
-            do {
-                replaceIdentity(try Identity.load(directory: path))
-            } catch {
-                throw Self.wrap(error)
-            }
-            replica.signWith { [path] in try P256Signer(directory: path) }
-        }
+        if keySwap != nil { try useTheSwappedKey() }
         var timelinesSigner: P256Signer?
         if let certificate = try store.certificate(of: try store.ownTimeline()),
             let current = try? identity, current.certificateDER != certificate
@@ -231,6 +218,17 @@ extension Home {
             }
         }
         return nil
+    }
+
+    /// Makes the key files now in the home the ones in force after a key swap: the identity networking uses, and
+    /// the signer (one loaded before holds the old key; the new timeline's begin must carry the new certificate).
+    private func useTheSwappedKey() throws {
+        replica.signWith { [path] in try P256Signer(directory: path) }
+        do {
+            replaceIdentity(try Identity.load(directory: path))
+        } catch {
+            throw Self.wrap(error)
+        }
     }
 
     /// The retired identity and statement to dial `peer` with while it has not learned the new Device ID; nil
