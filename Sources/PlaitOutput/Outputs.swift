@@ -472,6 +472,11 @@ public struct RepairOutput: Codable, Sendable, Equatable {
     public var home: String
     /// What SQLite's integrity check said of the indexes the repair rebuilt first (empty: none was damaged).
     public var indexesRebuilt: [String]
+    /// Items and lists that only changes of this device kept aside had made (a restored or copied home), made again
+    /// as new changes: `item 'TEXT' (TIMELINE:SEQ)` or `list 'TITLE' (…)`, with the kept-aside create's reference.
+    public var keptAsideMadeAgain: [String]
+    /// Why such items could not be made again, if some could not.
+    @Nullable public var keptAsideProblem: String?
     public var materialized: Materialized
     public var pulls: [Pull]
     public var setAside: [String]
@@ -483,7 +488,7 @@ public struct RepairOutput: Codable, Sendable, Equatable {
 
     public init(
         checkpoints: Checkpoints, foundOnOpen: [String], headRecordsMended: [String] = [], home: String,
-        indexesRebuilt: [String] = [],
+        indexesRebuilt: [String] = [], keptAsideMadeAgain: [String] = [], keptAsideProblem: String? = nil,
         materialized: Materialized, pulls: [Pull], setAside: [String], stillSetAside: [String], shownBefore: Shown,
         shownAfter: Shown
     ) {
@@ -492,6 +497,8 @@ public struct RepairOutput: Codable, Sendable, Equatable {
         self.headRecordsMended = headRecordsMended
         self.home = home
         self.indexesRebuilt = indexesRebuilt
+        self.keptAsideMadeAgain = keptAsideMadeAgain
+        self.keptAsideProblem = keptAsideProblem
         self.materialized = materialized
         self.pulls = pulls
         self.setAside = setAside
@@ -502,7 +509,8 @@ public struct RepairOutput: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case checkpoints, foundOnOpen = "found_on_open", headRecordsMended = "head_records_mended", home
-        case indexesRebuilt = "indexes_rebuilt", materialized, pulls
+        case indexesRebuilt = "indexes_rebuilt", keptAsideMadeAgain = "kept_aside_made_again"
+        case keptAsideProblem = "kept_aside_problem", materialized, pulls
         case setAside = "set_aside"
         case shownAfter = "shown_after", shownBefore = "shown_before", stillSetAside = "still_set_aside"
     }

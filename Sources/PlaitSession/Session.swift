@@ -147,7 +147,7 @@ public final class Session: @unchecked Sendable {
             divergence: machine.divergence, verifiedEqual: machine.verifiedEqual, finalSummary: summary, bytesSent: bytesSent,
             bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason,
             forksResolved: machine.forksResolved.sorted(), oversizedChanges: machine.oversizedChanges,
-            peerSummary: machine.peerHolds, untaken: machine.untaken)
+            peerSummary: machine.peerHolds, untaken: machine.untaken, keptAside: machine.keptAsideFinding)
     }
 
     // MARK: The loop
@@ -419,7 +419,9 @@ public final class Session: @unchecked Sendable {
                 return .staged
             }
         case let .adoptBaseline(peer):
-            return try baselineStep { .adopted(try replica.adoptStagedBaseline(from: peer)) }
+            let answer = try baselineStep { .adopted(try replica.adoptStagedBaseline(from: peer)) }
+            if case let .adopted(adoption) = answer, adoption.keptAside != nil { options.onKeptAside?() }
+            return answer
         case let .discardStaged(peer, bestEffort):
             if bestEffort {
                 try? store.discardStagedBaseline(from: peer)

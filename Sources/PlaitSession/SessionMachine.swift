@@ -113,6 +113,9 @@ public struct SessionOptions: Sendable {
     /// Called on the session's thread with one sentence for each thing found wrong (a fork, refused changes, a
     /// divergence, a claim on the own timeline, a damaged stored change): the agent logs them as errors.
     public var onFinding: (@Sendable (String) -> Void)?
+    /// Called on the session's thread when an adopted baseline kept changes of this device's own timeline aside:
+    /// the agent makes again what only they created (`Home.bringBackKeptAside`).
+    public var onKeptAside: (@Sendable () -> Void)?
     /// Called on the session's thread once it recorded what it found with the peer (forks, divergence), typed:
     /// the agent publishes events from it (DESIGN §12).
     public var onRecorded: (@Sendable (SessionRecord) -> Void)?
@@ -254,6 +257,9 @@ public struct SessionResult: Sendable {
     /// One-shot: timelines this device sent changes of that the peer's closing report shows it did not store
     /// (it refused them, PROTOCOL.md §14.2, or set them aside).
     public var untaken: [UntakenChanges] = []
+    /// Set when an adopted baseline kept changes of this device's own timeline aside (a restored or copied home):
+    /// what was said of them.
+    public var keptAside: String?
 
     /// What the peers table records as the peer's holdings as the session ended: what it last said it holds, never
     /// this device's own summary in its place (a peer that refused changes this device sent does not hold them, and
@@ -516,6 +522,8 @@ struct SessionMachine {
     var forkedTimelines: [ForkedTimeline] { forks.values.sorted { $0.timeline < $1.timeline } }
     /// Forks of signed timelines met in this session, exchanged and named by the intake.
     private(set) var forksResolved: Set<TimelineID> = []
+    /// What was said when an adopted baseline kept own changes aside (`SessionResult.keptAside`).
+    private(set) var keptAsideFinding: String?
     var refusedTimelines: [RefusedTimeline] { refused.values.sorted { $0.timeline < $1.timeline } }
     /// Timelines not taken from this peer: forked, or refused this session.
     private var skipped: Set<TimelineID> { Set(forks.keys).subtracting(resolving.keys).union(refused.keys) }
@@ -736,11 +744,21 @@ struct SessionMachine {
             baselinesPulled += 1
             actions = adoption.changed ? [.pulled(0)] : []
             if let kept = adoption.keptAside, let timeline = adoption.ownTimelineContinued {
-                actions.append(
-                    .finding(
-                        "the peer's baseline folds this device's timeline \(timeline) beyond its own changes "
-                            + "\(kept.lowerBound)…\(kept.upperBound), and cannot show they are among the changes it "
-                            + "folds (a copied or restored home): they are kept aside, not deleted (`plait doctor`)"))
+                let finding = "the peer's baseline folds this device's timeline \(timeline) beyond its own changes "
+                    + "\(kept.lowerBound)…\(kept.upperBound), and cannot show they are among the changes it folds (a "
+                    + "copied or restored home): they are kept aside, not deleted (`plait doctor`)"
+                    + (adoption.authoringGoesOn ? "; this device's next edit begins a new timeline" : "")
+                keptAsideFinding = finding
+                actions.append(.finding(finding))
+            }
+            if adoption.authoringGoesOn, ownTimeline != nil {
+                // The next edit begins a new timeline by itself: a claim that the own timeline goes on elsewhere
+                // needs no `plait rejoin` (bad-luck tester 2026-11-25, H11: the sync said to run it, and failed).
+                ownTimeline?.forkedAway = true
+                if staleClaim != nil {
+                    staleClaim = nil
+                    actions += recordFindings()
+                }
             }
         case let (.staged, .baselineFailed(error)), let (.adopted, .baselineFailed(error)):
             steps = []

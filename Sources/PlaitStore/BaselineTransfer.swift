@@ -46,6 +46,9 @@ public struct BaselineAdoption: Sendable {
     /// The changes of the own timeline the baseline folds but could not be checked against, kept aside (not
     /// dropped); those of the device's earlier timelines signed with its key are kept aside too (`plait doctor`).
     public var keptAside: ClosedRange<UInt64>? = nil
+    /// With `ownTimelineContinued`: the next edit begins a new timeline by itself (the own timeline is signed, or
+    /// lost a fork), so nothing waits for `plait rejoin`; false when authoring is stopped until then.
+    public var authoringGoesOn = false
 }
 
 extension Store {
@@ -449,9 +452,11 @@ extension Replica {
                 continued = own
             }
             let replayed = try replayAll(db).changes
+            let goesOn = try continued != nil && (Meta.get(db, .ownTimelineForkedAway) as String?) != nil
             return BaselineAdoption(
                 changed: true, summary: joined.summary, foldedAway: foldedAway, replayed: replayed,
-                ownTimelineContinued: continued, keptAside: keptAside)
+                ownTimelineContinued: continued, keptAside: keptAside,
+                authoringGoesOn: goesOn)
         }
     }
 }

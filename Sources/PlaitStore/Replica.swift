@@ -291,7 +291,7 @@ public final class Replica: @unchecked Sendable {
     /// the earlier ones, and all of them commit together.
     public final class LocalEdit {
         fileprivate unowned let replica: Replica
-        fileprivate let db: Database
+        let db: Database
         fileprivate var timeline: TimelineID
         fileprivate var head: (seq: UInt64, lamport: UInt64, hash: [UInt8])
         fileprivate var lamport: UInt64

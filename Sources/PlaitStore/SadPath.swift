@@ -285,25 +285,6 @@ extension Store {
             }
     }
 
-    /// Kept-aside `item.create` changes whose item this store does not hold at all, in (timeline, seq) order:
-    /// the items the user made that show nowhere here. A backup's restored changes are folded in the baseline, so
-    /// their items are held; an edit made on the restored home before its first sync is not (bad-luck tester
-    /// 2026-11-25, H3). Other kinds of kept-aside change cannot be told apart this way.
-    static func keptAsideUnshown(_ db: Database) throws -> [(ref: ChangeRef, text: String)] {
-        guard try db.tableExists("kept_aside") else { return [] }
-        let statement = try db.makeStatement(
-            sql: "SELECT \(ChangeRows.storedColumns) FROM kept_aside WHERE kind = 'item.create' ORDER BY tl, seq")
-        var unshown: [(ref: ChangeRef, text: String)] = []
-        let domain = ListsDomain()
-        try ChangeRows.scan(statement, withChain: true) { change in
-            guard case let .itemCreate(id, _, text, _)? = try? domain.decode(change) else { return }
-            let held = try Bool.fetchOne(
-                db, sql: "SELECT 1 FROM items WHERE id = ?", arguments: [Data(id.bytes)]) ?? false
-            if !held { unshown.append((change.ref, text)) }
-        }
-        return unshown
-    }
-
     /// This device's own changes kept aside when a baseline folded their timeline beyond them (they could not be
     /// checked against it), per timeline.
     public func keptAside() throws -> [QuarantinedRange] { try read { db in try Self.keptAside(db) } }
@@ -403,7 +384,7 @@ public struct HistoryReport: Sendable {
     public var keptAside: [QuarantinedRange] = []
     /// Items created by kept-aside own changes that this device does not hold at all (not even deleted): edits
     /// that exist only in the `kept_aside` table, with their texts.
-    public var keptAsideUnshown: [(ref: ChangeRef, text: String)] = []
+    public var keptAsideUnshown: [KeptAsideObject] = []
     /// Head records that do not describe their timeline's intact last change.
     public var headRecords: [HeadRecordFault] = []
     /// The certificate the own timeline was begun with (nil: unsigned).

@@ -661,6 +661,8 @@ public final class Agent: @unchecked Sendable {
             self?.noteQuarantine()  // a damaged change found while sending is set aside: watch for it to heal
         }
         options.onRecorded = { [weak self] record in self?.publishRecord(record) }
+        // Items only kept-aside changes had made (a restored home) are made again, and go to every peer at once.
+        options.onKeptAside = { [weak self] in self?.bringBackKeptAside() }
         // Pulled changes go on to the other peers at once, without waiting for the watch thread.
         options.onPulled = { [weak self] added in
             guard let self else { return }
@@ -1123,6 +1125,18 @@ public final class Agent: @unchecked Sendable {
         guard let running else { return }
         for entry in running { entry.session.notify() }
         if discovery != nil { watchWake?.post(.wake) }  // the TXT record is now due within `sumUpdateInterval`
+    }
+
+    /// Makes again the items and lists only kept-aside changes of this device created (bad-luck tester 2026-11-25,
+    /// H3), and tells every peer, as after a local edit.
+    private func bringBackKeptAside() {
+        let kept = home.bringBackKeptAside()
+        for note in kept.notes {
+            if kept.failure == nil { logger.notice("\(note.terminalSafe)") } else { logger.error("\(note.terminalSafe)") }
+        }
+        guard !kept.brought.isEmpty else { return }
+        announce(try? home.store.generation())
+        publishAppliedChanges(pulledFrom: nil)
     }
 
     /// Scheduled compaction, never past what a paired peer seen within the grace has acknowledged.

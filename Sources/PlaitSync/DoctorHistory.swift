@@ -61,26 +61,28 @@ extension Doctor {
         for kept in report.keptAside {
             let count = kept.seqs.upperBound - kept.seqs.lowerBound + 1
             let range = "\(kept.timeline):\(kept.seqs.lowerBound)" + (count > 1 ? "-\(kept.seqs.upperBound)" : "")
-            // What no device may show: items those changes created that this device does not hold at all. The
-            // advice said "if it was restored from a backup, the baseline holds them already", false for an edit
-            // made on the restored home before its first sync (bad-luck tester 2026-11-25, H3).
+            // What no device may show: items and lists those changes created that this device does not hold at all.
+            // The advice said "if it was restored from a backup, the baseline holds them already", false for an edit
+            // made on the restored home before its first sync (bad-luck tester 2026-11-25, H3); a sync, `repair` and
+            // `rejoin` now author them again (`Replica.bringBackKeptAside`), so this stays only when they could not.
             let unshown = report.keptAsideUnshown.filter { $0.ref.timeline == kept.timeline }
-            let items = unshown.prefix(5).map { "'\($0.text.terminalExcerpt(limit: 40))' (\($0.ref))" }.joined(separator: ", ")
-                + (unshown.count > 5 ? " and \(unshown.count - 5) more" : "")
+            let named = unshown.prefix(5).map {
+                "\($0.kind == .list ? "list " : "")'\($0.text.terminalExcerpt(limit: 40))' (\($0.ref))"
+            }.joined(separator: ", ") + (unshown.count > 5 ? " and \(unshown.count - 5) more" : "")
             checks.append(
                 DoctorCheck(
                     name: "kept aside", status: unshown.isEmpty ? .warning : .failed,
                     detail: "\(count) of this device's own changes (\(range)) are kept aside, not applied: \(kept.reason). "
                         + "Nothing was deleted: their bytes and signatures are in the store's kept_aside table"
                         + (unshown.isEmpty
-                            ? "; every item they created is held here"
-                            : ". \(unshown.count) of them created items this device does not hold: \(items)"),
+                            ? "; every item and list they created is held here"
+                            : ". \(unshown.count) of them created items or lists this device does not hold: \(named)"),
                     advice: unshown.isEmpty
-                        ? "keep this home. Other edits among them (completing, renaming, moving or deleting an item) "
-                            + "cannot be checked, and plait cannot yet bring kept-aside changes back (README, What is "
-                            + "missing)."
-                        : "add those items again (`plait add LIST TEXT`): they exist only in the kept_aside table, "
-                            + "and plait cannot yet bring kept-aside changes back (README, What is missing)."))
+                        ? "keep this home. Other edits among them (completing, renaming, moving or deleting an item "
+                            + "this device holds) cannot be checked against the baseline, and are not made again: do "
+                            + "again any that is missing."
+                        : "run `plait repair` (or `plait rejoin`, if the own timeline check above fails): it makes "
+                            + "them again as new changes, with the edits made to them since, and syncs them."))
         }
         if let problem = report.baselineProblem {
             checks.append(

@@ -59,7 +59,7 @@ public struct PeerSyncOutcome: Sendable {
                 + "not sent in this sync: made there while it ran, or held back by the peer; a further sync takes "
                 + "what the peer sends"
         ]
-        return extraNotes + aheadNote + (result?.forksResolved ?? []).map {
+        return (result?.keptAside.map { [$0] } ?? []) + extraNotes + aheadNote + (result?.forksResolved ?? []).map {
             "timeline \($0) had forked (a home copied or restored): both histories were exchanged; the branch with "
                 + "the smallest hash keeps the name and every other is kept whole under a name of its own, so "
                 + "nothing is lost (a copy whose branch lost goes on on a new timeline at its next edit)"
@@ -71,6 +71,58 @@ public struct PeerSyncOutcome: Sendable {
 }
 
 extension Home {
+    /// What `bringBackKeptAside` did, for the user.
+    public struct KeptAsideOutcome: Sendable {
+        public var brought = KeptAsideReturn()
+        /// Why nothing was brought back although something could be, if so.
+        public var failure: String?
+
+        public init() {}
+
+        /// One line for each of what was brought back and what could not be.
+        public var notes: [String] {
+            guard let failure else {
+                guard !brought.isEmpty else { return [] }
+                return ["made again, as new changes, \(Self.count(brought.objects)) that only changes of this device kept "
+                    + "aside had made (a restored or copied home; `plait doctor` says more): \(Self.names(brought.objects))"]
+            }
+            return [failure]
+        }
+
+        static func count(_ objects: [KeptAsideObject]) -> String {
+            let items = objects.filter { $0.kind == .item }.count
+            let lists = objects.count - items
+            return [(items, "item"), (lists, "list")].filter { $0.0 > 0 }
+                .map { "\($0.0) \($0.1)\($0.0 == 1 ? "" : "s")" }.joined(separator: " and ")
+        }
+
+        static func names(_ objects: [KeptAsideObject]) -> String {
+            objects.prefix(5).map { "\($0.kind == .list ? "list " : "")'\($0.text.terminalExcerpt(limit: 40))'" }
+                .joined(separator: ", ") + (objects.count > 5 ? " and \(objects.count - 5) more" : "")
+        }
+    }
+
+    /// Makes again the items and lists that only kept-aside changes of this device created (`Replica.
+    /// bringBackKeptAside`): after a sync adopted a baseline that kept them aside, after `repair` and `rejoin`. A
+    /// failure is returned, not thrown: the sync that came before it stands.
+    public func bringBackKeptAside() -> KeptAsideOutcome {
+        var outcome = KeptAsideOutcome()
+        do {
+            outcome.brought = try replica.bringBackKeptAside()
+        } catch {
+            let waiting = (try? store.keptAsideUnshown()) ?? []
+            guard !waiting.isEmpty else { return outcome }
+            let cause: String = switch error {
+            case StoreError.ownTimelineSuspect: "this device's own timeline may continue on another device; run "
+                + "`plait rejoin`, which makes them again"
+            default: "making them again failed: \(Home.wrap(error))"
+            }
+            outcome.failure = "\(KeptAsideOutcome.count(waiting)) exist only in changes of this device kept aside "
+                + "(\(KeptAsideOutcome.names(waiting))): \(cause)"
+        }
+        return outcome
+    }
+
     /// The copied homes this device knows of (its own Device ID's or a peer's), one sentence each with what to do.
     public func copiedHomeReports() throws -> [String] {
         try store.copiedHomes(now: Replica.now()).map {

@@ -30,6 +30,8 @@ public enum Repair {
         public var pulls: [PeerSyncOutcome]
         /// What is still set aside afterwards: no reachable device held it.
         public var stillSetAside: [QuarantinedRange]
+        /// Items and lists only kept-aside changes of this device had made, made again (`Home.bringBackKeptAside`).
+        public var keptAside: Home.KeptAsideOutcome
         /// What commands showed before the repair: its digest, lists and items. Setting changes aside replays
         /// without them, so the rebuild's own comparison (stored rows against the replay) cannot tell whether
         /// what shows changed; this can.
@@ -80,8 +82,11 @@ public enum Repair {
                 if try home.store.quarantined().isEmpty { break }
             }
         }
+        // Last: what was pulled back above is held, and not made again.
+        let keptAside = home.bringBackKeptAside()
         return Report(
-            foundOnOpen: foundOnOpen, indexesRebuilt: indexesRebuilt, headRecordsMended: headRecordsMended, setAside: setAside, derived: derived, pulls: pulls,
-            stillSetAside: try home.store.quarantined(), before: before, after: Shown(home.replica))
+            foundOnOpen: foundOnOpen, indexesRebuilt: indexesRebuilt, headRecordsMended: headRecordsMended,
+            setAside: setAside, derived: derived, pulls: pulls, stillSetAside: try home.store.quarantined(),
+            keptAside: keptAside, before: before, after: Shown(home.replica))
     }
 }

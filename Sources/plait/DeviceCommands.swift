@@ -147,6 +147,20 @@ extension Plait {
         @Flag(help: "Also make a new key and Device ID for this device (after \"home copied\"; see below).")
         var newKey = false
 
+        /// Items that only changes kept aside by a peer's baseline had made wait for a timeline to be made again on
+        /// (an unsigned one that may go on elsewhere stops authoring): now there is one (bad-luck tester 2026-11-25,
+        /// H3).
+        static func bringBackKeptAside(_ home: Home) {
+            let kept = home.bringBackKeptAside()
+            for note in kept.notes {
+                if kept.failure == nil {
+                    print(note.terminalSafe + "; they reach the peers at the next sync")
+                } else {
+                    FileHandle.standardError.write(Data("warning: \(note.terminalSafe)\n".utf8))
+                }
+            }
+        }
+
         func run() throws {
             let home = try global.openHome()
             guard newKey else {
@@ -159,6 +173,7 @@ extension Plait {
                         + "it, or its key is no longer in this home); now on \(result.new); re-sent "
                         + "\(result.emitted) changes")
                 }
+                Self.bringBackKeptAside(home)
                 return
             }
             let rekeyed = try home.rejoinWithNewKey()
@@ -169,6 +184,7 @@ extension Plait {
                 print("left timeline \(rekeyed.oldTimeline) as it is (another copy of this home may be writing "
                     + "on it); now on \(rekeyed.newTimeline); re-sent \(rekeyed.emitted) changes")
             }
+            Self.bringBackKeptAside(home)
             print("old Device ID \(rekeyed.oldDeviceID) retired to \(rekeyed.retiredPath)")
             let count = rekeyed.peersToTell.count
             print(count == 0

@@ -70,6 +70,10 @@ extension Plait {
                         foundOnOpen: report.foundOnOpen.map(\.description),
                         headRecordsMended: report.headRecordsMended.map(\.description), home: home.path,
                         indexesRebuilt: report.indexesRebuilt,
+                        keptAsideMadeAgain: report.keptAside.brought.objects.map {
+                            "\($0.kind.rawValue) '\($0.text)' (\($0.ref))"
+                        },
+                        keptAsideProblem: report.keptAside.failure,
                         materialized: .init(
                             changes: derived.changes, digest: derived.digest.hex, fromBaseline: derived.fromBaseline,
                             items: derived.items, lists: derived.lists, previous: previous, problem: derived.problem),
@@ -108,6 +112,12 @@ extension Plait {
                 } else {
                     print("  pulled \(pull.result?.pulled ?? 0) changes from \(pull.address)")
                 }
+            }
+            if !report.keptAside.brought.isEmpty {
+                for note in report.keptAside.notes { print("  \(note.terminalSafe); they reach the peers at the next sync") }
+            }
+            if let failure = report.keptAside.failure {
+                FileHandle.standardError.write(Data("plait repair: \(failure.terminalSafe)\n".utf8))
             }
             if report.stillSetAside.isEmpty {
                 if !report.setAside.isEmpty || !report.pulls.isEmpty { print("  nothing is set aside any more") }

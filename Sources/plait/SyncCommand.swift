@@ -93,10 +93,13 @@ extension Plait {
                     }
                 }
                 var outcome = home.syncOnce(with: target, timeout: .seconds(timeout), onPulled: progress)
-                if outcome.succeeded && !outcome.notes.isEmpty {
+                // Items only changes kept aside by an adopted baseline had made are made again (bad-luck tester
+                // 2026-11-25, H3): they reach the peer in a second session.
+                let keptAside = outcome.result == nil ? Home.KeptAsideOutcome() : home.bringBackKeptAside()
+                if (outcome.succeeded && !outcome.notes.isEmpty) || !keptAside.brought.isEmpty {
                     // A fork was resolved by renaming during the session: a branch named here mid-session reaches
                     // the peer in a second one (the names now agree), so the sync leaves both sides complete.
-                    let notes = outcome.notes
+                    let notes = outcome.notes + keptAside.notes
                     var again = home.syncOnce(with: target, timeout: .seconds(timeout), onPulled: progress)
                     if var first = outcome.result, let second = again.result {
                         first.pulled += second.pulled
@@ -104,10 +107,17 @@ extension Plait {
                         first.finalSummary = second.finalSummary
                         first.peerSummary = second.peerSummary
                         first.untaken = second.untaken
+                        // What the second session found of the own timeline holds now: a claim that it continues
+                        // elsewhere is over once authoring went on, on a new timeline, to make the items again.
+                        first.staleClaim = second.staleClaim
+                        // Said once, in `notes` above.
+                        first.keptAside = second.keptAside
                         again.result = first
                     }
                     outcome = again
                     outcome.extraNotes = notes
+                } else {
+                    outcome.extraNotes += keptAside.notes
                 }
                 if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
                 // A device found by mDNS and synced at its stored address after all: say which worked.

@@ -1,0 +1,131 @@
+import Foundation
+import GRDB
+import PlaitCore
+
+/// An item or list that only a kept-aside change of this device created: no device shows it.
+public struct KeptAsideObject: Sendable, Equatable {
+    public enum Kind: String, Sendable { case item, list }
+    public var kind: Kind
+    /// The kept-aside change that created it.
+    public var ref: ChangeRef
+    public var id: ObjectID
+    /// The item's text or the list's title, as created.
+    public var text: String
+}
+
+/// What `Replica.bringBackKeptAside` authored again.
+public struct KeptAsideReturn: Sendable, Equatable {
+    /// The items and lists brought back, in the order their kept-aside creates were made.
+    public var objects: [KeptAsideObject] = []
+    /// Changes authored: the creates and the kept-aside edits of those same objects.
+    public var changes = 0
+    /// The timeline they were authored on (a new one when the own timeline had forked away).
+    public var timeline: TimelineID?
+
+    public var isEmpty: Bool { objects.isEmpty }
+
+    public init() {}
+}
+
+/// Which kept-aside changes can be authored again without doubt (bad-luck tester 2026-11-25, H3).
+///
+/// A change is kept aside when a peer's baseline folds this device's timeline beyond it and nothing shows whether it
+/// is among the folded changes (a restored backup's changes are; an edit made on the restored home before its first
+/// sync is not). A create whose item (or list) this store does not hold at all — not even as a deleted one, whose
+/// tombstone stays — cannot be among them: the baseline's state would hold the item. So such creates, and the kept-
+/// aside edits of those same objects, are authored again as new changes of the own timeline, with the same IDs (a
+/// second create of an ID that exists is a no-op everywhere, so a copy that turns up later collapses with it). An edit
+/// of an object the store holds is left aside: it may be folded already, and authoring it again at a later time
+/// could undo what came after it (a reopen after a complete).
+enum KeptAsidePlan {
+    struct Step {
+        var ref: ChangeRef
+        var change: ListsChange
+    }
+
+    /// The steps, in the order the kept-aside changes were made, and the objects they bring back.
+    static func plan(
+        _ db: Database, holdsItem: (ObjectID) throws -> Bool, holdsList: (ObjectID) throws -> Bool
+    ) throws -> (steps: [Step], objects: [KeptAsideObject]) {
+        guard try db.tableExists("kept_aside") else { return ([], []) }
+        let statement = try db.makeStatement(
+            sql: "SELECT \(ChangeRows.storedColumns) FROM kept_aside ORDER BY lamport, tl, seq")
+        let domain = ListsDomain()
+        var steps: [Step] = []
+        var objects: [KeptAsideObject] = []
+        var items: Set<ObjectID> = []
+        var lists: Set<ObjectID> = []
+        try ChangeRows.scan(statement, withChain: true) { change in
+            // A kind this build does not know, or bytes that do not decode, stay aside (the doctor names the range).
+            guard let decoded = try? domain.decode(change) else { return }
+            switch decoded {
+            case let .listCreate(id, title, _, _):
+                guard !lists.contains(id), try !holdsList(id) else { return }
+                lists.insert(id)
+                objects.append(KeptAsideObject(kind: .list, ref: change.ref, id: id, text: title))
+            case let .itemCreate(id, _, text, _):
+                guard !items.contains(id), try !holdsItem(id) else { return }
+                items.insert(id)
+                objects.append(KeptAsideObject(kind: .item, ref: change.ref, id: id, text: text))
+            case let .listRename(id, _), let .listRecolor(id, _), let .listMove(id, _), let .listDelete(id, _, _):
+                guard lists.contains(id) else { return }
+            case let .itemEdit(id, _), let .itemComplete(id), let .itemReopen(id), let .itemMove(id, _, _),
+                let .itemDelete(id):
+                guard items.contains(id) else { return }
+            }
+            steps.append(Step(ref: change.ref, change: decoded))
+        }
+        return (steps, objects)
+    }
+
+    /// The plan against the materialized rows (a read-only check: `plait doctor`).
+    static func plan(_ db: Database) throws -> (steps: [Step], objects: [KeptAsideObject]) {
+        try plan(
+            db,
+            holdsItem: { try Bool.fetchOne(db, sql: "SELECT 1 FROM items WHERE id = ?", arguments: [Data($0.bytes)]) ?? false },
+            holdsList: { try Bool.fetchOne(db, sql: "SELECT 1 FROM lists WHERE id = ?", arguments: [Data($0.bytes)]) ?? false })
+    }
+}
+
+extension Store {
+    /// Items and lists that only kept-aside changes created (see `KeptAsidePlan`): what no device shows, and what
+    /// `Replica.bringBackKeptAside` authors again.
+    static func keptAsideUnshown(_ db: Database) throws -> [KeptAsideObject] {
+        try KeptAsidePlan.plan(db).objects
+    }
+
+    public func keptAsideUnshown() throws -> [KeptAsideObject] { try read { db in try Self.keptAsideUnshown(db) } }
+}
+
+extension Replica {
+    /// Authors again, as new changes of the own timeline, the kept-aside creates of items and lists this device
+    /// does not hold at all, and the kept-aside edits of those objects (`KeptAsidePlan`), in one transaction. The
+    /// kept-aside rows stay as they are. Writes nothing when there is nothing to bring back.
+    ///
+    /// Throws `StoreError.ownTimelineSuspect` while the own timeline may continue on another device (an unsigned
+    /// timeline that a peer holds beyond this head): `rejoin` first, then this.
+    public func bringBackKeptAside(now: Int64 = Replica.now()) throws -> KeptAsideReturn {
+        let pending = try store.read { db in try KeptAsidePlan.plan(db) }
+        guard !pending.objects.isEmpty else { return KeptAsideReturn() }
+        return try edit(now: now) { edit in
+            // Planned again inside the transaction, against the state it writes on.
+            let state = edit.state
+            let (steps, objects) = try KeptAsidePlan.plan(
+                edit.db, holdsItem: { state.items[$0] != nil }, holdsList: { state.lists[$0] != nil })
+            var result = KeptAsideReturn()
+            result.objects = objects
+            for step in steps {
+                switch step.change {
+                case let .listDelete(id, _, _):
+                    // What it observed was this device's state then: a delete authored now observes what is held now.
+                    try edit.append(try edit.listDelete(id))
+                default:
+                    try edit.append(step.change)
+                }
+                result.changes += 1
+            }
+            result.timeline = result.changes > 0 ? edit.ownTimeline : nil
+            return result
+        }
+    }
+}
