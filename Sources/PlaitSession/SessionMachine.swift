@@ -526,7 +526,12 @@ struct SessionMachine {
     private(set) var keptAsideFinding: String?
     var refusedTimelines: [RefusedTimeline] { refused.values.sorted { $0.timeline < $1.timeline } }
     /// Timelines not taken from this peer: forked, or refused this session.
-    private var skipped: Set<TimelineID> { Set(forks.keys).subtracting(resolving.keys).union(refused.keys) }
+    private var skipped: Set<TimelineID> {
+        Set(forks.keys).subtracting(resolving.keys).union(refused.keys).union(deferred)
+    }
+    /// Timelines whose changes name a witness the peer renamed onto a fork branch in this session: left for the
+    /// next session (not refused; the race of bad-luck tester 2026-11-25's H9).
+    private var deferred: Set<TimelineID> = []
     /// In a Want, this `have` means "send nothing of it": this side refused it earlier in the session.
     static let refusedMarker = WireLimits.maxSeq - 1
 
@@ -715,6 +720,11 @@ struct SessionMachine {
         case let (.doneSummary(summary), .summary(mine)):
             var expected = summary
             for timeline in skipped { expected[timeline] = 0 }
+            // A fork resolved in this session renamed what the peer announced of that timeline: its changes past the
+            // fork went to a branch of their own (here and, as it meets this side's, there), and the branch is taken
+            // by the next session (bad-luck tester 2026-11-25, H9: a restored home's first sync said the peer "ended
+            // its stream without changes it announced").
+            for timeline in forksResolved { expected[timeline] = min(expected[timeline], mine[timeline]) }
             let missing = mine.missing(from: expected)
             guard missing.isEmpty else { throw .incompleteStream(missing: missing) }
             pull = .answered
@@ -1138,6 +1148,16 @@ struct SessionMachine {
             actions += recordForks()
             for fork in forkedTimelines where !fork.detectedLocally { actions.append(.finding(fork.description)) }
         }
+        // A peer that holds a timeline at least as far as this device and asks for it from an earlier change is
+        // resolving a fork of it (it compared this side's head hash with its own change at that number, §22): its
+        // changes past the fork go to a branch as it takes this side's, so what its Hello announced of the timeline
+        // is not what it ends up sending (bad-luck tester 2026-11-25, H9: "the peer ended its stream without changes
+        // it announced", after a restored home's edit).
+        let resolvedThere = mine.timelines.filter { timeline in
+            have[timeline] < mine[timeline] && forks[timeline] == nil && resolving[timeline] == nil
+                && max(peer?.summary[timeline] ?? 0, peerAnnounced?[timeline] ?? 0) >= mine[timeline]
+        }
+        actions += resolvedForks(resolvedThere)
         if stream != nil {
             queuedWant = have  // answered after the current stream; a newer Want replaces an older one
             return actions
@@ -1298,11 +1318,22 @@ struct SessionMachine {
         return page.filter { $0.change.seq <= current.cap[$0.change.timeline] }
     }
 
+    /// Notes forks resolved by renaming in this session (by this side's intake, or by the peer's). A claim on the
+    /// own timeline beyond this head is then over: the peer's changes there were another copy's, and are on a branch
+    /// now (or this copy's are, and its next edit begins a new timeline). Nothing waits for `plait rejoin` (bad-luck
+    /// tester 2026-11-25, H11, after a restore with an edit before the first sync).
+    private mutating func resolvedForks(_ timelines: some Sequence<TimelineID>) -> [SessionAction] {
+        forksResolved.formUnion(timelines)
+        guard let own = ownTimeline?.timeline, forksResolved.contains(own), staleClaim != nil else { return [] }
+        staleClaim = nil
+        return recordFindings()
+    }
+
     private mutating func integrated(_ result: Replica.IntegrateResult, heads: Summary?) -> [SessionAction] {
         var actions: [SessionAction] = []
         pulled += result.added
         duplicates += result.duplicates
-        forksResolved.formUnion(result.forks)
+        actions += resolvedForks(result.forks)
         var newForks = false
         for refusal in result.refused {
             if case let .fork(seq, _, _) = refusal.refusal {
@@ -1312,6 +1343,14 @@ struct SessionMachine {
                 forks[refusal.timeline] = fork
                 actions.append(.finding(fork.description + " (\(refusal.refusal))"))
                 newForks = true
+            } else if case let .witnessNotHeld(_, witness, _) = refusal.refusal, forksResolved.contains(witness.timeline) {
+                // The witness is a change the peer renamed onto a branch as this session resolved a fork: the branch
+                // comes later (the next session takes it first), so this is not the peer's fault.
+                deferred.insert(refusal.timeline)
+                actions.append(
+                    .finding(
+                        "changes of \(refusal.timeline) from the peer name witness \(witness), on timeline "
+                            + "\(witness.timeline) whose fork was resolved in this sync: they wait for the next sync"))
             } else {
                 refused[refusal.timeline] = refusal
                 actions.append(

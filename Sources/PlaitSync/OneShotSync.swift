@@ -54,16 +54,28 @@ public struct PeerSyncOutcome: Sendable {
         let ahead = (result?.peerAhead ?? []).filter { $0.timeline != claimed }.map {
             "\($0.timeline):\($0.held + 1)…\($0.peerHolds)"
         }
-        let aheadNote = ahead.isEmpty ? [] : [
-            "the peer's closing report holds changes this device lacks (\(ahead.joined(separator: ", "))) that were "
-                + "not sent in this sync: made there while it ran, or held back by the peer; a further sync takes "
-                + "what the peer sends"
-        ]
-        return (result?.keptAside.map { [$0] } ?? []) + extraNotes + aheadNote + (result?.forksResolved ?? []).map {
+        let aheadNote = ahead.isEmpty ? [] : [Self.aheadNote(ahead)]
+        let all = (result?.keptAside.map { [$0] } ?? []) + extraNotes + aheadNote + (result?.forksResolved ?? []).map {
             "timeline \($0) had forked (a home copied or restored): both histories were exchanged; the branch with "
                 + "the smallest hash keeps the name and every other is kept whole under a name of its own, so "
                 + "nothing is lost (a copy whose branch lost goes on on a new timeline at its next edit)"
         }
+        // Once each: a sync that runs a second session carries the first one's notes, and the second may find the
+        // same fork again (bad-luck tester 2026-11-25, H14: a fork note printed twice).
+        var seen: Set<String> = []
+        return all.filter { seen.insert($0).inserted }
+    }
+
+    /// The note for changes the peer's closing report holds beyond this device (`timeline:first…last` each).
+    static func aheadNote(_ ranges: [String]) -> String {
+        "the peer's closing report holds changes this device lacks (\(ranges.joined(separator: ", "))) that were not "
+            + "sent in this sync: made there while it ran, or held back by the peer; a further sync takes what the "
+            + "peer sends"
+    }
+
+    /// Whether `note` is the one for changes the peer holds beyond this device: a second session has taken them.
+    public static func isAheadNote(_ note: String) -> Bool {
+        note.hasPrefix("the peer's closing report holds changes this device lacks")
     }
 
     /// The session ran to the end and found nothing wrong.

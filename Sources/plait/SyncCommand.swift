@@ -99,7 +99,8 @@ extension Plait {
                 if (outcome.succeeded && !outcome.notes.isEmpty) || !keptAside.brought.isEmpty {
                     // A fork was resolved by renaming during the session: a branch named here mid-session reaches
                     // the peer in a second one (the names now agree), so the sync leaves both sides complete.
-                    let notes = outcome.notes + keptAside.notes
+                    // (What the peer held beyond this device is for the second session to say.)
+                    let notes = outcome.notes.filter { !PeerSyncOutcome.isAheadNote($0) } + keptAside.notes
                     var again = home.syncOnce(with: target, timeout: .seconds(timeout), onPulled: progress)
                     if var first = outcome.result, let second = again.result {
                         first.pulled += second.pulled
@@ -110,8 +111,9 @@ extension Plait {
                         // What the second session found of the own timeline holds now: a claim that it continues
                         // elsewhere is over once authoring went on, on a new timeline, to make the items again.
                         first.staleClaim = second.staleClaim
-                        // Said once, in `notes` above.
+                        // Said once, in `notes` above (a fork note was printed twice: bad-luck tester 2026-11-25, H14).
                         first.keptAside = second.keptAside
+                        first.forksResolved = second.forksResolved
                         again.result = first
                     }
                     outcome = again
