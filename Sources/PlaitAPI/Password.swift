@@ -112,10 +112,16 @@ public enum APIPassword {
     }
 }
 
-/// The brake on password guessing: each source address gets `freeTries` wrong passwords, then waits 2, 4, 8 …
-/// seconds (at most `maxWait`) before the next try; all sources together get `globalFreeTries`, then the same
-/// back-off for everyone (many addresses guessing at once). A right password clears its source's count. A source
-/// that stays quiet `forgetAfter` starts afresh.
+/// The brake on password guessing: each source gets `freeTries` wrong passwords, then waits 2, 4, 8 … seconds (at
+/// most `maxWait`) before the next try; all sources together get `globalFreeTries`, then the same back-off for every
+/// source that has failed itself (many addresses guessing at once). A right password clears its source's count. A
+/// source that stays quiet `forgetAfter` starts afresh.
+///
+/// A source is an IPv4 address, or an IPv6 /64 (`sourceKey`): one LAN host can take any address of its /64, and
+/// keyed on the full address it had a fresh budget with each. The global back-off does not hold back a source with no
+/// wrong password of its own: it held back everyone, so a client with a handful of addresses kept the owner out for
+/// up to 5 minutes at a time, told "too many wrong passwords" though they had sent none (API tester 2026-11-25, G5).
+/// What that leaves an attacker while the global back-off holds: one try per source it has not used yet.
 public final class LoginLimiter: Sendable {
     public static let freeTries = 3
     public static let globalFreeTries = 20
@@ -144,21 +150,40 @@ public final class LoginLimiter: Sendable {
 
     /// How long `source` must still wait before a password is even checked; nil if it may try now.
     public func wait(source: String, now: ContinuousClock.Instant = .now) -> Duration? {
-        state.withLock { counts in Self.waitLeft(counts, source: source, now: now) }
+        let key = Self.sourceKey(source)
+        return state.withLock { counts in Self.waitLeft(counts, source: key, now: now) }
     }
 
     /// Counts a wrong password from `source`.
     public func failed(source: String, now: ContinuousClock.Instant = .now) {
-        state.withLock { counts in Self.countFailure(&counts, source: source, now: now) }
+        let key = Self.sourceKey(source)
+        state.withLock { counts in Self.countFailure(&counts, source: key, now: now) }
+    }
+
+    /// What the brake counts `address` (a peer's IP address as the server saw it) under: an IPv4 address as it is
+    /// (an IPv4-mapped IPv6 address as the IPv4 one), an IPv6 address by its /64 prefix, anything else as it is.
+    public static func sourceKey(_ address: String) -> String {
+        var text = address
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") { text = String(text[text.index(after: text.startIndex)..<close]) }
+        if let zone = text.firstIndex(of: "%") { text = String(text[..<zone]) }
+        var v6 = in6_addr()
+        guard text.contains(":"), inet_pton(AF_INET6, text, &v6) == 1 else { return text }
+        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
+            return bytes[12..<16].map(String.init).joined(separator: ".")
+        }
+        let prefix = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+        return prefix.joined(separator: ":") + "::/64"
     }
 
     /// `wait`, and when the try may go on, counted as a wrong password at once, in one step: a password is
     /// checked only after its try is counted. (Checked first and counted after the slow scrypt, 300 guesses sent
     /// together were all checked: each saw the count before any was added.) `succeeded` takes a right one back.
     public func beginTry(source: String, now: ContinuousClock.Instant = .now) -> Duration? {
-        state.withLock { counts in
-            if let wait = Self.waitLeft(counts, source: source, now: now) { return wait }
-            Self.countFailure(&counts, source: source, now: now)
+        let key = Self.sourceKey(source)
+        return state.withLock { counts in
+            if let wait = Self.waitLeft(counts, source: key, now: now) { return wait }
+            Self.countFailure(&counts, source: key, now: now)
             return nil
         }
     }
@@ -166,14 +191,17 @@ public final class LoginLimiter: Sendable {
     /// A right password from `source`: its count starts again, and the try `beginTry` counted against every
     /// source is taken back.
     public func succeeded(source: String) {
+        let key = Self.sourceKey(source)
         state.withLock { counts in
-            _ = counts.sources.removeValue(forKey: source)
+            _ = counts.sources.removeValue(forKey: key)
             counts.global.failures = max(counts.global.failures - 1, 0)
         }
     }
 
     private static func waitLeft(_ counts: Counts, source: String, now: ContinuousClock.Instant) -> Duration? {
-        let until = max(counts.global.blockedUntil, counts.sources[source]?.blockedUntil ?? now)
+        // Only a source that failed itself (lately) meets the global back-off.
+        guard let own = counts.sources[source], own.failures > 0, now - own.last <= forgetAfter else { return nil }
+        let until = max(counts.global.blockedUntil, own.blockedUntil)
         return until > now ? until - now : nil
     }
 
