@@ -132,6 +132,16 @@ public final class Home: @unchecked Sendable {
                 problem: "left from a store that is no longer here, so nothing was changed: move it aside with that "
                     + "store (it may hold the store's last changes) and run `plait init` again")
         }
+        // `init` killed while it wrote the certificate (bad-luck tester 2026-11-25, H10): its key beside an empty
+        // cert.pem, and no store. No device was ever made with them (the Device ID is the certificate's, and a
+        // store is made only after it), so both are made again rather than the home refused ("cert.pem is corrupt").
+        let keyPath = path + "/" + Identity.keyFileName
+        if !manager.fileExists(atPath: storePath), manager.fileExists(atPath: keyPath),
+            (try? manager.attributesOfItem(atPath: certificatePath)[.size] as? Int) == 0
+        {
+            unlink(certificatePath)
+            unlink(keyPath)
+        }
         let hasKey = keepsIdentity(at: path)
         if hasKey != manager.fileExists(atPath: certificatePath) {
             throw PlaitError.file(

@@ -47,6 +47,45 @@ import Glibc
         }
     }
 
+    /// `plait init` killed as it writes cert.pem (its key written, the certificate empty, no store yet): `init`
+    /// said "cert.pem is corrupt; restore it from a backup", though no device was ever made there.
+    @Test func anInitKilledAsItWritesTheCertificateCanBeRunAgain() throws {
+        try withSandbox { sandbox in
+            let home = sandbox.root + "/laptop"
+            let strace = try ChildProcess(
+                "/usr/bin/strace",
+                ["-f", "-qq", "-o", "/dev/null", "-P", home + "/cert.pem", "-e", "trace=write",
+                 "-e", "inject=write:signal=KILL:when=1",
+                 try PlaitExecutable.path.get(), "init", "--name", "laptop", "--home", home],
+                environment: sandbox.baseEnvironment)
+            guard let ended = strace.wait(seconds: 60) else {
+                strace.stop()
+                throw CLITestFailure("strace running `plait init` did not end")
+            }
+            #expect(ended.bySignal && ended.status == SIGKILL, "\(ended)")
+            let size = try FileManager.default.attributesOfItem(atPath: home + "/cert.pem")[.size] as? Int
+            #expect(size == 0 && FileManager.default.fileExists(atPath: home + "/key.pem"))
+            #expect(!FileManager.default.fileExists(atPath: home + "/plait.db"))
+
+            try sandbox.ok(["init", "--name", "laptop", "--home", home])
+            try sandbox.ok(["list", "add", "L", "--home", home])
+            #expect(try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", home]).status == 0)
+        }
+    }
+
+    /// An empty cert.pem beside a store that holds a device is damage, not a killed `init`: nothing is remade.
+    @Test func anEmptyCertificateOfADeviceIsNotRemade() throws {
+        try withSandbox { sandbox in
+            let home = sandbox.root + "/laptop"
+            try sandbox.ok(["init", "--name", "laptop", "--home", home])
+            let key = try Data(contentsOf: URL(fileURLWithPath: home + "/key.pem"))
+            try Data().write(to: URL(fileURLWithPath: home + "/cert.pem"))
+            let again = try sandbox.fails(["init", "--name", "laptop", "--home", home])
+            #expect(again.stderr.contains("already holds a plait device"), "\(again)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: home + "/key.pem")) == key)
+        }
+    }
+
     /// The store deleted while an agent runs: the agent's first write used to make an empty store in its place.
     /// It makes none now, and says the store is gone; `init` then makes it again and a sync brings the data back.
     @Test func aStoreDeletedUnderARunningAgentIsNotMadeAgainEmpty() throws {
