@@ -162,6 +162,12 @@ public final class Agent: @unchecked Sendable {
     static let fallbackCheckInterval: Duration = .milliseconds(250)
     /// The port actually bound (useful with port 0).
     public private(set) var boundPort: UInt16?
+    /// Called once (on the watch thread) when the store file this agent opened is no longer at its path: deleted,
+    /// or replaced by another file (a restore put in place). `plait agent` stops then, with the sentence given.
+    public var onStoreGone: (@Sendable (String) -> Void)?
+    /// The store file as opened (device and inode), to tell when the path names another file or none.
+    private var storeFile: (device: UInt64, inode: UInt64)?
+    private var storeGoneSaid = false
 
     public init(home: Home, settings: Settings, logger: Logger) {
         self.home = home
@@ -205,6 +211,7 @@ public final class Agent: @unchecked Sendable {
         }
         let probe = try home.store.makeCommitProbe()
         _ = try probe.changed()
+        storeFile = Self.fileIdentity(home.path + "/" + Home.storeFileName)
         let generation = try home.store.generation()
         let peers = try home.store.peers()
         // Change events start from here: what is stored already is not news.
@@ -1045,8 +1052,12 @@ public final class Agent: @unchecked Sendable {
             // One check however many events a burst of commits queued (they are all read first).
             switch watch {
             case let .events(events):
-                if ready > 0 && descriptors[1].revents != 0 && events.drain() { storeMayHaveChanged(probe) }
+                if ready > 0 && descriptors[1].revents != 0 && events.drain() {
+                    checkStoreFile()
+                    storeMayHaveChanged(probe)
+                }
             case .polling:
+                checkStoreFile()
                 storeMayHaveChanged(probe)
             case .off:
                 break
@@ -1079,6 +1090,32 @@ public final class Agent: @unchecked Sendable {
                 compact()
             }
         }
+    }
+
+    /// The device and inode of the file at `path`, nil when there is none.
+    static func fileIdentity(_ path: String) -> (device: UInt64, inode: UInt64)? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return (UInt64(status.st_dev), UInt64(status.st_ino))
+    }
+
+    /// Whether the store file this agent opened is still the one at its path. A store deleted under it (bad-luck
+    /// tester 2026-11-25, H8) or replaced by a restore left the agent writing on into a file no command opens any
+    /// more: every change it took or made from then on was lost when it stopped. It says so once, and `plait
+    /// agent` stops (`onStoreGone`).
+    private func checkStoreFile() {
+        guard let opened = storeFile, !storeGoneSaid else { return }
+        let path = home.path + "/" + Home.storeFileName
+        let now = Self.fileIdentity(path)
+        guard now == nil || now! != opened else { return }
+        storeGoneSaid = true
+        let sentence = (now == nil
+            ? "the store \(path) was deleted while the agent ran"
+            : "the store \(path) was replaced by another file while the agent ran (a restore put in place)")
+            + ": the agent stops, so that nothing more is written into a file no command sees. Start it again to "
+            + (now == nil ? "use a new store (`plait init` makes one, and a sync fills it from a paired device)" : "use that file")
+        logger.critical("\(sentence.terminalSafe)")
+        onStoreGone?(sentence)
     }
 
     /// After an event on the store's files: if another connection committed (one `PRAGMA data_version`), tells

@@ -10,7 +10,8 @@ import Glibc
 ///
 /// Watched: `IN_ATTRIB` (the mark every plait writer sets on the WAL once its commit is readable, see
 /// `Store.markCommitted`), `IN_CLOSE_WRITE` (a writer that exits, such as a sqlite3 shell, which sets no mark),
-/// `IN_CREATE` and `IN_MOVED_TO` (a file made or put in place). Not `IN_MODIFY`: the WAL is written before its
+/// `IN_CREATE` and `IN_MOVED_TO` (a file made or put in place), `IN_DELETE` and `IN_MOVED_FROM` (a file removed: the
+/// agent stops when that is its store). Not `IN_MODIFY`: the WAL is written before its
 /// commit can be read, so waking on it finds nothing yet, and a long catch-up would wake the agent for every
 /// write; the mark that follows the commit is what counts.
 final class StoreFileEvents: @unchecked Sendable {
@@ -19,7 +20,7 @@ final class StoreFileEvents: @unchecked Sendable {
     private let names: Set<String>
     private var buffer = [UInt8](repeating: 0, count: 16 << 10)
 
-    static let mask = UInt32(IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO)
+    static let mask = UInt32(IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM)
 
     /// Watches `directory` for events on the files named `files` in it.
     init(directory: String, files: [String]) throws(PlaitError) {

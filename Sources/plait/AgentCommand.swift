@@ -15,7 +15,9 @@ extension Plait {
             discussion: """
                 Keeps a connection to every paired peer it can reach, sends each change made on this device \
                 (by any plait command) within milliseconds, relays what peers send, and compacts history on a \
-                schedule. Stops cleanly on SIGTERM or SIGINT. Logs go to standard error.
+                schedule. Stops cleanly on SIGTERM or SIGINT. Logs go to standard error. Stops with status 1 \
+                when its store file is deleted or replaced while it runs (a restore put in place): it would \
+                otherwise write on into a file no command sees; started again, it uses the file now there.
 
                 Peers are found three ways: by mDNS through avahi-daemon (this device is published as \
                 _plait._tcp; paired devices recognise each other by a daily tag that strangers cannot link \
@@ -80,10 +82,16 @@ extension Plait {
             let logger = Logger(label: "plait.agent")
             home.replica.onDerivedStateRepair { repair in logger.warning("\(repair)") }
             let agent = PlaitSync.Agent(home: home, settings: settings, logger: logger)
+            // The store deleted or replaced under the agent: it stops, and exits with that sentence (status 1).
+            let storeGone = LockedText()
+            let finished = DispatchSemaphore(value: 0)
+            agent.onStoreGone = { sentence in
+                storeGone.set(sentence)
+                finished.signal()
+            }
             // Handlers first: a SIGTERM right after "listening on" (a test, a service manager) must stop the
             // agent. SIG_IGN goes before the source is resumed: libdispatch catches the signal with a handler of
             // its own on Linux, which a later SIG_IGN would replace (the agent then ignored SIGTERM for good).
-            let finished = DispatchSemaphore(value: 0)
             var sources: [DispatchSourceSignal] = []
             for number in [SIGTERM, SIGINT] {
                 signal(number, SIG_IGN)
@@ -105,6 +113,7 @@ extension Plait {
             api?.stop()
             agent.stop()
             _ = sources
+            if let sentence = storeGone.get() { throw PlaitError.usage(sentence + ".") }
         }
 
         /// How long a login code stays valid: 60 s; `PLAIT_TEST_LOGIN_CODE_MS` shortens it so a test sees a code
@@ -116,4 +125,12 @@ extension Plait {
             return APIAuth.defaultCodeLifetime
         }
     }
+}
+
+/// One sentence, set from one thread and read from another.
+private final class LockedText: @unchecked Sendable {
+    private let lock = NSLock()
+    private var text: String?
+    func set(_ value: String) { lock.withLock { text = value } }
+    func get() -> String? { lock.withLock { text } }
 }

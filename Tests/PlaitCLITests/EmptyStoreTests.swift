@@ -86,6 +86,32 @@ import Glibc
         }
     }
 
+    /// The store deleted, or replaced by another file, while an agent runs: the agent wrote on into the file it had
+    /// open, which no command opened any more, and what it took or made from then on was lost when it stopped
+    /// (bad-luck tester 2026-11-25, H8, what its fix left). It now stops at once, saying why, with status 1.
+    @Test(arguments: ["deleted", "replaced"])
+    func anAgentWhoseStoreIsGoneStops(how: String) throws {
+        try withSandbox { sandbox in
+            let home = sandbox.root + "/laptop"
+            try sandbox.ok(["init", "--name", "laptop", "--home", home])
+            try sandbox.ok(["list", "add", "L", "--home", home])
+            let agent = try RunningAgent(sandbox: sandbox, home: home)
+            defer { agent.stop() }
+            // Through the agent: its writer is open on the store.
+            try sandbox.ok(["add", "L", "milk", "--home", home])
+            let store = home + "/plait.db"
+            if how == "deleted" {
+                for file in [store, store + "-wal", store + "-shm"] { unlink(file) }
+            } else {
+                try FileManager.default.copyItem(atPath: store, toPath: home + "/restored.db")
+                #expect(rename(home + "/restored.db", store) == 0)
+            }
+            let ended = agent.process.wait(seconds: 20)
+            #expect(ended?.status == 1, "the agent stops with status 1: \(String(describing: ended)) \(agent.log)")
+            #expect(agent.log.contains("was \(how)"), "\(agent.log)")
+        }
+    }
+
     /// The store deleted while an agent runs: the agent's first write used to make an empty store in its place.
     /// It makes none now, and says the store is gone; `init` then makes it again and a sync brings the data back.
     @Test func aStoreDeletedUnderARunningAgentIsNotMadeAgainEmpty() throws {
