@@ -23,6 +23,8 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
     case closedBeforeCode
     /// The attempt took longer than allowed (no device came, or the answers did not).
     case timedOut(after: Duration)
+    /// The address took the connection and did not complete a TLS handshake within `after`.
+    case silentAddress(String, after: Duration)
     /// The connection does not speak the pairing protocol (it negotiated `negotiated`).
     case notPairing(negotiated: String?)
     /// The other end is this very device.
@@ -72,6 +74,10 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
             return "the other device closed the connection during the TLS handshake: it is not taking pairing "
                 + "connections now (it may be pairing with another device, or be busy). Nothing stored; run "
                 + "`plait pair` again on both devices."
+        case .silentAddress(let address, let after):
+            return "\(address) took the connection but did not answer it within \(after): it is not a plait device "
+                + "in pairing mode (check the address and port; run `plait pair --listen` there), or it is busy. "
+                + "Nothing stored."
         case .timedOut(let after):
             return "pairing did not finish within \(after): nothing stored. Run `plait pair` on both devices "
                 + "at the same time (or give a longer --timeout)."
@@ -117,6 +123,7 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
         case (.protocolViolation(let a), .protocolViolation(let b)): return a == b
         case (.wire(let a), .wire(let b)): return a == b
         case (.timedOut(let a), .timedOut(let b)): return a == b
+        case (.silentAddress(let a, let x), .silentAddress(let b, let y)): return a == b && x == y
         case (.notPairing(let a), .notPairing(let b)): return a == b
         case (.tls(let a), .tls(let b)): return a.description == b.description
         case (.store(let a), .store(let b)): return a.description == b.description

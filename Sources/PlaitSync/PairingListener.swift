@@ -373,10 +373,17 @@ extension Home {
             let context = try TLSContext(identity: pairingIdentity(), role: .client(offering: .pairing))
             // The trust predicate is not consulted on a pairing connection (any certificate is admitted
             // there); it would refuse everyone if the server selected anything else.
+            // The handshake within the listener's own 10 s (`limits`), not the whole pairing's time: an address
+            // that accepts and stays silent (a wrong port, a busy or hostile service) held a pairing started from
+            // the page in "connecting" for 2 minutes, with no way to cancel it (API tester 2026-11-25, G7).
             connection = try TLSConnection.connect(
-                host: address.host, port: address.port, context: context, trust: { _ in false }, timeout: timeout)
+                host: address.host, port: address.port, context: context, trust: { _ in false },
+                timeout: min(timeout, PairingHandshakes.limits.deadline))
         } catch let error as TLSError {
-            if case .timeout = error { throw .timedOut(after: timeout) }
+            if case .timeout = error {
+                guard PairingHandshakes.limits.deadline < timeout else { throw .timedOut(after: timeout) }
+                throw .silentAddress(address.description, after: PairingHandshakes.limits.deadline)
+            }
             throw .tls(error)
         } catch {
             throw .tls(.socket(operation: "connect to \(address)", reason: "\(error)"))

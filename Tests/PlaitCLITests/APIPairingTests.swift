@@ -61,4 +61,48 @@ import Testing
             #expect(peers?.map { $0["device"] as? String } == [betaID])
         }
     }
+
+    /// A pairing started from the page towards an address that takes the connection and says nothing (a wrong
+    /// port, a busy or hostile service) stayed "connecting" for the whole 120 s, with no way to cancel it, and then
+    /// advised running `plait pair` on both devices (API tester 2026-11-25, G7). It now fails within the handshake
+    /// deadline the listening side has (10 s), naming the address.
+    @Test func aPairingToASilentAddressFailsWithinTheHandshakeDeadline() throws {
+        try withSandbox { sandbox in
+            let home = try sandbox.initHomes(["alpha"])[0].home
+            let api = try APIAgent(sandbox: sandbox, home: home)
+            defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
+            // Listening, never accepting: the kernel completes the TCP handshake, and nothing answers after it.
+            let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(silent) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(silent, $0, length) == 0 && listen(silent, 4) == 0 && getsockname(silent, $0, &length) == 0
+                }
+            }
+            try #require(bound)
+            let port = UInt16(bigEndian: address.sin_port)
+            let started = ContinuousClock.now
+            let reply = try api.client.send(
+                "POST", "/api/pairing/start", headers: [("Origin", api.origin), api.bearer],
+                json: ["address": "127.0.0.1:\(port)"])
+            #expect(reply.status == 200, "\(reply.text)")
+            var session: [String: Any] = [:]
+            let failed = try eventually(30) {
+                session = try pairing(api)
+                return session["state"] as? String == "failed"
+            }
+            #expect(failed, "still \(session) after \(ContinuousClock.now - started)")
+            let error = session["error"] as? String ?? ""
+            #expect(error.contains("127.0.0.1:\(port)") && error.contains("did not answer"), "\(session)")
+            // Pairing can start again at once.
+            #expect(
+                try api.client.send(
+                    "POST", "/api/pairing/start", headers: [("Origin", api.origin), api.bearer],
+                    json: ["address": "127.0.0.1:\(port)"]).status == 200)
+        }
+    }
 }
