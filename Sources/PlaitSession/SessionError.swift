@@ -92,8 +92,11 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
             return "a baseline pulled from the peer was refused and nothing of it was adopted: "
                 + Self.peerBaselineFault(error)
         case let .forkInsideBaseline(timeline):
-            return "the peer needs this device's baseline, but it holds timeline \(timeline), whose history has "
-                + "forked between the two devices; resolve the fork (see `plait status`) first."
+            // Sent to the peer as the Close reason too: worded for either side to read.
+            return "one device needs the other's baseline but holds another history of timeline \(timeline), which "
+                + "that baseline folds (a home restored from a backup, or copied, whose other copy's changes were "
+                + "compacted): on the device whose timeline it is, `plait rejoin` sets its history aside and re-sends "
+                + "its lists and items, and the next sync takes the baseline."
         case let .incompleteStream(missing):
             let ranges = missing.map { "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)" }
             return "the peer ended its stream without changes it announced (\(ranges.joined(separator: ", ")))."

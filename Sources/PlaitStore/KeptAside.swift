@@ -97,6 +97,42 @@ extension Store {
     public func keptAsideUnshown() throws -> [KeptAsideObject] { try read { db in try Self.keptAsideUnshown(db) } }
 }
 
+extension Store {
+    /// This device's own signed timelines (those of `key`) that a peer holds another history of which cannot be
+    /// resolved by renaming: for a signed timeline that is a fork inside that peer's baseline (its changes at the
+    /// fork point are folded, so neither side can send them). The peer refuses to send its baseline then, and the two
+    /// never converge (bad-luck tester 2026-11-25, a restored home that made more changes before its first sync than
+    /// the backup lost, with a peer that had compacted). `rejoin` sets them aside (`setAside`).
+    static func forkedOwnHistories(_ db: Database, key: [UInt8]?) throws -> [TimelineID] {
+        guard let key else { return [] }
+        return try Int64.fetchAll(db, sql: "SELECT DISTINCT tl FROM forks ORDER BY tl").map {
+            TimelineID(timelineFromColumn($0))
+        }.filter { try certificate(db, of: $0) == key }
+    }
+
+    /// Moves every stored change of `timelines` to `kept_aside` (bytes and signatures), and forgets their heads and
+    /// recorded forks: a peer's history of them is then taken as for a timeline never held.
+    static func setAside(_ timelines: [TimelineID], _ db: Database, now: Int64) throws {
+        for timeline in timelines {
+            let column = timelineColumn(timeline.rawValue)
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO kept_aside (\(ChangeRows.storedColumns), reason, at)
+                    SELECT \(ChangeRows.storedColumns), ?, ? FROM changes WHERE tl = ?
+                    """,
+                arguments: [
+                    "a peer holds another history of this device's timeline inside its baseline (this home was "
+                        + "restored from a backup, or copied): `plait rejoin` set this one aside and re-sent the lists "
+                        + "and items on a new timeline, so that the peer's can be taken",
+                    now, column,
+                ])
+            for table in ["changes", "quarantine", "timelines", "forks"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE tl = ?", arguments: [column])
+            }
+        }
+    }
+}
+
 extension Replica {
     /// Authors again, as new changes of the own timeline, the kept-aside creates of items and lists this device
     /// does not hold at all, and the kept-aside edits of those objects (`KeptAsidePlan`), in one transaction. The

@@ -558,16 +558,32 @@ public final class Replica: @unchecked Sendable {
     /// The old timeline is left without an end when no key at hand is its own (`ended` false): an end signed by
     /// another key is refused by every peer as forged.
     public func rejoin(now: Int64 = Replica.now(), retiredSigner: (any ChangeSigner)? = nil) throws -> (
-        old: TimelineID, new: TimelineID, emitted: Int, ended: Bool
+        old: TimelineID, new: TimelineID, emitted: Int, ended: Bool, setAside: [TimelineID]
     ) {
         try edit(now: now, leavingSuspectTimeline: true) { edit in
             let old = edit.ownTimeline
             let ownKey = try retiredSigner.map { retired in
                 try Store.certificate(edit.db, of: old).map { $0 == retired.certificate } ?? true
             } ?? edit.signerIsTimelines
+            // This device's own histories that a peer holds another history of inside its baseline (a restored
+            // home that made more changes than the backup lost, with a peer that had compacted): that peer refuses
+            // to send its baseline while this device holds them, and the two never converge. They are set aside
+            // (`kept_aside`), after the state they made is read for re-sending below; the old timeline is then
+            // neither ended nor superseded here (the other history goes on under its name).
+            let forked = try Store.forkedOwnHistories(edit.db, key: try Store.certificate(edit.db, of: old))
             // A timeline that may continue on another device is left as it is: an end appended here could be a
             // second change under a number that device already used.
-            let ending = edit.suspect == nil && ownKey
+            let ending = edit.suspect == nil && ownKey && !forked.contains(old)
+            // What is re-sent: the state as this device shows it now, the histories set aside included.
+            let shown = edit.state
+            if !forked.isEmpty {
+                try Store.setAside(forked, edit.db, now: now)
+                try edit.db.execute(sql: "DELETE FROM checkpoints")
+                engine = try DerivedState.replay(edit.db, domain: domain).engine
+                rebuiltUnsaved = true
+                // The next change's Lamport time and witness come from what is still held.
+                edit.lamport = try Store.largestHeldLamport(edit.db)
+            }
             if ending {
                 let signer = edit.signer
                 if let retiredSigner { edit.signer = retiredSigner }
@@ -589,7 +605,7 @@ public final class Replica: @unchecked Sendable {
             let new = edit.ownTimeline
             try Meta.set(edit.db, .ownTimelineSuspect, nil)
             try Meta.set(edit.db, .ownTimelineSuspectCause, nil)
-            let state = edit.state
+            let state = shown
             var emitted = 0
             for listID in state.liveListIDs {
                 let list = state.lists[listID]!
@@ -610,7 +626,7 @@ public final class Replica: @unchecked Sendable {
                     emitted += 1
                 }
             }
-            return (old, new, emitted, ending)
+            return (old, new, emitted, ending, forked)
         }
     }
 

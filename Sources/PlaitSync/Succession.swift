@@ -102,7 +102,7 @@ extension Home {
         }
         rmdir(staging)
         try useTheSwappedKey()
-        let rejoined: (old: TimelineID, new: TimelineID, emitted: Int, ended: Bool)
+        let rejoined: (old: TimelineID, new: TimelineID, emitted: Int, ended: Bool, setAside: [TimelineID])
         do {
             // The old timeline's end is signed by the old key: only that key's signature verifies on it.
             rejoined = try replica.rejoin(now: now, retiredSigner: try P256Signer(directory: retired))
@@ -124,7 +124,7 @@ extension Home {
     /// retired identities, so that its end verifies and stops it everywhere; without it the timeline is left
     /// without an end (`ended` false), never ended with a signature every peer would refuse.
     public func rejoin(now: Int64 = Replica.now()) throws -> (
-        old: TimelineID, new: TimelineID, emitted: Int, ended: Bool, keySwap: String?
+        old: TimelineID, new: TimelineID, emitted: Int, ended: Bool, keySwap: String?, setAside: [TimelineID]
     ) {
         let keySwap = try finishInterruptedKeySwap()
         if keySwap != nil { try useTheSwappedKey() }
@@ -135,7 +135,7 @@ extension Home {
             timelinesSigner = retiredSigner(of: certificate)
         }
         let rejoined = try replica.rejoin(now: now, retiredSigner: timelinesSigner)
-        return (rejoined.old, rejoined.new, rejoined.emitted, rejoined.ended, keySwap)
+        return (rejoined.old, rejoined.new, rejoined.emitted, rejoined.ended, keySwap, rejoined.setAside)
     }
 
     /// The retired identity directory whose key swap `rejoin --new-key` began and did not finish: it still holds

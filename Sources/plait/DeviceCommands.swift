@@ -166,7 +166,14 @@ extension Plait {
             guard newKey else {
                 let result = try home.rejoin()
                 if let keySwap = result.keySwap { print(keySwap) }
-                if result.ended {
+                if !result.setAside.isEmpty {
+                    // A peer holds another history of it inside its baseline: set aside, so the peer's is taken.
+                    let names = result.setAside.map(\.description).joined(separator: ", ")
+                    print("set aside this device's history of timeline \(names) (a peer holds another history of it in "
+                        + "its baseline: this home was restored from a backup, or copied; nothing is deleted, `plait "
+                        + "doctor` lists it); now on \(result.new); re-sent \(result.emitted) changes, and the next sync "
+                        + "takes the peer's history")
+                } else if result.ended {
                     print("ended timeline \(result.old); now on \(result.new); re-sent \(result.emitted) changes")
                 } else {
                     print("left timeline \(result.old) without an end (another copy of this home may be writing on "

@@ -102,6 +102,33 @@ import Testing
         }
     }
 
+    /// More changes on the restored home than the backup lost: at the number the peer's baseline names, the home
+    /// holds another change, a fork inside that baseline, which renaming cannot resolve (the baseline holds no
+    /// change bytes to rename). The peer refused to send its baseline, and `plait rejoin`, the advice, changed
+    /// nothing: the two never converged. `rejoin` now sets that history aside after re-sending the state.
+    @Test func aRestoredHomeThatForkedInsideThePeersBaselineConvergesAfterRejoin() throws {
+        try withSandbox { sandbox in
+            let (laptop, server, agent) = try restoredLaptop(sandbox)
+            defer { agent.stop() }
+            for text in ["z1", "z2", "z3", "z4", "z5", "z6"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
+            let refused = try sandbox.run(["sync", "--peer", agent.address, "--home", laptop])
+            #expect(refused.status != 0, "\(refused)")
+            #expect(refused.stderr.contains("plait rejoin"), "\(refused)")
+            let rejoin = try sandbox.ok(["rejoin", "--home", laptop])
+            #expect(rejoin.stdout.contains("set aside this device's history"), "\(rejoin)")
+            let sync = try sandbox.run(["sync", "--peer", agent.address, "--home", laptop])
+            #expect(sync.status == 0, "\(sync)")
+            let shown = try texts(sandbox, laptop)
+            for text in ["x1", "x2", "y1", "y5", "b0", "z1", "z6"] { #expect(shown[text] != nil, "\(text): \(shown)") }
+            #expect(try texts(sandbox, server) == shown)
+            #expect(
+                try sandbox.ok(["status", "--json", "--home", laptop]).json()["digest"] as? String
+                    == (try sandbox.ok(["status", "--json", "--home", server]).json()["digest"] as? String))
+            let doctor = try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop])
+            #expect(!doctor.stdout.contains("FAIL"), "\(doctor)")
+        }
+    }
+
     /// The same with the restored home's agent pulling the baseline: the agent makes the item again and sends it.
     @Test func aRestoredHomesAgentMakesTheItemAgain() throws {
         try withSandbox { sandbox in
