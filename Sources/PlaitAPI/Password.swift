@@ -112,16 +112,18 @@ public enum APIPassword {
     }
 }
 
-/// The brake on password guessing: each source gets `freeTries` wrong passwords, then waits 2, 4, 8 … seconds (at
-/// most `maxWait`) before the next try; all sources together get `globalFreeTries`, then the same back-off for every
-/// source that has failed itself (many addresses guessing at once). A right password clears its source's count. A
-/// source that stays quiet `forgetAfter` starts afresh.
+/// The brake on password guessing: each source address gets `freeTries` wrong passwords, then waits 2, 4, 8 …
+/// seconds (at most `maxWait`) before the next try; all sources together get `globalFreeTries`, then the same
+/// back-off for every source but those that signed in with the right password before, while this agent runs (many
+/// addresses guessing at once). A right password clears its source's count. A source that stays quiet
+/// `forgetAfter` starts afresh.
 ///
-/// A source is an IPv4 address, or an IPv6 /64 (`sourceKey`): one LAN host can take any address of its /64, and
-/// keyed on the full address it had a fresh budget with each. The global back-off does not hold back a source with no
-/// wrong password of its own: it held back everyone, so a client with a handful of addresses kept the owner out for
-/// up to 5 minutes at a time, told "too many wrong passwords" though they had sent none (API tester 2026-11-25, G5).
-/// What that leaves an attacker while the global back-off holds: one try per source it has not used yet.
+/// The shared back-off held back everyone, so a client with a handful of addresses kept the owner out for up to 5
+/// minutes at a time, told "too many wrong passwords" though they had sent none (API tester 2026-11-25, G5). An
+/// address the owner has signed in from is now let through it (its own count still applies); a new address waits
+/// like any other, so a guesser with many addresses (an IPv6 /64 offers 2^64) still gets no more than the shared
+/// budget. Sources are full addresses: on a LAN the owner and a guesser usually share one /64, so grouping by
+/// prefix would put the guesser's failures on the owner.
 public final class LoginLimiter: Sendable {
     public static let freeTries = 3
     public static let globalFreeTries = 20
@@ -130,6 +132,8 @@ public final class LoginLimiter: Sendable {
     /// Sources remembered at most; beyond it those not waiting are forgotten (an attacker with many addresses
     /// meets the global limit instead).
     static let maxSources = 4096
+    /// Addresses a right password came from, remembered at most (the oldest forgotten first).
+    static let maxTrusted = 64
 
     private struct Record {
         var failures = 0
@@ -140,6 +144,8 @@ public final class LoginLimiter: Sendable {
     private struct Counts {
         var sources: [String: Record] = [:]
         var global: Record
+        /// Addresses that signed in with the right password, oldest first.
+        var trusted: [String] = []
     }
 
     private let state: LockedValue<Counts>
@@ -150,40 +156,21 @@ public final class LoginLimiter: Sendable {
 
     /// How long `source` must still wait before a password is even checked; nil if it may try now.
     public func wait(source: String, now: ContinuousClock.Instant = .now) -> Duration? {
-        let key = Self.sourceKey(source)
-        return state.withLock { counts in Self.waitLeft(counts, source: key, now: now) }
+        state.withLock { counts in Self.waitLeft(counts, source: source, now: now) }
     }
 
     /// Counts a wrong password from `source`.
     public func failed(source: String, now: ContinuousClock.Instant = .now) {
-        let key = Self.sourceKey(source)
-        state.withLock { counts in Self.countFailure(&counts, source: key, now: now) }
-    }
-
-    /// What the brake counts `address` (a peer's IP address as the server saw it) under: an IPv4 address as it is
-    /// (an IPv4-mapped IPv6 address as the IPv4 one), an IPv6 address by its /64 prefix, anything else as it is.
-    public static func sourceKey(_ address: String) -> String {
-        var text = address
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") { text = String(text[text.index(after: text.startIndex)..<close]) }
-        if let zone = text.firstIndex(of: "%") { text = String(text[..<zone]) }
-        var v6 = in6_addr()
-        guard text.contains(":"), inet_pton(AF_INET6, text, &v6) == 1 else { return text }
-        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
-        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
-            return bytes[12..<16].map(String.init).joined(separator: ".")
-        }
-        let prefix = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-        return prefix.joined(separator: ":") + "::/64"
+        state.withLock { counts in Self.countFailure(&counts, source: source, now: now) }
     }
 
     /// `wait`, and when the try may go on, counted as a wrong password at once, in one step: a password is
     /// checked only after its try is counted. (Checked first and counted after the slow scrypt, 300 guesses sent
     /// together were all checked: each saw the count before any was added.) `succeeded` takes a right one back.
     public func beginTry(source: String, now: ContinuousClock.Instant = .now) -> Duration? {
-        let key = Self.sourceKey(source)
-        return state.withLock { counts in
-            if let wait = Self.waitLeft(counts, source: key, now: now) { return wait }
-            Self.countFailure(&counts, source: key, now: now)
+        state.withLock { counts in
+            if let wait = Self.waitLeft(counts, source: source, now: now) { return wait }
+            Self.countFailure(&counts, source: source, now: now)
             return nil
         }
     }
@@ -191,17 +178,21 @@ public final class LoginLimiter: Sendable {
     /// A right password from `source`: its count starts again, and the try `beginTry` counted against every
     /// source is taken back.
     public func succeeded(source: String) {
-        let key = Self.sourceKey(source)
         state.withLock { counts in
-            _ = counts.sources.removeValue(forKey: key)
+            _ = counts.sources.removeValue(forKey: source)
             counts.global.failures = max(counts.global.failures - 1, 0)
+            counts.trusted.removeAll { $0 == source }
+            counts.trusted.append(source)
+            if counts.trusted.count > Self.maxTrusted {
+                counts.trusted.removeFirst(counts.trusted.count - Self.maxTrusted)
+            }
         }
     }
 
     private static func waitLeft(_ counts: Counts, source: String, now: ContinuousClock.Instant) -> Duration? {
-        // Only a source that failed itself (lately) meets the global back-off.
-        guard let own = counts.sources[source], own.failures > 0, now - own.last <= forgetAfter else { return nil }
-        let until = max(counts.global.blockedUntil, own.blockedUntil)
+        let own = counts.sources[source]?.blockedUntil ?? now
+        // An address the owner signed in from is not held back by other sources' failures.
+        let until = counts.trusted.contains(source) ? own : max(counts.global.blockedUntil, own)
         return until > now ? until - now : nil
     }
 
