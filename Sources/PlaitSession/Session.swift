@@ -147,7 +147,8 @@ public final class Session: @unchecked Sendable {
             divergence: machine.divergence, verifiedEqual: machine.verifiedEqual, finalSummary: summary, bytesSent: bytesSent,
             bytesReceived: bytesReceived, peakQueuedBytes: outbox.peak, peerCloseReason: machine.peerCloseReason,
             forksResolved: machine.forksResolved.sorted(), oversizedChanges: machine.oversizedChanges,
-            peerSummary: machine.peerHolds, untaken: machine.untaken, keptAside: machine.keptAsideFinding)
+            peerSummary: machine.peerHolds, untaken: machine.untaken, keptAside: machine.keptAsideFinding,
+            deferred: machine.deferredTimelines)
     }
 
     // MARK: The loop

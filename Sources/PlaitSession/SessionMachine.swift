@@ -195,6 +195,19 @@ public struct StaleClaim: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// A timeline whose changes from the peer were not taken in a session: they name as witness a change the peer
+/// renamed onto a fork branch while the session resolved that fork, which a further session brings first.
+public struct DeferredTimeline: Hashable, Sendable, CustomStringConvertible {
+    public var timeline: TimelineID
+    public var witness: ChangeRef
+
+    public var description: String {
+        "changes of \(timeline) from the peer name witness \(witness), on timeline \(witness.timeline) whose fork was "
+            + "resolved in this sync (its changes there were renamed onto a branch): they were not taken, and a "
+            + "further sync takes them"
+    }
+}
+
 /// A change larger than the largest frame the peer accepts (its Hello's `max_frame_size`): held back for that
 /// peer with the rest of its timeline, while everything else syncs (PROTOCOL.md §13.3).
 public struct OversizedChange: Hashable, Sendable, CustomStringConvertible {
@@ -260,6 +273,8 @@ public struct SessionResult: Sendable {
     /// Set when an adopted baseline kept changes of this device's own timeline aside (a restored or copied home):
     /// what was said of them.
     public var keptAside: String?
+    /// Timelines not taken because their changes name a witness the peer renamed onto a fork branch in this session.
+    public var deferred: [DeferredTimeline] = []
 
     /// What the peers table records as the peer's holdings as the session ended: what it last said it holds, never
     /// this device's own summary in its place (a peer that refused changes this device sent does not hold them, and
@@ -532,6 +547,11 @@ struct SessionMachine {
     /// Timelines whose changes name a witness the peer renamed onto a fork branch in this session: left for the
     /// next session (not refused; the race of bad-luck tester 2026-11-25's H9).
     private var deferred: Set<TimelineID> = []
+    /// The same, with the witness each named (`SessionResult.deferred`).
+    private(set) var deferredTimelines: [DeferredTimeline] = []
+    /// What this device held, and folded in its baseline, when it read the greeting.
+    private var heldAtGreeting = Summary()
+    private var baselineAtGreeting = Summary()
     /// In a Want, this `have` means "send nothing of it": this side refused it earlier in the session.
     static let refusedMarker = WireLimits.maxSeq - 1
 
@@ -1090,6 +1110,8 @@ struct SessionMachine {
         let setAside = quarantined.first { $0.timeline == own }?.seqs.upperBound ?? 0
         // A copy whose own history lost the name in a fork expects the winner's history to go on under it.
         ownTimeline = (own, view.summary[own], setAside, view.ownTimelineForkedAway)
+        heldAtGreeting = view.summary
+        baselineAtGreeting = view.baselineSummary
         if let claim = claimsOwnTimeline(hello.summary, mine: view.summary) {
             staleClaim = claim
             actions.append(.finding(claim.description))
@@ -1120,6 +1142,8 @@ struct SessionMachine {
 
     /// A Want with this device's summary, forked timelines excluded.
     private mutating func want(_ summary: Summary) -> Message {
+        deferred = []
+        deferredTimelines = []
         var have = summary
         for timeline in refused.keys { have[timeline] = Self.refusedMarker }
         for timeline in forks.keys { have[timeline] = Self.excluded }
@@ -1153,8 +1177,11 @@ struct SessionMachine {
         // changes past the fork go to a branch as it takes this side's, so what its Hello announced of the timeline
         // is not what it ends up sending (bad-luck tester 2026-11-25, H9: "the peer ended its stream without changes
         // it announced", after a restored home's edit).
+        // It asks from where such a peer asks (the greater of the two baselines' ends, §22), which is the peer's
+        // word like all of it: what it withholds so goes unnoticed no more than changes it never announced.
         let resolvedThere = mine.timelines.filter { timeline in
             have[timeline] < mine[timeline] && forks[timeline] == nil && resolving[timeline] == nil
+                && have[timeline] == max(baselineAtGreeting[timeline], peer?.baselineSummary[timeline] ?? 0)
                 && max(peer?.summary[timeline] ?? 0, peerAnnounced?[timeline] ?? 0) >= mine[timeline]
         }
         actions += resolvedForks(resolvedThere)
@@ -1343,14 +1370,17 @@ struct SessionMachine {
                 forks[refusal.timeline] = fork
                 actions.append(.finding(fork.description + " (\(refusal.refusal))"))
                 newForks = true
-            } else if case let .witnessNotHeld(_, witness, _) = refusal.refusal, forksResolved.contains(witness.timeline) {
-                // The witness is a change the peer renamed onto a branch as this session resolved a fork: the branch
-                // comes later (the next session takes it first), so this is not the peer's fault.
+            } else if case let .witnessNotHeld(_, witness, _) = refusal.refusal,
+                forksResolved.contains(witness.timeline), witness.seq > heldAtGreeting[witness.timeline]
+            {
+                // The witness is a change beyond what this device held of a timeline whose fork this session
+                // resolved: the peer renamed it onto a branch, which comes later. Not refused as the peer's fault,
+                // but not taken either, and said (`SessionResult.deferred`): the next Want asks for it again.
                 deferred.insert(refusal.timeline)
-                actions.append(
-                    .finding(
-                        "changes of \(refusal.timeline) from the peer name witness \(witness), on timeline "
-                            + "\(witness.timeline) whose fork was resolved in this sync: they wait for the next sync"))
+                let deferral = DeferredTimeline(timeline: refusal.timeline, witness: witness)
+                deferredTimelines.removeAll { $0.timeline == refusal.timeline }
+                deferredTimelines.append(deferral)
+                actions.append(.finding(deferral.description))
             } else {
                 refused[refusal.timeline] = refusal
                 actions.append(

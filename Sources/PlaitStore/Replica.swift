@@ -698,7 +698,9 @@ public final class Replica: @unchecked Sendable {
             // The timelines whose branches the commit names again (`integrateFork`): a session learns of a fork
             // resolved in its intake from this, not from the commit it does not wait for.
             var roots = Set(verdict.branches.map(\.parent))
-            for accepted in verdict.accepted { if let origin = accepted.change.origin { roots.insert(origin.timeline) } }
+            for accepted in verdict.accepted {
+                if let origin = accepted.change.origin { roots.insert(origin.timeline) }
+            }
             result.forks = roots.sorted()
             return result
         }

@@ -41,6 +41,7 @@ public struct PeerSyncOutcome: Sendable {
         }
         out += result.oversizedChanges.map(\.description)
         out += result.untaken.map(\.description)
+        out += result.deferred.map(\.description)
         if let claim = result.staleClaim { out.append(claim.description) }
         if let divergence = result.divergence { out.append(divergence.description) }
         return out
@@ -78,6 +79,13 @@ public struct PeerSyncOutcome: Sendable {
         note.hasPrefix("the peer's closing report holds changes this device lacks")
     }
 
+    /// The session ran to the end and its only problems are timelines left for a further session (`deferred`):
+    /// `plait sync` runs one at once.
+    public var onlyDeferred: Bool {
+        guard failure == nil, let result, !result.deferred.isEmpty else { return false }
+        return problems.count == result.deferred.count
+    }
+
     /// The session ran to the end and found nothing wrong.
     public var succeeded: Bool { failure == nil && problems.isEmpty }
 }
@@ -95,8 +103,11 @@ extension Home {
         public var notes: [String] {
             guard let failure else {
                 guard !brought.isEmpty else { return [] }
-                return ["made again, as new changes, \(Self.count(brought.objects)) that only changes of this device kept "
-                    + "aside had made (a restored or copied home; `plait doctor` says more): \(Self.names(brought.objects))"]
+                return [
+                    "made again, as new changes, \(Self.count(brought.objects)) that only changes of this device kept "
+                        + "aside had made (a restored or copied home; `plait doctor` says more): "
+                        + Self.names(brought.objects)
+                ]
             }
             return [failure]
         }

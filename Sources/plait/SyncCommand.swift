@@ -96,7 +96,7 @@ extension Plait {
                 // Items only changes kept aside by an adopted baseline had made are made again (bad-luck tester
                 // 2026-11-25, H3): they reach the peer in a second session.
                 let keptAside = outcome.result == nil ? Home.KeptAsideOutcome() : home.bringBackKeptAside()
-                if (outcome.succeeded && !outcome.notes.isEmpty) || !keptAside.brought.isEmpty {
+                if (outcome.succeeded && !outcome.notes.isEmpty) || outcome.onlyDeferred || !keptAside.brought.isEmpty {
                     // A fork was resolved by renaming during the session: a branch named here mid-session reaches
                     // the peer in a second one (the names now agree), so the sync leaves both sides complete.
                     // (What the peer held beyond this device is for the second session to say.)
@@ -114,6 +114,8 @@ extension Plait {
                         // Said once, in `notes` above (a fork note was printed twice: bad-luck tester 2026-11-25, H14).
                         first.keptAside = second.keptAside
                         first.forksResolved = second.forksResolved
+                        // What the first left for a further session, the second took or left again.
+                        first.deferred = second.deferred
                         again.result = first
                     }
                     outcome = again

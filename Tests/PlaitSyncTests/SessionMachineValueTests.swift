@@ -343,6 +343,30 @@ import Testing
         #expect(try machine.nextOutgoing().isEmpty)
     }
 
+    /// A peer that holds a timeline as far as this device and asks for it from where both baselines end is
+    /// resolving a fork of it (bad-luck tester 2026-11-25, H9): its changes past the fork go to a branch as it
+    /// takes this side's, so what its Hello announced of the timeline is not owed. A Want asking from elsewhere is
+    /// no such sign, and the announced changes stay owed.
+    @Test func aPeerResolvingAForkIsNotOwedWhatItAnnouncedOfIt() throws {
+        for (asked, owed) in [(UInt64(0), false), (UInt64(3), true)] {
+            var machine = Self.machine()
+            _ = try Self.greet(
+                &machine, hello: Self.hello(summary: [Self.theirs: 8]), local: Self.status(summary: [Self.theirs: 6]))
+            _ = try Self.answerWant(&machine, have: [Self.theirs: asked], mine: [Self.theirs: 6], baseline: nil)
+            _ = try machine.nextOutgoing()
+            _ = try machine.answered(.page(baselineSummary: [:], changes: [], damaged: []))
+            _ = try machine.received(.done([Self.theirs: 8]))
+            _ = try machine.answered(.streamEnded([]))
+            if owed {
+                #expect(throws: SessionError.self, "asked from \(asked)") {
+                    _ = try machine.answered(.summary([Self.theirs: 6]))
+                }
+            } else {
+                _ = try machine.answered(.summary([Self.theirs: 6]))
+            }
+        }
+    }
+
     // MARK: Notify
 
     /// Agent mode: a Notify of more than this device holds brings a Want; one of nothing new brings nothing; one
