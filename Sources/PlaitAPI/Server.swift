@@ -294,18 +294,18 @@ public final class APIService: Sendable {
 }
 
 /// A value behind a lock, for the few mutable fields of otherwise immutable shared objects.
-final class LockedValue<Value>: @unchecked Sendable {
+public final class LockedValue<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: Value
 
-    init(_ value: Value) { stored = value }
+    public init(_ value: Value) { stored = value }
 
-    var value: Value {
+    public var value: Value {
         get { lock.withLock { stored } }
         set { lock.withLock { stored = newValue } }
     }
 
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+    public func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
         try lock.withLock { try body(&stored) }
     }
 }

@@ -23,7 +23,8 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
     case closedBeforeCode
     /// The attempt took longer than allowed (no device came, or the answers did not).
     case timedOut(after: Duration)
-    /// The address took the connection and did not complete a TLS handshake within `after`.
+    /// The address did not complete a connection and a TLS handshake within `after` (a port that accepts and says
+    /// nothing, or a host that does not answer at all).
     case silentAddress(String, after: Duration)
     /// The connection does not speak the pairing protocol (it negotiated `negotiated`).
     case notPairing(negotiated: String?)
@@ -75,9 +76,9 @@ public enum PairingError: Error, CustomStringConvertible, Sendable, Equatable {
                 + "connections now (it may be pairing with another device, or be busy). Nothing stored; run "
                 + "`plait pair` again on both devices."
         case .silentAddress(let address, let after):
-            return "\(address) took the connection but did not answer it within \(after): it is not a plait device "
-                + "in pairing mode (check the address and port; run `plait pair --listen` there), or it is busy. "
-                + "Nothing stored."
+            return "\(address) did not answer within \(after) (no TLS handshake): it is not a plait device in "
+                + "pairing mode, it cannot be reached, or it is busy. Check the address and port, and run `plait pair "
+                + "--listen` there. Nothing stored."
         case .timedOut(let after):
             return "pairing did not finish within \(after): nothing stored. Run `plait pair` on both devices "
                 + "at the same time (or give a longer --timeout)."

@@ -433,16 +433,20 @@ extension Replica {
             try Store.writeBaseline(db, joined)
             try db.execute(sql: "DELETE FROM checkpoints")
             var continued: TimelineID?
+            // Whether the next edit begins a new timeline by itself (nothing waits for `plait rejoin`).
+            var goesOn = false
             if renamed, let ownHeadBefore, try Self.heldHead(db, own)?.hash != ownHeadBefore.hash {
                 // The own head now stands on a branch that lost (DESIGN §11): the next edit begins a new timeline.
                 try Meta.set(db, .ownTimelineForkedAway, "1")
                 continued = own
+                goesOn = true
             } else if joined.summary[own] > UInt64(clamping: ownHead), try Store.certificate(db, of: own) != nil {
                 // A signed own timeline: a baseline's summary is a paired peer's word, not a change signed by this
                 // key (DESIGN §11), so authoring is not stopped; the next edit begins a new signed timeline, past
                 // whatever the baseline says stands on this one. Reported all the same.
                 try Meta.set(db, .ownTimelineForkedAway, "1")
                 continued = own
+                goesOn = true
             } else if joined.summary[own] > UInt64(clamping: ownHead) {
                 // The peer held this device's own timeline beyond its head: a restored or copied home. Nothing more
                 // is authored on it until `plait rejoin` (DESIGN §10: detect and report, never guess).
@@ -452,7 +456,6 @@ extension Replica {
                 continued = own
             }
             let replayed = try replayAll(db).changes
-            let goesOn = try continued != nil && (Meta.get(db, .ownTimelineForkedAway) as String?) != nil
             return BaselineAdoption(
                 changed: true, summary: joined.summary, foldedAway: foldedAway, replayed: replayed,
                 ownTimelineContinued: continued, keptAside: keptAside,

@@ -80,10 +80,10 @@ enum KeptAsidePlan {
 
     /// The plan against the materialized rows (a read-only check: `plait doctor`).
     static func plan(_ db: Database) throws -> (steps: [Step], objects: [KeptAsideObject]) {
-        try plan(
-            db,
-            holdsItem: { try Bool.fetchOne(db, sql: "SELECT 1 FROM items WHERE id = ?", arguments: [Data($0.bytes)]) ?? false },
-            holdsList: { try Bool.fetchOne(db, sql: "SELECT 1 FROM lists WHERE id = ?", arguments: [Data($0.bytes)]) ?? false })
+        func holds(_ table: String, _ id: ObjectID) throws -> Bool {
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM \(table) WHERE id = ?", arguments: [Data(id.bytes)]) ?? false
+        }
+        return try plan(db, holdsItem: { try holds("items", $0) }, holdsList: { try holds("lists", $0) })
     }
 }
 

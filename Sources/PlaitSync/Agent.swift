@@ -164,6 +164,7 @@ public final class Agent: @unchecked Sendable {
     public private(set) var boundPort: UInt16?
     /// Called once (on the watch thread) when the store file this agent opened is no longer at its path: deleted,
     /// or replaced by another file (a restore put in place). `plait agent` stops then, with the sentence given.
+    /// Set before `start`.
     public var onStoreGone: (@Sendable (String) -> Void)?
     /// The store file as opened (device and inode), to tell when the path names another file or none.
     private var storeFile: (device: UInt64, inode: UInt64)?
@@ -253,6 +254,9 @@ public final class Agent: @unchecked Sendable {
             } catch {
                 self.logger.error("checking the stored hash chains failed: \(error)")
             }
+            // Items only kept-aside changes made, left from a session whose making them again failed (no key, a
+            // full disk) or from a plait before it did: made again now.
+            self.bringBackKeptAside()
         }
         spawn("watch") { self.watchLoop(watch, probe: probe, wake: watchWake) }
         spawn("dial") { self.dialLoop() }
@@ -1107,14 +1111,19 @@ public final class Agent: @unchecked Sendable {
         guard let opened = storeFile, !storeGoneSaid else { return }
         let path = home.path + "/" + Home.storeFileName
         let now = Self.fileIdentity(path)
-        guard now == nil || now! != opened else { return }
+        if let now, now == opened { return }
         storeGoneSaid = true
-        let sentence = (now == nil
-            ? "the store \(path) was deleted while the agent ran"
-            : "the store \(path) was replaced by another file while the agent ran (a restore put in place)")
-            + ": the agent stops, so that nothing more is written into a file no command sees. Start it again to "
-            + (now == nil ? "use a new store (`plait init` makes one, and a sync fills it from a paired device)" : "use that file")
-        logger.critical("\(sentence.terminalSafe)")
+        let what = now == nil
+            ? "was deleted while the agent ran"
+            : "was replaced by another file while the agent ran (a restore put in place)"
+        let sentence = what + ": the agent stops, so that nothing more is written into a file no command sees. "
+            + "Started again, it uses "
+            + (now == nil
+                ? "a new store (`plait init` makes one, and a sync fills it from a paired device)" : "that file")
+        logger.critical("the store \(path.terminalSafe) \(sentence)")
+        // Nothing more is taken from or sent to a peer into the file that is gone.
+        let running = lock.withLock { Array(sessions.values) }
+        for entry in running { entry.session.stop() }
         onStoreGone?(sentence)
     }
 
@@ -1169,7 +1178,11 @@ public final class Agent: @unchecked Sendable {
     private func bringBackKeptAside() {
         let kept = home.bringBackKeptAside()
         for note in kept.notes {
-            if kept.failure == nil { logger.notice("\(note.terminalSafe)") } else { logger.error("\(note.terminalSafe)") }
+            if kept.failure == nil {
+                logger.notice("\(note.terminalSafe)")
+            } else {
+                logger.error("\(note.terminalSafe)")
+            }
         }
         guard !kept.brought.isEmpty else { return }
         announce(try? home.store.generation())

@@ -133,14 +133,26 @@ public final class Home: @unchecked Sendable {
                     + "store (it may hold the store's last changes) and run `plait init` again")
         }
         // `init` killed while it wrote the certificate (bad-luck tester 2026-11-25, H10): its key beside an empty
-        // cert.pem, and no store. No device was ever made with them (the Device ID is the certificate's, and a
-        // store is made only after it), so both are made again rather than the home refused ("cert.pem is corrupt").
+        // cert.pem, and no store. Such a key signed nothing yet, so a new identity is made rather than the home
+        // refused ("cert.pem is corrupt"). The old pair is moved aside, not deleted: the same files are left by a
+        // home whose store was moved aside (as its errors advise) and whose certificate was then emptied, and that
+        // key matters (the certificate can be had again from the store's timeline.begin).
         let keyPath = path + "/" + Identity.keyFileName
         if !manager.fileExists(atPath: storePath), manager.fileExists(atPath: keyPath),
             (try? manager.attributesOfItem(atPath: certificatePath)[.size] as? Int) == 0
         {
-            unlink(certificatePath)
-            unlink(keyPath)
+            let aside = path + "/identity-left-by-init-\(Replica.now())"
+            do {
+                try manager.createDirectory(
+                    atPath: aside, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+                for file in [keyPath, certificatePath] {
+                    try manager.moveItem(atPath: file, toPath: aside + "/" + (file as NSString).lastPathComponent)
+                }
+            } catch {
+                throw PlaitError.file(
+                    path: path, problem: "holds key.pem beside an empty cert.pem, which could not be moved aside "
+                        + "(\(error.localizedDescription)); nothing else was changed")
+            }
         }
         let hasKey = keepsIdentity(at: path)
         if hasKey != manager.fileExists(atPath: certificatePath) {

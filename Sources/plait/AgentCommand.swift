@@ -83,10 +83,10 @@ extension Plait {
             home.replica.onDerivedStateRepair { repair in logger.warning("\(repair)") }
             let agent = PlaitSync.Agent(home: home, settings: settings, logger: logger)
             // The store deleted or replaced under the agent: it stops, and exits with that sentence (status 1).
-            let storeGone = LockedText()
+            let storeGone = LockedValue<String?>(nil)
             let finished = DispatchSemaphore(value: 0)
             agent.onStoreGone = { sentence in
-                storeGone.set(sentence)
+                storeGone.value = sentence
                 finished.signal()
             }
             // Handlers first: a SIGTERM right after "listening on" (a test, a service manager) must stop the
@@ -113,7 +113,9 @@ extension Plait {
             api?.stop()
             agent.stop()
             _ = sources
-            if let sentence = storeGone.get() { throw PlaitError.usage(sentence + ".") }
+            if let sentence = storeGone.value {
+                throw PlaitError.file(path: home.path + "/" + Home.storeFileName, problem: sentence)
+            }
         }
 
         /// How long a login code stays valid: 60 s; `PLAIT_TEST_LOGIN_CODE_MS` shortens it so a test sees a code
@@ -127,10 +129,3 @@ extension Plait {
     }
 }
 
-/// One sentence, set from one thread and read from another.
-private final class LockedText: @unchecked Sendable {
-    private let lock = NSLock()
-    private var text: String?
-    func set(_ value: String) { lock.withLock { text = value } }
-    func get() -> String? { lock.withLock { text } }
-}

@@ -171,8 +171,8 @@ extension Plait {
                     let names = result.setAside.map(\.description).joined(separator: ", ")
                     print("set aside this device's history of timeline \(names) (a peer holds another history of it in "
                         + "its baseline: this home was restored from a backup, or copied; nothing is deleted, `plait "
-                        + "doctor` lists it); now on \(result.new); re-sent \(result.emitted) changes, and the next sync "
-                        + "takes the peer's history")
+                        + "doctor` lists it); now on \(result.new); re-sent \(result.emitted) changes, and the next "
+                        + "sync takes the peer's history")
                 } else if result.ended {
                     print("ended timeline \(result.old); now on \(result.new); re-sent \(result.emitted) changes")
                 } else {

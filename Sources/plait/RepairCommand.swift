@@ -23,8 +23,13 @@ extension Plait {
                 good copies back. Damaged derived state is also rebuilt automatically when a command meets it (with \
                 a warning), and the agent sets damaged changes aside when it starts. Run repair when `plait doctor` \
                 reports damaged changes, that the materialized state does not match a replay of the stored \
-                changes, or that a checkpoint is damaged. Exits 0 once everything is healed; 1 if changes are still \
-                set aside because no reachable device holds them.
+                changes, or that a checkpoint is damaged.
+
+                Last, items and lists that only this device's kept-aside changes created (a home restored from a \
+                backup whose edits a peer's baseline could not check; `plait doctor` lists them) are made again as \
+                new changes, with the same IDs, and reach the peers at the next sync. Exits 0 once everything is \
+                healed; 1 if changes are still set aside because no reachable device holds them, or such items \
+                could not be made again.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -87,7 +92,7 @@ extension Plait {
                             "\($0.timeline):\($0.seqs.lowerBound)-\($0.seqs.upperBound)"
                         },
                         shownBefore: Self.output(before), shownAfter: Self.output(after)))
-                if !report.stillSetAside.isEmpty { throw ExitCode(1) }
+                if !report.stillSetAside.isEmpty || report.keptAside.failure != nil { throw ExitCode(1) }
                 return
             }
             print("plait repair: \(home.path)")
@@ -114,8 +119,11 @@ extension Plait {
                 }
             }
             if !report.keptAside.brought.isEmpty {
-                for note in report.keptAside.notes { print("  \(note.terminalSafe); they reach the peers at the next sync") }
+                for note in report.keptAside.notes {
+                    print("  \(note.terminalSafe); they reach the peers at the next sync")
+                }
             }
+            let keptAsideFailed = report.keptAside.failure != nil
             if let failure = report.keptAside.failure {
                 FileHandle.standardError.write(Data("plait repair: \(failure.terminalSafe)\n".utf8))
             }
@@ -132,6 +140,7 @@ extension Plait {
                 }
                 throw ExitCode(1)
             }
+            if keptAsideFailed { throw ExitCode(1) }
         }
 
         static func output(_ shown: PlaitSync.Repair.Shown) -> RepairOutput.Shown {

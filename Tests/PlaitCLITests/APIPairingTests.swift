@@ -97,7 +97,7 @@ import Testing
             }
             #expect(failed, "still \(session) after \(ContinuousClock.now - started)")
             let error = session["error"] as? String ?? ""
-            #expect(error.contains("127.0.0.1:\(port)") && error.contains("did not answer"), "\(session)")
+            #expect(error.contains("127.0.0.1:\(port)") && error.contains("did not answer within"), "\(session)")
             // Pairing can start again at once.
             #expect(
                 try api.client.send(

@@ -67,9 +67,17 @@ import Glibc
             #expect(size == 0 && FileManager.default.fileExists(atPath: home + "/key.pem"))
             #expect(!FileManager.default.fileExists(atPath: home + "/plait.db"))
 
+            let key = try Data(contentsOf: URL(fileURLWithPath: home + "/key.pem"))
             try sandbox.ok(["init", "--name", "laptop", "--home", home])
             try sandbox.ok(["list", "add", "L", "--home", home])
             #expect(try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", home]).status == 0)
+            // The old key is moved aside, never deleted.
+            let aside = try FileManager.default.contentsOfDirectory(atPath: home).filter {
+                $0.hasPrefix("identity-left-by-init-")
+            }
+            #expect(aside.count == 1, "\(aside)")
+            #expect(
+                try Data(contentsOf: URL(fileURLWithPath: home + "/" + (aside.first ?? "?") + "/key.pem")) == key)
         }
     }
 
