@@ -72,19 +72,8 @@ import Testing
             let api = try APIAgent(sandbox: sandbox, home: home)
             defer { #expect(api.agent.stop() == 0, "\(api.agent.log)") }
             // Listening, never accepting: the kernel completes the TCP handshake, and nothing answers after it.
-            let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let (silent, port) = try listeningOnLoopback()
             defer { close(silent) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(silent, $0, length) == 0 && listen(silent, 4) == 0 && getsockname(silent, $0, &length) == 0
-                }
-            }
-            try #require(bound)
-            let port = UInt16(bigEndian: address.sin_port)
             let started = ContinuousClock.now
             let reply = try api.client.send(
                 "POST", "/api/pairing/start", headers: [("Origin", api.origin), api.bearer],

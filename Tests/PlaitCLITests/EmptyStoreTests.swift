@@ -12,21 +12,26 @@ import Glibc
 /// empty. Every command said the file "is a SQLite database but not a plait store … not made by plait", and `init`
 /// refused the home ("already holds a plait device"), so the home was stuck.
 @Suite struct EmptyStoreTests {
+    /// Runs `plait init` on `home` under strace, which kills it with SIGKILL as it first makes `syscall` on `file`.
+    static func initKilled(_ sandbox: Sandbox, home: String, at syscall: String, of file: String) throws {
+        let strace = try ChildProcess(
+            "/usr/bin/strace",
+            ["-f", "-qq", "-o", "/dev/null", "-P", home + "/" + file, "-e", "trace=\(syscall)",
+             "-e", "inject=\(syscall):signal=KILL:when=1",
+             try PlaitExecutable.path.get(), "init", "--name", "laptop", "--home", home],
+            environment: sandbox.baseEnvironment)
+        guard let ended = strace.wait(seconds: 60) else {
+            strace.stop()
+            throw CLITestFailure("strace running `plait init` did not end")
+        }
+        #expect(ended.bySignal && ended.status == SIGKILL, "\(ended)")
+    }
+
     /// `plait init` killed by strace as it first opens the store's -wal (the store file exists, no table does).
     @Test func anInitKilledBeforeItsTablesCanBeRunAgain() throws {
         try withSandbox { sandbox in
             let home = sandbox.root + "/laptop"
-            let strace = try ChildProcess(
-                "/usr/bin/strace",
-                ["-f", "-qq", "-o", "/dev/null", "-P", home + "/plait.db-wal", "-e", "trace=openat",
-                 "-e", "inject=openat:signal=KILL:when=1",
-                 try PlaitExecutable.path.get(), "init", "--name", "laptop", "--home", home],
-                environment: sandbox.baseEnvironment)
-            guard let ended = strace.wait(seconds: 60) else {
-                strace.stop()
-                throw CLITestFailure("strace running `plait init` did not end")
-            }
-            #expect(ended.bySignal && ended.status == SIGKILL, "\(ended)")
+            try Self.initKilled(sandbox, home: home, at: "openat", of: "plait.db-wal")
             #expect(FileManager.default.fileExists(atPath: home + "/plait.db"))
             let certificate = try Data(contentsOf: URL(fileURLWithPath: home + "/cert.pem"))
 
@@ -52,17 +57,7 @@ import Glibc
     @Test func anInitKilledAsItWritesTheCertificateCanBeRunAgain() throws {
         try withSandbox { sandbox in
             let home = sandbox.root + "/laptop"
-            let strace = try ChildProcess(
-                "/usr/bin/strace",
-                ["-f", "-qq", "-o", "/dev/null", "-P", home + "/cert.pem", "-e", "trace=write",
-                 "-e", "inject=write:signal=KILL:when=1",
-                 try PlaitExecutable.path.get(), "init", "--name", "laptop", "--home", home],
-                environment: sandbox.baseEnvironment)
-            guard let ended = strace.wait(seconds: 60) else {
-                strace.stop()
-                throw CLITestFailure("strace running `plait init` did not end")
-            }
-            #expect(ended.bySignal && ended.status == SIGKILL, "\(ended)")
+            try Self.initKilled(sandbox, home: home, at: "write", of: "cert.pem")
             let size = try FileManager.default.attributesOfItem(atPath: home + "/cert.pem")[.size] as? Int
             #expect(size == 0 && FileManager.default.fileExists(atPath: home + "/key.pem"))
             #expect(!FileManager.default.fileExists(atPath: home + "/plait.db"))

@@ -108,22 +108,8 @@ private final class HandshakeCloser: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init(rounds: Int) throws {
-        let listening = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listening, $0, length) == 0 && listen(listening, 4) == 0
-                    && getsockname(listening, $0, &length) == 0
-            }
-        }
-        guard bound else {
-            close(listening)
-            throw CLITestFailure("cannot listen on 127.0.0.1: \(String(cString: strerror(errno)))")
-        }
-        port = UInt16(bigEndian: address.sin_port)
+        let (listening, bound) = try listeningOnLoopback()
+        port = bound
         descriptor = listening
         let finished = done
         let thread = Thread {
@@ -155,4 +141,24 @@ private final class HandshakeCloser: @unchecked Sendable {
         done.signal()
         close(descriptor)
     }
+}
+
+/// A TCP socket listening on 127.0.0.1 at a port the kernel picks: its descriptor (the caller closes it) and port.
+/// The kernel completes connections to it whether or not they are accepted.
+func listeningOnLoopback() throws -> (descriptor: Int32, port: UInt16) {
+    let listening = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(listening, $0, length) == 0 && listen(listening, 4) == 0 && getsockname(listening, $0, &length) == 0
+        }
+    }
+    guard bound else {
+        close(listening)
+        throw CLITestFailure("cannot listen on 127.0.0.1: \(String(cString: strerror(errno)))")
+    }
+    return (listening, UInt16(bigEndian: address.sin_port))
 }
