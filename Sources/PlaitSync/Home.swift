@@ -138,10 +138,8 @@ public final class Home: @unchecked Sendable {
         // home whose store was moved aside (as its errors advise) and whose certificate was then emptied, and that
         // key matters (the certificate can be had again from the store's timeline.begin).
         let keyPath = path + "/" + Identity.keyFileName
-        if !manager.fileExists(atPath: storePath), manager.fileExists(atPath: keyPath),
-            (try? manager.attributesOfItem(atPath: certificatePath)[.size] as? Int) == 0
-        {
-            let aside = path + "/identity-left-by-init-\(Replica.now())"
+        if holdsInterruptedIdentity(at: path) {
+            let aside = path + "/" + interruptedIdentityPrefix + "\(Replica.now())"
             do {
                 try manager.createDirectory(
                     atPath: aside, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
@@ -201,6 +199,19 @@ public final class Home: @unchecked Sendable {
 
     /// Whether `create` would keep the identity of the home at `path` (it holds a key; `create` refuses a key
     /// without its certificate).
+    /// Whether the home at `path` holds what an `init` killed as it wrote the certificate leaves: key.pem beside
+    /// an empty cert.pem, and no store. `create` moves that pair aside (`interruptedIdentityPrefix`) and makes a
+    /// new identity.
+    public static func holdsInterruptedIdentity(at path: String) -> Bool {
+        let manager = FileManager.default
+        return !manager.fileExists(atPath: path + "/" + storeFileName)
+            && manager.fileExists(atPath: path + "/" + Identity.keyFileName)
+            && (try? manager.attributesOfItem(atPath: path + "/" + Identity.certificateFileName)[.size] as? Int) == 0
+    }
+
+    /// The directory name (then a time in ms) an interrupted identity is moved to.
+    public static let interruptedIdentityPrefix = "identity-left-by-init-"
+
     public static func keepsIdentity(at path: String) -> Bool {
         FileManager.default.fileExists(atPath: path + "/" + Identity.keyFileName)
     }

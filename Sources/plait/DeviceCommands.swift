@@ -38,7 +38,9 @@ extension Plait {
         func run() throws {
             let config = try global.loadConfig()
             let name = self.name ?? ProcessInfo.processInfo.hostName
-            let keptIdentity = Home.keepsIdentity(at: global.homePath)
+            // An interrupted identity (a key beside an empty certificate) is moved aside and a new one made.
+            let interrupted = Home.holdsInterruptedIdentity(at: global.homePath)
+            let keptIdentity = Home.keepsIdentity(at: global.homePath) && !interrupted
             let home = try Home.create(at: global.homePath, name: name, config: config)
             try APIAuth.ensureToken(homePath: home.path)
             let timeline = try home.store.ownTimeline()
@@ -53,6 +55,10 @@ extension Plait {
                 print("the old store: pair them again here (`plait pair --trust ID`), then `plait sync` brings the")
                 print("lists back.")
             } else {
+                if interrupted {
+                    print("This home held a key beside an empty cert.pem (an interrupted `plait init`): both were "
+                        + "moved to \(Home.interruptedIdentityPrefix)… in the home, and a new key made.")
+                }
                 print("Created device '\(name.terminalSafe)' in \(home.path)")
                 print("timeline \(timeline)")
                 print("Device ID (give it to the devices you pair with):")
