@@ -1114,8 +1114,9 @@ public final class Agent: @unchecked Sendable {
         if let now, now == opened { return }
         storeGoneSaid = true
         let what = now == nil
-            ? "was deleted while the agent ran"
-            : "was replaced by another file while the agent ran (a restore put in place)"
+            ? "was deleted while the agent ran (or its home was moved away)"
+            : "was replaced by another file while the agent ran (a restore put in place, or the home moved away and "
+                + "another put in its place)"
         let sentence = what + ": the agent stops, so that nothing more is written into a file no command sees. "
             + "Started again, it uses "
             + (now == nil

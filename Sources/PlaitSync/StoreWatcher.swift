@@ -11,7 +11,8 @@ import Glibc
 /// Watched: `IN_ATTRIB` (the mark every plait writer sets on the WAL once its commit is readable, see
 /// `Store.markCommitted`), `IN_CLOSE_WRITE` (a writer that exits, such as a sqlite3 shell, which sets no mark),
 /// `IN_CREATE` and `IN_MOVED_TO` (a file made or put in place), `IN_DELETE` and `IN_MOVED_FROM` (a file removed: the
-/// agent stops when that is its store). Not `IN_MODIFY`: the WAL is written before its
+/// agent stops when that is its store), `IN_MOVE_SELF` and `IN_DELETE_SELF` (the home itself moved away or removed,
+/// the same for its store). Not `IN_MODIFY`: the WAL is written before its
 /// commit can be read, so waking on it finds nothing yet, and a long catch-up would wake the agent for every
 /// write; the mark that follows the commit is what counts.
 final class StoreFileEvents: @unchecked Sendable {
@@ -20,7 +21,8 @@ final class StoreFileEvents: @unchecked Sendable {
     private let names: Set<String>
     private var buffer = [UInt8](repeating: 0, count: 16 << 10)
 
-    static let mask = UInt32(IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM)
+    static let mask = UInt32(
+        IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MOVE_SELF | IN_DELETE_SELF)
 
     /// Watches `directory` for events on the files named `files` in it.
     init(directory: String, files: [String]) throws(PlaitError) {
@@ -55,7 +57,9 @@ final class StoreFileEvents: @unchecked Sendable {
                     let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
                     let nameBytes = bytes[(offset + 16)..<min(count, offset + 16 + length)]
                     let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
-                    if mask & UInt32(IN_Q_OVERFLOW) != 0 || names.contains(name) { relevant = true }
+                    // The home directory itself moved or removed: its store is no longer at its path either.
+                    let moved = mask & UInt32(IN_MOVE_SELF | IN_DELETE_SELF) != 0
+                    if mask & UInt32(IN_Q_OVERFLOW) != 0 || moved || names.contains(name) { relevant = true }
                     offset += 16 + length
                 }
             }

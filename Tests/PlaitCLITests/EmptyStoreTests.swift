@@ -94,7 +94,7 @@ import Glibc
     /// The store deleted, or replaced by another file, while an agent runs: the agent wrote on into the file it had
     /// open, which no command opened any more, and what it took or made from then on was lost when it stopped
     /// (bad-luck tester 2026-11-25, H8, what its fix left). It now stops at once, saying why, with status 1.
-    @Test(arguments: ["deleted", "replaced"])
+    @Test(arguments: ["deleted", "replaced", "home moved"])
     func anAgentWhoseStoreIsGoneStops(how: String) throws {
         try withSandbox { sandbox in
             let home = sandbox.root + "/laptop"
@@ -105,15 +105,23 @@ import Glibc
             // Through the agent: its writer is open on the store.
             try sandbox.ok(["add", "L", "milk", "--home", home])
             let store = home + "/plait.db"
-            if how == "deleted" {
+            switch how {
+            case "deleted":
                 for file in [store, store + "-wal", store + "-shm"] { unlink(file) }
-            } else {
+            case "replaced":
                 try FileManager.default.copyItem(atPath: store, toPath: home + "/restored.db")
                 #expect(rename(home + "/restored.db", store) == 0)
+            default:
+                // The home moved away and a copy put in its place (hostile tester 2026-11-25-i, I3): the agent went
+                // on writing into the moved store while another agent could start on the copy.
+                #expect(rename(home, home + ".old") == 0)
+                try FileManager.default.copyItem(atPath: home + ".old", toPath: home)
             }
             let ended = agent.process.wait(seconds: 20)
             #expect(ended?.status == 1, "the agent stops with status 1: \(String(describing: ended)) \(agent.log)")
-            #expect(agent.log.contains("was \(how)"), "\(agent.log)")
+            // A moved home is seen as its store gone, or replaced if the copy is in place by then.
+            let said = ["deleted": ["was deleted"], "replaced": ["was replaced"]][how] ?? ["was deleted", "was replaced"]
+            #expect(said.contains { agent.log.contains($0) }, "\(agent.log)")
         }
     }
 
