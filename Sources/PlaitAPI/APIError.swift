@@ -27,7 +27,7 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
     /// The listener could not bind `address`; `problem` says why in words, `detail` as the system said it.
     case listen(address: String, problem: String, detail: String)
     /// Too many wrong passwords from this source (or from everywhere): the next try is checked after `wait` (429).
-    case tooManyTries(wait: Duration)
+    case tooManyTries(wait: Duration, shared: Bool = false)
     /// `api.listen` is not a loopback address and no password is set: other machines would reach the API.
     case noPassword(address: String)
     /// The API is off because of `error` (the agent logs this and goes on).
@@ -75,7 +75,12 @@ public enum APIError: Error, CustomStringConvertible, Sendable {
         case let .listen(address, problem, detail):
             // NIO's own text ("bind(descriptor:ptr:bytes:): … (errno: 98)") only where the problem is not known.
             return problem == "cannot be bound" ? "\(address) \(problem) (\(detail))" : "\(address) \(problem)"
-        case let .tooManyTries(wait):
+        case let .tooManyTries(wait, shared) where shared:
+            // The shared back-off grows while other addresses go on guessing: the wait is a floor, not a promise
+            // (hostile tester 2026-11-25-i, I4: the owner waited as told and was refused again).
+            return "too many wrong passwords from several addresses; wait at least \(Self.seconds(wait)) s (longer "
+                + "while they go on). An address the right password came from before is let through."
+        case let .tooManyTries(wait, _):
             return "too many wrong passwords; wait \(Self.seconds(wait)) s before the next try."
         case let .noPassword(address):
             return "api.listen \(address) is not a loopback address, and serving other machines needs a password"

@@ -296,7 +296,7 @@ struct APIGuard: RouterMiddleware {
             }
             response = APIRoutes.errorResponse(failure)
             APIRoutes.markErrorKind(of: error, in: &response)
-            if case let .tooManyTries(wait) = failure {
+            if case let .tooManyTries(wait, _) = failure {
                 response.headers[.retryAfter] = "\(APIError.seconds(wait))"
             }
             if !checked && request.method != .get && request.method != .head {
@@ -541,7 +541,9 @@ extension APIRoutes {
                 "password logins are taken only over HTTPS (api.listen beyond loopback); on this machine open the "
                     + "URL `plait gui` prints.")
         }
-        if let wait = api.limiter.beginTry(source: source) { throw APIError.tooManyTries(wait: wait) }
+        if let wait = api.limiter.beginTry(source: source) {
+            throw APIError.tooManyTries(wait: wait.duration, shared: wait.shared)
+        }
         let homePath = api.home.path
         let right = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {

@@ -155,8 +155,15 @@ public final class LoginLimiter: Sendable {
     }
 
     /// How long `source` must still wait before a password is even checked; nil if it may try now.
+    /// How long a source must wait, and whether it is for other sources' failures (the shared back-off, which
+    /// grows while they go on) rather than its own.
+    public struct Wait: Sendable, Equatable {
+        public var duration: Duration
+        public var shared: Bool
+    }
+
     public func wait(source: String, now: ContinuousClock.Instant = .now) -> Duration? {
-        state.withLock { counts in Self.waitLeft(counts, source: source, now: now) }
+        state.withLock { counts in Self.waitLeft(counts, source: source, now: now)?.duration }
     }
 
     /// Counts a wrong password from `source`.
@@ -167,7 +174,7 @@ public final class LoginLimiter: Sendable {
     /// `wait`, and when the try may go on, counted as a wrong password at once, in one step: a password is
     /// checked only after its try is counted. (Checked first and counted after the slow scrypt, 300 guesses sent
     /// together were all checked: each saw the count before any was added.) `succeeded` takes a right one back.
-    public func beginTry(source: String, now: ContinuousClock.Instant = .now) -> Duration? {
+    public func beginTry(source: String, now: ContinuousClock.Instant = .now) -> Wait? {
         state.withLock { counts in
             if let wait = Self.waitLeft(counts, source: source, now: now) { return wait }
             Self.countFailure(&counts, source: source, now: now)
@@ -189,11 +196,11 @@ public final class LoginLimiter: Sendable {
         }
     }
 
-    private static func waitLeft(_ counts: Counts, source: String, now: ContinuousClock.Instant) -> Duration? {
+    private static func waitLeft(_ counts: Counts, source: String, now: ContinuousClock.Instant) -> Wait? {
         let own = counts.sources[source]?.blockedUntil ?? now
         // An address the owner signed in from is not held back by other sources' failures.
         let until = counts.trusted.contains(source) ? own : max(counts.global.blockedUntil, own)
-        return until > now ? until - now : nil
+        return until > now ? Wait(duration: until - now, shared: until > own) : nil
     }
 
     private static func countFailure(_ counts: inout Counts, source: String, now: ContinuousClock.Instant) {

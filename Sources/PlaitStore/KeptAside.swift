@@ -17,12 +17,14 @@ public struct KeptAsideObject: Sendable, Equatable {
 public struct KeptAsideReturn: Sendable, Equatable {
     /// The items and lists brought back, in the order their kept-aside creates were made.
     public var objects: [KeptAsideObject] = []
+    /// Those of `objects` that show after it (not deleted again by the kept-aside changes made again with them).
+    public var shown: [KeptAsideObject] = []
     /// Changes authored: the creates and the kept-aside edits of those same objects.
     public var changes = 0
     /// The timeline they were authored on (a new one when the own timeline had forked away).
     public var timeline: TimelineID?
 
-    public var isEmpty: Bool { objects.isEmpty }
+    public var isEmpty: Bool { changes == 0 }
 
     public init() {}
 }
@@ -55,6 +57,11 @@ enum KeptAsidePlan {
         var objects: [KeptAsideObject] = []
         var items: Set<ObjectID> = []
         var lists: Set<ObjectID> = []
+        // The list each item made again is in, and the items a kept-aside delete of a held list took with it: that
+        // delete is not made again (the list is held), so neither are they (hostile tester 2026-11-25-i, I6: the
+        // list came back with an item the user had deleted in it).
+        var listOf: [ObjectID: ObjectID] = [:]
+        var deletedWithList: Set<ObjectID> = []
         try ChangeRows.scan(statement, withChain: true) { change in
             // A kind this build does not know, or bytes that do not decode, stay aside (the doctor names the range).
             guard let decoded = try? domain.decode(change) else { return }
@@ -63,19 +70,39 @@ enum KeptAsidePlan {
                 guard !lists.contains(id), try !holdsList(id) else { return }
                 lists.insert(id)
                 objects.append(KeptAsideObject(kind: .list, ref: change.ref, id: id, text: title))
-            case let .itemCreate(id, _, text, _):
+            case let .itemCreate(id, list, text, _):
                 guard !items.contains(id), try !holdsItem(id) else { return }
                 items.insert(id)
+                listOf[id] = list
                 objects.append(KeptAsideObject(kind: .item, ref: change.ref, id: id, text: text))
+            case let .listDelete(id, _, _) where !lists.contains(id):
+                for (item, list) in listOf where list == id { deletedWithList.insert(item) }
+                return
             case let .listRename(id, _), let .listRecolor(id, _), let .listMove(id, _), let .listDelete(id, _, _):
                 guard lists.contains(id) else { return }
-            case let .itemEdit(id, _), let .itemComplete(id), let .itemReopen(id), let .itemMove(id, _, _),
-                let .itemDelete(id):
+            case let .itemMove(id, list, _):
+                guard items.contains(id) else { return }
+                if let list { listOf[id] = list }
+            case let .itemEdit(id, _), let .itemComplete(id), let .itemReopen(id), let .itemDelete(id):
                 guard items.contains(id) else { return }
             }
             steps.append(Step(ref: change.ref, change: decoded))
         }
-        return (steps, objects)
+        guard !deletedWithList.isEmpty else { return (steps, objects) }
+        return (
+            steps.filter { step in item(of: step.change).map { !deletedWithList.contains($0) } ?? true },
+            objects.filter { !deletedWithList.contains($0.id) })
+    }
+
+    /// The item a change of an item is about; nil for a list's.
+    static func item(of change: ListsChange) -> ObjectID? {
+        switch change {
+        case let .itemCreate(id, _, _, _), let .itemEdit(id, _), let .itemComplete(id), let .itemReopen(id),
+            let .itemMove(id, _, _), let .itemDelete(id):
+            id
+        case .listCreate, .listRename, .listRecolor, .listMove, .listDelete:
+            nil
+        }
     }
 
     /// The plan against the materialized rows (a read-only check: `plait doctor`).
@@ -161,6 +188,11 @@ extension Replica {
                 result.changes += 1
             }
             result.timeline = result.changes > 0 ? edit.ownTimeline : nil
+            // What the note names: those that show now (one deleted again among the same changes does not).
+            let after = edit.state
+            result.shown = objects.filter {
+                $0.kind == .item ? after.items[$0.id]?.deleted == false : after.lists[$0.id]?.deleted == false
+            }
             return result
         }
     }

@@ -102,11 +102,11 @@ extension Home {
         /// One line for each of what was brought back and what could not be.
         public var notes: [String] {
             guard let failure else {
-                guard !brought.isEmpty else { return [] }
+                guard !brought.shown.isEmpty else { return [] }
                 return [
-                    "made again, as new changes, \(Self.count(brought.objects)) that only changes of this device kept "
+                    "made again, as new changes, \(Self.count(brought.shown)) that only changes of this device kept "
                         + "aside had made (a restored or copied home; `plait doctor` says more): "
-                        + Self.names(brought.objects)
+                        + Self.names(brought.shown)
                 ]
             }
             return [failure]

@@ -389,6 +389,7 @@ struct APIRemoteTests {
         }
         #expect(checked == LoginLimiter.globalFreeTries, "the guesses checked before the shared back-off")
         #expect(limiter.wait(source: "127.0.0.10", now: now) != nil, "a new address waits")
+        #expect(limiter.beginTry(source: "127.0.0.11", now: now)?.shared == true, "for the others' failures")
         for _ in 0..<5 {
             #expect(limiter.beginTry(source: "127.0.0.9", now: now) == nil, "the owner's try is checked")
             limiter.succeeded(source: "127.0.0.9")
