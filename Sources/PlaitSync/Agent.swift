@@ -587,8 +587,8 @@ public final class Agent: @unchecked Sendable {
             let connection = try TLSConnection.connect(
                 host: address.host, port: address.port, context: context,
                 trust: { [weak self] in self?.trust($0) ?? false }, timeout: settings.dialTimeout)
-            // The backoff stays until the peer's Hello admits the session (`admit`): in TLS 1.3 a peer that refuses
-            // this device completes the handshake first, and clearing it here had a refused agent dial every 2 s.
+            // The backoff stays until a session lasts (`sessionLasted`): in TLS 1.3 a peer that refuses this device
+            // completes the handshake first, and clearing it here had a refused agent dial every 2 s.
             let held = lock.withLock { () -> Bool in
                 guard peer == nil, let id = connection.peerDeviceID?.description else { return false }
                 staticPeerIDs[key] = id
@@ -746,6 +746,9 @@ public final class Agent: @unchecked Sendable {
                 result.peerCloseReason == "stopped" || ContinuousClock.now - entry.started < Self.activeWindow
             {
                 backOff(peer)
+                failedAtOnce = true
+            } else {
+                sessionLasted(entry)
             }
             try? home.store.peerSeen(
                 deviceID: peer, address: address?.description, summary: acknowledgement(entry, result.acknowledged),
@@ -796,6 +799,8 @@ public final class Agent: @unchecked Sendable {
             if dialedByMe && ContinuousClock.now - entry.started < Self.activeWindow {
                 backOff(peer)
                 failedAtOnce = true
+            } else {
+                sessionLasted(entry)
             }
         }
         let (wasAdmitted, name) = lock.withLock { () -> (Bool, String?) in
@@ -922,8 +927,9 @@ public final class Agent: @unchecked Sendable {
                 older.session.stop()
             }
             entry.instance = nonce
-            backoff[peer] = nil
-            for (key, id) in staticPeerIDs where id == peer { backoff[key] = nil }
+            // The back-off is not lifted here but when a session lasts (`sessionLasted`): two agents whose sessions
+            // end at once (a fork inside one's baseline) each lifted it as the other's dial came in, and dialled
+            // again at once: 125 sessions a second (hostile tester 2026-11-25-i).
             entry.name = knownPeers.first { $0.deviceID == peer }?.name ?? hello.name
             entry.offered = hello.summary
             return true
@@ -1008,6 +1014,15 @@ public final class Agent: @unchecked Sendable {
     /// Waits before dialing `peer` again, longer each time (up to `maxBackoff`): the peer stopped or refused the
     /// last session (it is shutting down, or keeps another one from this device, such as this home's own
     /// `plait sync`), and re-dialing at once would knock that one off or repeat the refusal.
+    /// A session with `entry`'s peer that lasted (`activeWindow`) ended: the peer is dialled again at once.
+    private func sessionLasted(_ entry: Running) {
+        guard ContinuousClock.now - entry.started >= Self.activeWindow else { return }
+        lock.withLock {
+            backoff[entry.peer] = nil
+            for (key, id) in staticPeerIDs where id == entry.peer { backoff[key] = nil }
+        }
+    }
+
     private func backOff(_ peer: String) {
         lock.withLock {
             let delay = min(settings.maxBackoff, max(.seconds(2), (backoff[peer]?.delay ?? .zero) * 2))

@@ -129,6 +129,24 @@ import Testing
         }
     }
 
+    /// Before that `rejoin`, the two agents' sessions end at once (the peer refuses its baseline). Each agent lifted
+    /// its back-off as the other's dial came in and dialled again at once: about 125 sessions a second, each with an
+    /// error line (hostile tester 2026-11-25-i). They now back off until a session lasts.
+    @Test func agentsWhoseSessionsEndAtOnceBackOff() throws {
+        try withSandbox { sandbox in
+            let (laptop, _, serverAgent) = try restoredLaptop(sandbox)
+            defer { serverAgent.stop() }
+            for text in ["z1", "z2", "z3", "z4", "z5", "z6"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
+            let laptopAgent = try RunningAgent(sandbox: sandbox, home: laptop, extra: ["--peer", serverAgent.address])
+            defer { laptopAgent.stop() }
+            // A measurement window, not a wait for an event: how many sessions the two run in 4 s.
+            usleep(4_000_000)
+            let sessions = laptopAgent.log.components(separatedBy: "session with").count - 1
+            #expect(sessions <= 12, "\(sessions) sessions in 4 s: \(laptopAgent.log.suffix(2_000))")
+            #expect(sessions >= 1, "\(laptopAgent.log)")
+        }
+    }
+
     /// The same with the restored home's agent pulling the baseline: the agent makes the item again and sends it.
     @Test func aRestoredHomesAgentMakesTheItemAgain() throws {
         try withSandbox { sandbox in
