@@ -542,12 +542,10 @@ struct SessionMachine {
     var refusedTimelines: [RefusedTimeline] { refused.values.sorted { $0.timeline < $1.timeline } }
     /// Timelines not taken from this peer: forked, or refused this session.
     private var skipped: Set<TimelineID> {
-        Set(forks.keys).subtracting(resolving.keys).union(refused.keys).union(deferred)
+        Set(forks.keys).subtracting(resolving.keys).union(refused.keys).union(deferredTimelines.map(\.timeline))
     }
-    /// Timelines whose changes name a witness the peer renamed onto a fork branch in this session: left for the
-    /// next session (not refused; the race of bad-luck tester 2026-11-25's H9).
-    private var deferred: Set<TimelineID> = []
-    /// The same, with the witness each named (`SessionResult.deferred`).
+    /// Timelines whose changes name a witness the peer renamed onto a fork branch in this session, with the witness
+    /// each named: left for the next session (not refused; the race of bad-luck tester 2026-11-25's H9).
     private(set) var deferredTimelines: [DeferredTimeline] = []
     /// What this device held, and folded in its baseline, when it read the greeting.
     private var heldAtGreeting = Summary()
@@ -1142,7 +1140,6 @@ struct SessionMachine {
 
     /// A Want with this device's summary, forked timelines excluded.
     private mutating func want(_ summary: Summary) -> Message {
-        deferred = []
         deferredTimelines = []
         var have = summary
         for timeline in refused.keys { have[timeline] = Self.refusedMarker }
@@ -1376,7 +1373,6 @@ struct SessionMachine {
                 // The witness is a change beyond what this device held of a timeline whose fork this session
                 // resolved: the peer renamed it onto a branch, which comes later. Not refused as the peer's fault,
                 // but not taken either, and said (`SessionResult.deferred`): the next Want asks for it again.
-                deferred.insert(refusal.timeline)
                 let deferral = DeferredTimeline(timeline: refusal.timeline, witness: witness)
                 deferredTimelines.removeAll { $0.timeline == refusal.timeline }
                 deferredTimelines.append(deferral)

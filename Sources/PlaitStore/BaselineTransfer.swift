@@ -212,17 +212,11 @@ extension Replica {
             if try Store.forkRecords(db, root: timeline).contains(where: {
                 $0.parent == timeline && $0.base == UInt64(clamping: high)
             }) { continue }
-            try db.execute(
-                sql: """
-                    INSERT OR REPLACE INTO kept_aside (\(ChangeRows.storedColumns), reason, at)
-                    SELECT \(ChangeRows.storedColumns), ?, ? FROM changes WHERE tl = ? AND seq <= ?
-                    """,
-                arguments: [
-                    "a peer's baseline folds this timeline up to change \(folded), beyond these changes, and cannot "
-                        + "show that they are among the changes it folds (this home was copied, or restored from a "
-                        + "backup)",
-                    now, column, Int64(clamping: folded),
-                ])
+            try Store.keepAside(
+                db, timeline, through: folded, now: now,
+                reason: "a peer's baseline folds this timeline up to change \(folded), beyond these changes, and "
+                    + "cannot show that they are among the changes it folds (this home was copied, or restored from a "
+                    + "backup)")
             if timeline == own { keptOfOwn = UInt64(clamping: low)...UInt64(clamping: high) }
         }
         return keptOfOwn

@@ -40,20 +40,15 @@ public struct KeptAsideReturn: Sendable, Equatable {
 /// of an object the store holds is left aside: it may be folded already, and authoring it again at a later time
 /// could undo what came after it (a reopen after a complete).
 enum KeptAsidePlan {
-    struct Step {
-        var ref: ChangeRef
-        var change: ListsChange
-    }
-
-    /// The steps, in the order the kept-aside changes were made, and the objects they bring back.
+    /// The changes to author again, in the order the kept-aside ones were made, and the objects they bring back.
     static func plan(
         _ db: Database, holdsItem: (ObjectID) throws -> Bool, holdsList: (ObjectID) throws -> Bool
-    ) throws -> (steps: [Step], objects: [KeptAsideObject]) {
+    ) throws -> (steps: [ListsChange], objects: [KeptAsideObject]) {
         guard try db.tableExists("kept_aside") else { return ([], []) }
         let statement = try db.makeStatement(
             sql: "SELECT \(ChangeRows.storedColumns) FROM kept_aside ORDER BY lamport, tl, seq")
         let domain = ListsDomain()
-        var steps: [Step] = []
+        var steps: [ListsChange] = []
         var objects: [KeptAsideObject] = []
         var items: Set<ObjectID> = []
         var lists: Set<ObjectID> = []
@@ -86,11 +81,11 @@ enum KeptAsidePlan {
             case let .itemEdit(id, _), let .itemComplete(id), let .itemReopen(id), let .itemDelete(id):
                 guard items.contains(id) else { return }
             }
-            steps.append(Step(ref: change.ref, change: decoded))
+            steps.append(decoded)
         }
         guard !deletedWithList.isEmpty else { return (steps, objects) }
         return (
-            steps.filter { step in item(of: step.change).map { !deletedWithList.contains($0) } ?? true },
+            steps.filter { step in item(of: step).map { !deletedWithList.contains($0) } ?? true },
             objects.filter { !deletedWithList.contains($0.id) })
     }
 
@@ -106,7 +101,7 @@ enum KeptAsidePlan {
     }
 
     /// The plan against the materialized rows (a read-only check: `plait doctor`).
-    static func plan(_ db: Database) throws -> (steps: [Step], objects: [KeptAsideObject]) {
+    static func plan(_ db: Database) throws -> (steps: [ListsChange], objects: [KeptAsideObject]) {
         func holds(_ table: String, _ id: ObjectID) throws -> Bool {
             try Bool.fetchOne(db, sql: "SELECT 1 FROM \(table) WHERE id = ?", arguments: [Data(id.bytes)]) ?? false
         }
@@ -142,21 +137,26 @@ extension Store {
     static func setAside(_ timelines: [TimelineID], _ db: Database, now: Int64) throws {
         for timeline in timelines {
             let column = timelineColumn(timeline.rawValue)
-            try db.execute(
-                sql: """
-                    INSERT OR REPLACE INTO kept_aside (\(ChangeRows.storedColumns), reason, at)
-                    SELECT \(ChangeRows.storedColumns), ?, ? FROM changes WHERE tl = ?
-                    """,
-                arguments: [
-                    "a peer holds another history of this device's timeline inside its baseline (this home was "
-                        + "restored from a backup, or copied): `plait rejoin` set this one aside and re-sent the lists "
-                        + "and items on a new timeline, so that the peer's can be taken",
-                    now, column,
-                ])
+            try keepAside(
+                db, timeline, through: nil, now: now,
+                reason: "a peer holds another history of this device's timeline inside its baseline (this home was "
+                    + "restored from a backup, or copied): `plait rejoin` set this one aside and re-sent the lists "
+                    + "and items on a new timeline, so that the peer's can be taken")
             for table in ["changes", "quarantine", "timelines", "forks"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE tl = ?", arguments: [column])
             }
         }
+    }
+
+    /// Copies the stored changes of `timeline` (up to change `through`, or all of them) into `kept_aside`, bytes and
+    /// signatures, with why; a change kept aside before is replaced.
+    static func keepAside(_ db: Database, _ timeline: TimelineID, through: UInt64?, now: Int64, reason: String) throws {
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO kept_aside (\(ChangeRows.storedColumns), reason, at)
+                SELECT \(ChangeRows.storedColumns), ?, ? FROM changes WHERE tl = ? AND seq <= ?
+                """,
+            arguments: [reason, now, timelineColumn(timeline.rawValue), Int64(clamping: through ?? UInt64.max)])
     }
 }
 
@@ -178,12 +178,12 @@ extension Replica {
             var result = KeptAsideReturn()
             result.objects = objects
             for step in steps {
-                switch step.change {
+                switch step {
                 case let .listDelete(id, _, _):
                     // What it observed was this device's state then: a delete authored now observes what is held now.
                     try edit.append(try edit.listDelete(id))
                 default:
-                    try edit.append(step.change)
+                    try edit.append(step)
                 }
                 result.changes += 1
             }

@@ -48,10 +48,7 @@ public final class Home: @unchecked Sendable {
                 if loadedIdentity == nil {
                     loadedIdentity = Result { try Identity.load(directory: path) }.mapError { error in
                         // Between two keys (an interrupted `rejoin --new-key`, H6): not a lost key.
-                        if let retired = interruptedKeySwap() {
-                            return .file(path: path, problem: Self.interruptedKeySwapProblem(retired))
-                        }
-                        return Self.wrap(error)
+                        Self.interruptedKeySwapError(at: path) ?? Self.wrap(error)
                     }
                 }
                 return try loadedIdentity!.get()
@@ -91,10 +88,7 @@ public final class Home: @unchecked Sendable {
             do {
                 return try P256Signer(directory: path)
             } catch {
-                if let retired = Self.interruptedKeySwap(at: path) {
-                    throw PlaitError.file(path: path, problem: Self.interruptedKeySwapProblem(retired))
-                }
-                throw error
+                throw Self.interruptedKeySwapError(at: path) ?? error
             }
         }
     }

@@ -55,7 +55,11 @@ public struct PeerSyncOutcome: Sendable {
         let ahead = (result?.peerAhead ?? []).filter { $0.timeline != claimed }.map {
             "\($0.timeline):\($0.held + 1)…\($0.peerHolds)"
         }
-        let aheadNote = ahead.isEmpty ? [] : [Self.aheadNote(ahead)]
+        let aheadNote = ahead.isEmpty ? [] : [
+            "the peer's closing report holds changes this device lacks (\(ahead.joined(separator: ", "))) that were "
+                + "not sent in this sync: made there while it ran, or held back by the peer; a further sync takes "
+                + "what the peer sends"
+        ]
         let all = (result?.keptAside.map { [$0] } ?? []) + extraNotes + aheadNote + (result?.forksResolved ?? []).map {
             "timeline \($0) had forked (a home copied or restored): both histories were exchanged; the branch with "
                 + "the smallest hash keeps the name and every other is kept whole under a name of its own, so "
@@ -65,18 +69,6 @@ public struct PeerSyncOutcome: Sendable {
         // same fork again (bad-luck tester 2026-11-25, H14: a fork note printed twice).
         var seen: Set<String> = []
         return all.filter { seen.insert($0).inserted }
-    }
-
-    /// The note for changes the peer's closing report holds beyond this device (`timeline:first…last` each).
-    static func aheadNote(_ ranges: [String]) -> String {
-        "the peer's closing report holds changes this device lacks (\(ranges.joined(separator: ", "))) that were not "
-            + "sent in this sync: made there while it ran, or held back by the peer; a further sync takes what the "
-            + "peer sends"
-    }
-
-    /// Whether `note` is the one for changes the peer holds beyond this device: a second session has taken them.
-    public static func isAheadNote(_ note: String) -> Bool {
-        note.hasPrefix("the peer's closing report holds changes this device lacks")
     }
 
     /// The session ran to the end and its only problems are timelines left for a further session (`deferred`):

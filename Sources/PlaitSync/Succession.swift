@@ -153,6 +153,11 @@ extension Home {
         }
     }
 
+    /// The error for a key that does not load in a home whose key swap was interrupted (nil when none was).
+    static func interruptedKeySwapError(at path: String) -> PlaitError? {
+        interruptedKeySwap(at: path).map { .file(path: path, problem: interruptedKeySwapProblem($0)) }
+    }
+
     /// The sentence for a home whose key swap was interrupted: what it is and how to finish it.
     static func interruptedKeySwapProblem(_ retired: String) -> String {
         "is between its old key and its new one: `plait rejoin --new-key` was stopped while it swapped them (both "

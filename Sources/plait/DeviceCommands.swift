@@ -157,14 +157,7 @@ extension Plait {
         /// (an unsigned one that may go on elsewhere stops authoring): now there is one (bad-luck tester 2026-11-25,
         /// H3).
         static func bringBackKeptAside(_ home: Home) {
-            let kept = home.bringBackKeptAside()
-            for note in kept.notes {
-                if kept.failure == nil {
-                    print(note.terminalSafe + "; they reach the peers at the next sync")
-                } else {
-                    FileHandle.standardError.write(Data("warning: \(note.terminalSafe)\n".utf8))
-                }
-            }
+            home.bringBackKeptAside().print(failurePrefix: "warning: ")
         }
 
         func run() throws {
@@ -250,6 +243,19 @@ extension Plait {
             } else {
                 print("folded \(report.folded) changes into the baseline (now \(report.baseline!.summary)); "
                     + Self.stay(report.remaining))
+            }
+        }
+    }
+}
+
+extension Home.KeptAsideOutcome {
+    /// Prints what was made again (standard output) or why it could not be (standard error, after `failurePrefix`).
+    func print(indent: String = "", failurePrefix: String) {
+        for note in notes {
+            if failure == nil {
+                Swift.print(indent + note.terminalSafe + "; they reach the peers at the next sync")
+            } else {
+                FileHandle.standardError.write(Data((failurePrefix + note.terminalSafe + "\n").utf8))
             }
         }
     }

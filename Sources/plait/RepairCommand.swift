@@ -118,15 +118,8 @@ extension Plait {
                     print("  pulled \(pull.result?.pulled ?? 0) changes from \(pull.address)")
                 }
             }
-            if !report.keptAside.brought.isEmpty {
-                for note in report.keptAside.notes {
-                    print("  \(note.terminalSafe); they reach the peers at the next sync")
-                }
-            }
+            report.keptAside.print(indent: "  ", failurePrefix: "plait repair: ")
             let keptAsideFailed = report.keptAside.failure != nil
-            if let failure = report.keptAside.failure {
-                FileHandle.standardError.write(Data("plait repair: \(failure.terminalSafe)\n".utf8))
-            }
             if report.stillSetAside.isEmpty {
                 if !report.setAside.isEmpty || !report.pulls.isEmpty { print("  nothing is set aside any more") }
             } else {

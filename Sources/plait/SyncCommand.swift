@@ -100,7 +100,9 @@ extension Plait {
                     // A fork was resolved by renaming during the session: a branch named here mid-session reaches
                     // the peer in a second one (the names now agree), so the sync leaves both sides complete.
                     // (What the peer held beyond this device is for the second session to say.)
-                    let notes = outcome.notes.filter { !PeerSyncOutcome.isAheadNote($0) } + keptAside.notes
+                    var withoutAhead = outcome
+                    withoutAhead.result?.peerSummary = nil
+                    let notes = withoutAhead.notes + keptAside.notes
                     var again = home.syncOnce(with: target, timeout: .seconds(timeout), onPulled: progress)
                     if var first = outcome.result, let second = again.result {
                         first.pulled += second.pulled
