@@ -443,6 +443,10 @@ struct SessionMachine {
     private var heldBack: [TimelineID: OversizedChange] = [:]
     var oversizedChanges: [OversizedChange] { heldBack.values.sorted { $0.ref < $1.ref } }
     private(set) var staleClaim: StaleClaim?
+    /// The claim is said (a finding) once the pull it starts is answered and it still stands: the pull's baseline or
+    /// a fork resolved in it may show that authoring goes on with no `plait rejoin` (hostile tester 2026-11-25-i,
+    /// I5: the agent logged the advice as an error at the greeting, then the session dropped the claim).
+    private var claimUnsaid = false
     /// What the greeting knew of this device's own timeline, to judge a later Notify's claim on it alike: the
     /// timeline, its head then, the end of its changes set aside as damaged, and whether it lost its name in a fork.
     private var ownTimeline: (timeline: TimelineID, head: UInt64, setAside: UInt64, forkedAway: Bool)?
@@ -687,12 +691,16 @@ struct SessionMachine {
             // it was taken as what the peer holds, and `peers` said "ahead" with no warning). Said once a session.
             if staleClaim == nil, let claim = claimsOwnTimeline(summary, mine: mine) {
                 staleClaim = claim
-                actions = [.finding(claim.description)] + recordFindings()
+                claimUnsaid = true
+                actions = recordFindings()
             }
-            guard options.mode == .agent else { break }
             var theirs = summary
             for timeline in skipped { theirs[timeline] = 0 }
-            guard !mine.covers(theirs) else { break }
+            guard options.mode == .agent, !mine.covers(theirs) else {
+                // No pull follows (a one-shot session's closing report): the claim is said now.
+                actions += claimToSay()
+                break
+            }
             if pull == .asking {
                 wantAgain = true
                 break
@@ -749,6 +757,8 @@ struct SessionMachine {
             if wantAgain {
                 wantAgain = false
                 steps.insert(.want, at: 0)
+            } else {
+                actions += claimToSay()
             }
         case let (.stateNotify, .status(status)):
             actions = [.send(stateNotify(status))]
@@ -1003,6 +1013,13 @@ struct SessionMachine {
         return StaleClaim(timeline: own, localHead: mine[own], peerHead: theirs[own])
     }
 
+    /// The stale claim as a finding, once, if it still stands (`claimUnsaid`).
+    private mutating func claimToSay() -> [SessionAction] {
+        guard claimUnsaid, let staleClaim else { return [] }
+        claimUnsaid = false
+        return [.finding(staleClaim.description)]
+    }
+
     private func recordFindings() -> [SessionAction] {
         guard let peer else { return [] }
         let refusals = refusedTimelines.map(\.description).joined(separator: "; ")
@@ -1111,8 +1128,9 @@ struct SessionMachine {
         heldAtGreeting = view.summary
         baselineAtGreeting = view.baselineSummary
         if let claim = claimsOwnTimeline(hello.summary, mine: view.summary) {
+            // Recorded now, said once the pull it starts is answered (`claimUnsaid`).
             staleClaim = claim
-            actions.append(.finding(claim.description))
+            claimUnsaid = true
         }
         actions += recordForks()
         actions += recordFindings()

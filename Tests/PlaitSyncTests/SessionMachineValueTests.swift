@@ -581,16 +581,48 @@ import Testing
 
     // MARK: Stale claim
 
-    /// A peer holding this device's own timeline beyond its head: reported and recorded, never acted on.
+    /// A peer holding this device's own timeline beyond its head: recorded at once, never acted on, and said once
+    /// the pull it starts is answered and it still stands.
     @Test func staleClaimIsReported() throws {
         var machine = Self.machine()
         let actions = try Self.greet(
             &machine, hello: Self.hello(summary: [Self.mine: 9]), local: Self.status(summary: [Self.mine: 4]))
         let claim = try #require(machine.staleClaim)
         #expect(claim.timeline == Self.mine && claim.localHead == 4 && claim.peerHead == 9)
-        #expect(Self.findings(actions) == [claim.description])
         #expect(Self.findingRecords(actions).map(\.claim) == [claim.description])
         #expect(Self.wants(actions) == [Want(have: [Self.mine: 4], baselineOffset: nil)], "the Want is unchanged")
+        #expect(Self.findings(actions).isEmpty, "said when the pull is answered, not before")
+        _ = try machine.received(.done([Self.mine: 9]))
+        _ = try machine.answered(.streamEnded([]))
+        #expect(Self.findings(try machine.answered(.summary([Self.mine: 9]))) == [claim.description])
+        #expect(machine.staleClaim == claim)
+    }
+
+    /// A claim the pull's baseline shows to need nothing (its adoption: authoring goes on, the next edit begins a
+    /// new timeline) is never said: the agent logged "run `plait rejoin`" as an error at the greeting of a restored
+    /// peer, and the session then dropped the claim (hostile tester 2026-11-25-i, I5).
+    @Test func aClaimTheBaselineSettlesIsNeverSaid() throws {
+        for mode in [SessionMode.agent, .oneShot] {
+            var machine = Self.machine(SessionOptions(mode: mode))
+            let hello = Self.hello(summary: [Self.mine: 10], baseline: [Self.mine: 10], baselineDigest: [4, 2])
+            var actions = try Self.greet(&machine, hello: hello, local: Self.status(summary: [Self.mine: 7]))
+            #expect(machine.staleClaim != nil)
+            let chunk = BaselineChunk(
+                totalSize: 2, offset: 0, data: [1, 2], last: true, baselineSummary: [Self.mine: 10])
+            actions += try machine.received(.baselineChunk(chunk))
+            actions += try machine.answered(.staged)
+            var adoption = BaselineAdoption(changed: true, summary: [Self.mine: 10], foldedAway: 7, replayed: 0)
+            adoption.keptAside = 8...9
+            adoption.authoringGoesOn = true
+            actions += try machine.answered(.adopted(adoption))
+            actions += try machine.received(.done([Self.mine: 10]))
+            actions += try machine.answered(.streamEnded([]))
+            actions += try machine.answered(.summary([Self.mine: 10]))
+            #expect(machine.staleClaim == nil, "\(mode)")
+            let claims = Self.findings(actions).filter { $0.contains("plait rejoin") }
+            #expect(claims.isEmpty, "\(mode): \(claims)")
+            #expect(Self.findingRecords(actions).last?.claim == nil, "\(mode): the recorded claim is cleared")
+        }
     }
 
     /// The same claim in a Notify is the Hello's claim: a paired peer's Notify naming this device's own timeline
@@ -602,13 +634,22 @@ import Testing
             &machine, hello: Self.hello(summary: [Self.mine: 4]), local: Self.status(summary: [Self.mine: 4]))
         #expect(machine.staleClaim == nil)
         _ = try machine.received(.notify([Self.mine: 1004], report: nil))
-        let actions = try machine.answered(.summary([Self.mine: 4]))
+        var actions = try machine.answered(.summary([Self.mine: 4]))
         let claim = try #require(machine.staleClaim)
         #expect(claim.timeline == Self.mine && claim.localHead == 4 && claim.peerHead == 1004)
-        #expect(Self.findings(actions) == [claim.description])
         #expect(Self.findingRecords(actions).map(\.claim) == [claim.description])
+        // Said once the Want it brings (after the greeting's) is answered, and still standing.
+        _ = try machine.received(.done([Self.mine: 4]))
+        _ = try machine.answered(.streamEnded([]))
+        actions = try machine.answered(.summary([Self.mine: 4]))
+        actions += try machine.answered(.summary([Self.mine: 4]))
+        #expect(Self.wants(actions) == [Want(have: [Self.mine: 4], baselineOffset: nil)])
+        #expect(Self.findings(actions).isEmpty, "\(actions)")
+        _ = try machine.received(.done([Self.mine: 1004]))
+        _ = try machine.answered(.streamEnded([]))
+        #expect(Self.findings(try machine.answered(.summary([Self.mine: 1004]))) == [claim.description])
         _ = try machine.received(.notify([Self.mine: 2004], report: nil))
-        let again = try machine.answered(.summary([Self.mine: 4]))
+        let again = try machine.answered(.summary([Self.mine: 1004]))
         #expect(Self.findings(again).isEmpty && Self.findingRecords(again).isEmpty, "said once: \(again)")
         // Its own changes written since the greeting are no claim: the peer may hold what this device sent.
         var later = Self.machine(SessionOptions(mode: .agent))
