@@ -243,6 +243,56 @@ public struct CompactOutput: Codable, Sendable, Equatable {
     }
 }
 
+/// `plait backup DIR --json`.
+public struct BackupOutput: Codable, Sendable, Equatable {
+    /// How many changes the backed-up store holds.
+    public var changes: Int
+    public var device: String
+    /// The names written in `path`, the store first.
+    public var files: [String]
+    public var path: String
+    public var summary: String
+
+    public init(changes: Int, device: String, files: [String], path: String, summary: String) {
+        self.changes = changes
+        self.device = device
+        self.files = files
+        self.path = path
+        self.summary = summary
+    }
+}
+
+/// `plait restore DIR --json`.
+public struct RestoreOutput: Codable, Sendable, Equatable {
+    public var changes: Int
+    public var device: String
+    public var home: String
+    /// Whether the next edit begins a new timeline by itself (false: a timeline from before signed ones).
+    public var newTimeline: Bool
+    /// The names the restore moved aside, into `replacedPath`.
+    public var replaced: [String]
+    /// Where the files the restore replaced went, in the home; null when the home held none.
+    @Nullable public var replacedPath: String?
+    public var summary: String
+
+    enum CodingKeys: String, CodingKey {
+        case changes, device, home, newTimeline = "new_timeline", replaced, replacedPath = "replaced_path", summary
+    }
+
+    public init(
+        changes: Int, device: String, home: String, newTimeline: Bool, replaced: [String], replacedPath: String?,
+        summary: String
+    ) {
+        self.changes = changes
+        self.device = device
+        self.home = home
+        self.newTimeline = newTimeline
+        self.replaced = replaced
+        self.replacedPath = replacedPath
+        self.summary = summary
+    }
+}
+
 // MARK: Peers
 
 /// `plait pair --trust … --json`.

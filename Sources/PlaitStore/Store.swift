@@ -185,6 +185,57 @@ public final class Store: @unchecked Sendable {
         }
     }
 
+    /// Writes a copy of the store at `path` to `destination`, a file that must not exist: the whole database as one
+    /// read transaction sees it (SQLite's `VACUUM INTO`), so writers may go on meanwhile and the copy is still one
+    /// consistent moment — unlike a file copy of a store in WAL mode, which can tear between `plait.db` and its
+    /// `-wal`. Reads through a read-only connection: nothing is written beside the store. The copy is synced to disk.
+    /// A copy cut off (no space) is removed.
+    public static func copy(at path: String, to destination: String) throws {
+        _ = try precheck(path)
+        do {
+            let queue = try DatabaseQueue(
+                path: StoreDiagnosis.readLocation(path),
+                configuration: configuration(synchronousFull: false, busyTimeout: defaultBusyTimeout, readonly: true))
+            defer { try? queue.close() }
+            try queue.inDatabase { db in try db.execute(sql: "VACUUM INTO ?", arguments: [destination]) }
+        } catch {
+            try? FileManager.default.removeItem(atPath: destination)
+            // Damage is the source's; space, permissions and the like are the destination's.
+            if let failure = error as? DatabaseError, [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(failure.resultCode) {
+                throw StoreDiagnosis.diagnose(error, path: path)
+            }
+            throw StoreDiagnosis.diagnose(error, path: destination)
+        }
+        let descriptor = Glibc.open(destination, O_RDONLY | O_CLOEXEC)
+        defer { if descriptor >= 0 { close(descriptor) } }
+        guard descriptor >= 0, fsync(descriptor) == 0 else {
+            let code = errno
+            try? FileManager.default.removeItem(atPath: destination)
+            throw StoreError.io(path: destination, detail: String(cString: strerror(code)))
+        }
+    }
+
+    /// Marks the store copy at `path` (a backup being put back, not yet in its home: no other process has it open)
+    /// as one whose own timeline may have gone on past its head: its peers may hold later changes of it, made before
+    /// the home was restored. A signed own timeline is left for a new one at the next edit, as when a baseline or a
+    /// fork shows the same (DESIGN §11): the later changes are taken from peers as they come, and nothing more is
+    /// written at numbers they may hold. Returns false, and writes nothing, for an unsigned own timeline (a store
+    /// from before signed timelines): for that one a peer's later changes stop authoring until `plait rejoin`.
+    public static func markRestored(at path: String) throws -> Bool {
+        do {
+            let queue = try DatabaseQueue(path: path)
+            defer { try? queue.close() }
+            return try queue.write { db in
+                let own = try ownTimeline(db)
+                guard try certificate(db, of: own) != nil else { return false }
+                try Meta.set(db, .ownTimelineForkedAway, "1")
+                return true
+            }
+        } catch {
+            throw StoreDiagnosis.diagnose(error, path: path)
+        }
+    }
+
     /// Whether the file at `path` holds nothing: no bytes, or a SQLite database of one page (its schema page) with
     /// schema cookie 0, that is with no table ever made, and no -wal bytes that could hold one. Such a store is
     /// what an interrupted `plait init` leaves, and `init` may replace it. Read from the file's header, without

@@ -164,7 +164,7 @@ public struct Config: Sendable, Equatable {
             }
             if let value = discovery["browse_seconds"] {
                 guard let number = value.double ?? value.int.map(Double.init), number > 0, number <= 60 else {
-                    throw PlaitError.config(path: origin, problem: "discovery.browse_seconds must be a number from 0 to 60")
+                    throw PlaitError.config(path: origin, problem: "discovery.browse_seconds must be a number above 0 and at most 60")
                 }
                 browseSeconds = number
             }

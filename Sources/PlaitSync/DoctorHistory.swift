@@ -96,9 +96,9 @@ extension Doctor {
                     name: "own timeline", status: .failed,
                     detail: "this device's timeline \(report.ownTimeline) may continue on another device: "
                         + "\(suspicion); nothing is authored on it",
-                    advice: "run `plait rejoin` to go on with a new timeline (if this home is a copy of another, run "
-                        + "it here, and keep the two from sharing a Device ID by pairing the copy as a new device "
-                        + "later)."))
+                    advice: "run `plait rejoin` to go on with a new timeline (if this home is a copy of another that "
+                        + "goes on too, run `plait rejoin --new-key` here instead, so the two do not share a Device "
+                        + "ID)."))
         }
         if report.ownTimelineSuspicion == nil, let certificate, let begun = report.ownTimelineCertificate,
             begun != certificate
@@ -117,8 +117,9 @@ extension Doctor {
             checks.append(
                 DoctorCheck(
                     name: "peer \(names[fork.peer] ?? fork.peer)", status: .failed, detail: "forked: \(fork.detail)",
-                    advice: "on the device that is a copy (or restored from a backup), run `plait rejoin`; plait "
-                        + "cannot merge a fork yet, it only keeps the two histories apart."))
+                    advice: "on the device that is a copy (or restored from a backup), run `plait rejoin`: this fork "
+                        + "(of a timeline from before signed ones, or inside a baseline) cannot be resolved by "
+                        + "renaming, so the two histories are kept apart."))
         }
         // Copied homes (DESIGN §11): this Device ID, or a peer's, running from two homes at once.
         let own = own?.description

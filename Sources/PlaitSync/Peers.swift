@@ -15,9 +15,9 @@ extension Home {
 
     /// Headless pairing: trusts `deviceID` (read off the other device with `plait id`).
     ///
-    /// A device in the pending list (it tried to connect unpaired) brings what was remembered of it: its
-    /// address unless `address` is given, and its claimed name, marked "(unverified)", unless `name` is
-    /// given. A device already paired keeps its name unless `name` is given.
+    /// A device in the pending list (it tried to connect unpaired) brings its claimed name, marked "(unverified)",
+    /// unless `name` is given; not an address (the host its dial came from says nothing of the port it listens
+    /// on), so it has one only when `address` is given. A device already paired keeps its name unless `name` is given.
     public func trust(_ text: String, address: String?, name: String?) throws -> PairedDevice {
         let id = try Self.parseDeviceID(text)
         guard id != (try identity).deviceID else {

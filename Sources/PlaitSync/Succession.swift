@@ -333,7 +333,7 @@ extension Home {
         try rename(temporary, to: path)
     }
 
-    private static func makeDirectory(_ path: String, mayExist: Bool) throws {
+    static func makeDirectory(_ path: String, mayExist: Bool) throws {
         if mkdir(path, 0o700) != 0 {
             let code = errno
             if code == EEXIST && mayExist { return }
@@ -342,7 +342,7 @@ extension Home {
         }
     }
 
-    private static func rename(_ from: String, to: String) throws {
+    static func rename(_ from: String, to: String) throws {
         guard Glibc.rename(from, to) == 0 else {
             let code = errno
             throw PlaitError.file(

@@ -134,8 +134,8 @@ extension Plait {
                     path: path, problem: "cannot be removed (\(String(cString: strerror(errno)))), so pages signed in "
                         + "stay signed in; remove it by hand")
             }
-            return "every page signed in to this device's agent is signed out (sign in again with the new password, "
-                + "or `plait gui`)"
+            return "every page signed in to this device's agent is signed out (sign in again with `plait gui`, "
+                + "and with the new password if one is set)"
         }
 
         static func readPassword() throws -> String {

@@ -28,7 +28,9 @@ extension Plait {
 
                 Headless pairing (scripts, servers): run `plait id` on the other device and pass its ID with \
                 --trust here, then do the same there with this device's ID. A device listed by `plait peers \
-                --pending` brings its remembered address and name (marked unverified). A typo in the ID is \
+                --pending` brings its name (marked unverified), not an address: what its refused dial told is \
+                the host it came from, not the port it listens on, so give --address HOST:PORT, or let it dial \
+                again or be found by mDNS. A typo in the ID is \
                 caught by its check characters.
 
                 With none of --listen, --connect and --trust, pairing finds the other device by mDNS: run \

@@ -23,6 +23,7 @@ struct Plait: ParsableCommand {
             Init.self, Id.self, Status.self, Rejoin.self,
             Lists.self, ListCommand.self, Add.self, Edit.self, Done.self, Reopen.self, Move.self, Remove.self,
             Show.self, Log.self, Compact.self, Batch.self, Pair.self, Unpair.self, Peers.self, Sync.self, Agent.self,
+            Backup.self, Restore.self,
             Doctor.self, Repair.self, Gui.self, Demo.self, Bench.self,
         ])
 

@@ -308,3 +308,33 @@ func withLoopbackAddress<R>(port: Int, _ body: (UnsafePointer<sockaddr>, socklen
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
 }
+
+// MARK: A small disk (root only: tests needing it are enabled `if: getuid() == 0`)
+
+/// A new tmpfs of `size` (e.g. "2m") mounted in the sandbox; the caller unmounts it (`mount(["-u", path])`).
+func smallTmpfs(_ sandbox: Sandbox, size: String) throws -> String {
+    let mountPoint = sandbox.root + "/small"
+    try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+    try mount(["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint])
+    return mountPoint
+}
+
+/// Fills what is left of the file system at `directory` with a file of zeros.
+func fill(_ directory: String) throws {
+    let filler = directory + "/filler"
+    guard FileManager.default.createFile(atPath: filler, contents: nil),
+        let handle = FileHandle(forWritingAtPath: filler)
+    else { throw CLITestFailure("cannot create \(filler)") }
+    let block = Data(count: 64 << 10)
+    while (try? handle.write(contentsOf: block)) != nil {}
+    try? handle.close()
+}
+
+func mount(_ arguments: [String]) throws {
+    let mounted = try ChildProcess.run(
+        arguments.first == "-u" ? "/bin/umount" : "/bin/mount",
+        arguments.first == "-u" ? Array(arguments.dropFirst()) : arguments)
+    guard mounted.succeeded else {
+        throw CLITestFailure("mount \(arguments.joined(separator: " ")) ended \(mounted.termination): \(mounted.errors)")
+    }
+}

@@ -77,7 +77,9 @@ import Testing
                 "sync-refused", SyncOutput.self, ["sync", "--peer", "127.0.0.1:9", "--no-discovery", "--timeout", "2"],
                 failing: true)
             _ = try check("repair", RepairOutput.self, ["repair"])
-            #expect(checked.count == 30, "outputs checked: \(checked)")
+            _ = try check("backup", BackupOutput.self, ["backup", sandbox.root + "/backup"])
+            _ = try check("restore", RestoreOutput.self, ["restore", sandbox.root + "/backup"])
+            #expect(checked.count == 32, "outputs checked: \(checked)")
         }
     }
 
@@ -149,6 +151,8 @@ import Testing
             ("(?<![0-9a-f])[0-9a-f]{16}(?![0-9a-f])", "digest16"),
             ("(?<=device )[A-Z2-7]{7}(?![A-Z2-7-])", "short-device"),
             ("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", "time"),
+            // In a directory's name (`replaced-by-restore-20261125T171433Z`).
+            ("(?<![0-9])[0-9]{8}T[0-9]{6}Z", "time"),
             ("(?<![0-9A-Z])[0-9A-HJKMNP-TV-Z]{13}(?![0-9A-Z])", "timeline"),
         ]
         for (pattern, label) in patterns {

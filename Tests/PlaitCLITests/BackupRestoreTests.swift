@@ -1,0 +1,219 @@
+import Foundation
+import PlaitNetnsSupport
+import Testing
+
+/// `plait backup` and `plait restore`, with the real binary, a real agent and real stores.
+///
+/// A file copy of a home while it is written can tear between `plait.db` and its `-wal`, and a copy put back over the
+/// files of a running agent is not seen by it (hostile tester 2026-11-25-i): the agent wrote on from what it had read,
+/// and what it took meanwhile was lost from the file. `backup` copies the store as one read transaction sees it;
+/// `restore` refuses while an agent runs, checks the backup, and moves what it replaces aside.
+@Suite struct BackupRestoreTests {
+    /// Every item's text over all lists, in display order.
+    private func texts(_ sandbox: Sandbox, _ home: String) throws -> [String] {
+        let shown = try sandbox.ok(["show", "--json", "--home", home]).json()
+        return (shown["lists"] as? [[String: Any]] ?? []).flatMap { list in
+            ["pending", "completed"].flatMap { section in
+                (list[section] as? [[String: Any]] ?? []).compactMap { $0["text"] as? String }
+            }
+        }
+    }
+
+    /// The statuses of `doctor --json`'s checks by name (read-only: the backup is not changed by it).
+    private func doctorChecks(_ sandbox: Sandbox, _ home: String) throws -> [String: String] {
+        let run = try sandbox.run(["doctor", "--json", "--listen", "127.0.0.1:0", "--timeout", "1", "--home", home])
+        var out: [String: String] = [:]
+        for check in try run.json()["checks"] as? [[String: Any]] ?? [] {
+            out[check["check"] as? String ?? "?"] = check["status"] as? String
+        }
+        return out
+    }
+
+    /// Names in a directory, sorted.
+    private func names(_ path: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
+    }
+
+    private func bytes(_ path: String) -> Data { FileManager.default.contents(atPath: path) ?? Data() }
+
+    /// Backups taken while an agent runs and another process commits batches of 100 items: each is one moment (a
+    /// whole number of batches), passes `doctor`'s store, state and chain checks, holds the home's key, and can be
+    /// read as a home.
+    @Test func backupsTakenWhileTheHomeIsWrittenAreEachOneWholeMoment() throws {
+        try withSandbox { sandbox in
+            let home = sandbox.root + "/home"
+            try sandbox.ok(["init", "--name", "busy", "--home", home])
+            try sandbox.ok(["list", "add", "L", "--home", home])
+            let agent = try RunningAgent(sandbox: sandbox, home: home)
+            defer { agent.stop() }
+            let batches = 30
+            let writer = sandbox.root + "/writer.sh"
+            let executable = try PlaitExecutable.path.get()
+            // One `plait batch` per 100 items, one transaction each, in a child of its own.
+            let lines = (0..<100).map { "add L item-$b-\($0)" }.joined(separator: "\\n")
+            try Data(
+                """
+                for b in $(seq 1 \(batches)); do printf "\(lines)\\n" | "\(executable)" batch --home "\(home)" >/dev/null \
+                || exit 1; done
+                """.utf8
+            ).write(to: URL(fileURLWithPath: writer))
+            let writing = try ChildProcess(
+                "/bin/sh", [writer], environment: sandbox.baseEnvironment, stderr: sandbox.root + "/writer.err")
+            defer { writing.stop(grace: 5) }
+            var backups: [String] = []
+            while writing.isRunning || backups.isEmpty {
+                let backup = sandbox.root + "/backup-\(backups.count)"
+                try sandbox.ok(["backup", backup, "--home", home])
+                backups.append(backup)
+            }
+            #expect(writing.terminationStatus == 0, "\(String(decoding: bytes(sandbox.root + "/writer.err"), as: UTF8.self))")
+            #expect(backups.count >= 2, "only \(backups.count) backups while the writer ran")
+            for backup in backups {
+                #expect(names(backup) == ["api-token", "cert.pem", "key.pem", "plait.db"], "\(backup): \(names(backup))")
+                #expect(bytes(backup + "/key.pem") == bytes(home + "/key.pem"))
+                let items = try texts(sandbox, backup)
+                #expect(items.count % 100 == 0, "\(backup) holds \(items.count) items: not a whole number of batches")
+                let checks = try doctorChecks(sandbox, backup)
+                for check in ["store", "materialized state", "hash chains"] {
+                    #expect(checks[check] == "ok", "\(backup): \(check) \(checks[check] ?? "missing")")
+                }
+                #expect(!FileManager.default.fileExists(atPath: backup + "/plait.db-wal"), "read-only: \(names(backup))")
+            }
+            #expect(try texts(sandbox, backups.last!).count == batches * 100 || writing.terminationStatus != 0)
+        }
+    }
+
+    /// A directory that is not empty, one inside the home, and no home: refused, nothing written.
+    @Test func aBackupRefusesWhatItWouldMixAndWritesNothing() throws {
+        try withSandbox { sandbox in
+            let home = sandbox.root + "/home"
+            try sandbox.ok(["init", "--name", "one", "--home", home])
+            let older = sandbox.root + "/older"
+            try FileManager.default.createDirectory(atPath: older, withIntermediateDirectories: true)
+            try Data("an older backup's file".utf8).write(to: URL(fileURLWithPath: older + "/plait.db"))
+            let mixed = try sandbox.fails(["backup", older, "--home", home])
+            #expect(mixed.stderr.contains("is not empty") && mixed.stderr.contains("nothing was written"), "\(mixed)")
+            #expect(names(older) == ["plait.db"] && bytes(older + "/plait.db") == Data("an older backup's file".utf8))
+            let before = names(home)
+            let inside = try sandbox.fails(["backup", home + "/inside", "--home", home])
+            #expect(inside.stderr.contains("inside the home"), "\(inside)")
+            #expect(names(home) == before)
+            let none = try sandbox.fails(["backup", sandbox.root + "/b", "--home", sandbox.root + "/nohome"])
+            #expect(none.stderr.contains("no plait device"), "\(none)")
+            #expect(!FileManager.default.fileExists(atPath: sandbox.root + "/b"))
+        }
+    }
+
+    /// A backup onto a disk that fills: the error says so and names the place, and the directory it made is gone.
+    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
+    func aBackupOntoAFullDiskLeavesNothingBehind() throws {
+        try withSandbox { sandbox in
+            let home = sandbox.root + "/home"
+            try sandbox.ok(["init", "--name", "big", "--home", home])
+            try sandbox.ok(["list", "add", "L", "--home", home])
+            let text = String(repeating: "x", count: 900)
+            try sandbox.ok(["batch", "--home", home], stdin: (0..<1000).map { "add L '\($0) \(text)'" }.joined(separator: "\n"))
+            let mountPoint = try smallTmpfs(sandbox, size: "512k")
+            defer { _ = try? mount(["-u", mountPoint]) }
+            let full = try sandbox.fails(["backup", mountPoint + "/backup", "--home", home])
+            #expect(full.stderr.contains("no space left"), "\(full)")
+            #expect(full.stderr.contains(mountPoint + "/backup"), "\(full)")
+            #expect(!full.stderr.contains("damaged") && !full.stderr.contains("restore"), "\(full)")
+            #expect(names(mountPoint).isEmpty, "left behind: \(names(mountPoint))")
+        }
+    }
+
+    /// Restore refuses while an agent runs on the home, a backup of another device, a damaged backup and a
+    /// directory that is no backup — and changes nothing in the home for any of them.
+    @Test func restoreRefusesWhatWouldHurtAndChangesNothing() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.initHomes(["a", "b"])
+            let (home, other) = (devices[0].home, devices[1].home)
+            try sandbox.ok(["list", "add", "L", "--home", home])
+            try sandbox.ok(["add", "L", "x1", "--home", home])
+            for (source, backup) in [(home, "/backup-a"), (other, "/backup-b")] {
+                try sandbox.ok(["backup", sandbox.root + backup, "--home", source])
+            }
+            try sandbox.ok(["add", "L", "x2", "--home", home])
+            // What the agent or SQLite leave beside the store (its lock, its API address, the -wal and -shm) aside.
+            let kept = { (path: String) in
+                self.names(path).filter { !["agent.lock", "api.addr", "plait.db-wal", "plait.db-shm"].contains($0) }
+            }
+            let files = kept(home)
+            let identity = bytes(home + "/key.pem") + bytes(home + "/cert.pem")
+            func unchanged(_ why: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+                #expect(kept(home) == files, "\(why): \(names(home))", sourceLocation: sourceLocation)
+                #expect(bytes(home + "/key.pem") + bytes(home + "/cert.pem") == identity, "\(why)",
+                    sourceLocation: sourceLocation)
+                #expect(try texts(sandbox, home) == ["x1", "x2"], "\(why)", sourceLocation: sourceLocation)
+            }
+
+            let agent = try RunningAgent(sandbox: sandbox, home: home)
+            let running = try sandbox.fails(["restore", sandbox.root + "/backup-a", "--home", home])
+            #expect(running.stderr.contains("already running") && running.stderr.contains("PID"), "\(running)")
+            try unchanged("agent running")
+            agent.stop()
+
+            let foreign = try sandbox.fails(["restore", sandbox.root + "/backup-b", "--home", home])
+            #expect(foreign.stderr.contains("is of device \(devices[1].id)"), "\(foreign)")
+            #expect(foreign.stderr.contains("Nothing was changed"), "\(foreign)")
+            try unchanged("another device's backup")
+
+            // A damaged store in the backup: a b-tree page overwritten.
+            let damaged = sandbox.root + "/damaged"
+            try FileManager.default.copyItem(atPath: sandbox.root + "/backup-a", toPath: damaged)
+            let handle = try #require(FileHandle(forUpdatingAtPath: damaged + "/plait.db"))
+            try handle.seek(toOffset: 4096 * 2)
+            try handle.write(contentsOf: Data(repeating: 0xA5, count: 4096))
+            try handle.close()
+            let rotten = try sandbox.fails(["restore", damaged, "--home", home])
+            #expect(rotten.stderr.contains("damaged") || rotten.stderr.contains("integrity"), "\(rotten)")
+            try unchanged("a damaged backup")
+
+            let notABackup = try sandbox.fails(["restore", sandbox.root + "/io", "--home", home])
+            #expect(notABackup.stderr.contains("not a backup made by `plait backup`"), "\(notABackup)")
+            try unchanged("no backup")
+        }
+    }
+
+    /// The whole story: a laptop backed up, then an item synced to the server, then one never synced; restored.
+    /// Its sync succeeds with no "run `plait rejoin`", brings the synced item back, and the next edit goes on on a
+    /// new timeline that reaches the server. The item never synced is in the replaced store, which is a home of its
+    /// own to read.
+    @Test func aRestoredHomeGetsBackWhatItSyncedAndGoesOn() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.pairedHomes(["laptop", "server"])
+            let (laptop, server) = (devices[0].home, devices[1].home)
+            let agent = try RunningAgent(sandbox: sandbox, home: server)
+            defer { agent.stop() }
+            let sync = ["sync", "--peer", agent.address, "--home", laptop]
+            try sandbox.ok(["list", "add", "L", "--home", laptop])
+            try sandbox.ok(["add", "L", "x1", "--home", laptop])
+            try sandbox.ok(sync)
+            let backup = sandbox.root + "/backup"
+            try sandbox.ok(["backup", backup, "--home", laptop])
+            try sandbox.ok(["add", "L", "y1", "--home", laptop])
+            try sandbox.ok(sync)
+            try sandbox.ok(["add", "L", "z1", "--home", laptop])
+            let timelineBefore = try sandbox.ok(["status", "--json", "--home", laptop]).json()["timeline"] as? String
+
+            let restore = try sandbox.ok(["restore", backup, "--json", "--home", laptop]).json()
+            #expect(restore["new_timeline"] as? Bool == true, "\(restore)")
+            let aside = try #require(restore["replaced_path"] as? String)
+            #expect(try texts(sandbox, laptop) == ["x1"])
+            #expect(try texts(sandbox, aside) == ["x1", "y1", "z1"], "the replaced store is kept, whole")
+
+            let first = try sandbox.run(sync)
+            #expect(first.status == 0, "\(first)")
+            #expect(!(first.stdout + first.stderr).contains("rejoin"), "\(first)")
+            #expect(try texts(sandbox, laptop) == ["x1", "y1"])
+            try sandbox.ok(["add", "L", "w1", "--home", laptop])
+            try sandbox.ok(sync)
+            #expect(try texts(sandbox, server) == ["x1", "y1", "w1"])
+            #expect(try texts(sandbox, laptop) == ["x1", "y1", "w1"])
+            let timelineAfter = try sandbox.ok(["status", "--json", "--home", laptop]).json()["timeline"] as? String
+            #expect(timelineAfter != nil && timelineAfter != timelineBefore, "\(timelineBefore ?? "") \(timelineAfter ?? "")")
+            #expect(try doctorChecks(sandbox, laptop)["store"] == "ok")
+        }
+    }
+}
