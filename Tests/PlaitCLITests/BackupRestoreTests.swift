@@ -216,4 +216,38 @@ import Testing
             #expect(try doctorChecks(sandbox, laptop)["store"] == "ok")
         }
     }
+
+    /// `plait restore` killed as it enters each of its renames (the home's files moved aside one by one, then the
+    /// backup's renamed in): running it again finishes the restore, and the home's own store is in one of the
+    /// `replaced-by-restore-…` directories, whole.
+    @Test func aRestoreKilledAtAnyRenameIsFinishedByRunningItAgain() throws {
+        try withSandbox { sandbox in
+            // plait.db, key.pem, cert.pem and api-token moved aside, then the same four renamed in.
+            for number in 1...8 {
+                let home = sandbox.root + "/home-\(number)"
+                try sandbox.ok(["init", "--name", "laptop", "--home", home])
+                try sandbox.ok(["list", "add", "L", "--home", home])
+                try sandbox.ok(["add", "L", "x1", "--home", home])
+                let backup = sandbox.root + "/backup-\(number)"
+                try sandbox.ok(["backup", backup, "--home", home])
+                try sandbox.ok(["add", "L", "y1", "--home", home])
+                let strace = try ChildProcess(
+                    "/usr/bin/strace",
+                    ["-f", "-qq", "-o", "/dev/null", "-e", "trace=rename", "-e", "inject=rename:signal=KILL:when=\(number)",
+                     try PlaitExecutable.path.get(), "restore", backup, "--home", home],
+                    environment: sandbox.baseEnvironment, stderr: sandbox.root + "/strace.err")
+                let ended = try #require(strace.wait(seconds: 60), "strace did not end")
+                #expect(ended.bySignal && ended.status == SIGKILL, "rename \(number): \(ended)")
+                let again = try sandbox.run(["restore", backup, "--home", home])
+                #expect(again.status == 0, "rename \(number): \(again)")
+                #expect(try texts(sandbox, home) == ["x1"], "rename \(number)")
+                #expect(try doctorChecks(sandbox, home)["store"] == "ok", "rename \(number)")
+                let asides = names(home).filter { $0.hasPrefix("replaced-by-restore-") }.map { home + "/" + $0 }
+                let stores = try asides.filter { FileManager.default.fileExists(atPath: $0 + "/plait.db") }
+                    .map { try texts(sandbox, $0) }
+                #expect(stores.contains(["x1", "y1"]), "rename \(number): the home's own store is kept: \(stores)")
+                #expect(!names(home).contains { $0.hasPrefix(".restoring-") }, "rename \(number): \(names(home))")
+            }
+        }
+    }
 }
