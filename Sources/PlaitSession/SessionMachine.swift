@@ -800,8 +800,21 @@ struct SessionMachine {
             }
         case let (.staged, .baselineFailed(error)), let (.adopted, .baselineFailed(error)):
             steps = []
+            let discard = SessionAction.discardStaged(peer: peer?.deviceID ?? "", bestEffort: true)
+            if case let .rejected(.fork(timeline, _)) = error, let peer {
+                // The baseline folds another history of a timeline than the one held here, at its entry: a fork
+                // inside that baseline, which renaming cannot resolve (it holds no change bytes to rename). Recorded
+                // with this peer as a fork, so `doctor` reports it and `rejoin`, on the device whose timeline it is,
+                // sets that history aside (bad-luck tester 2026-11-25-j, J1: a restored home whose lost changes the
+                // peer had folded in part; the fork was being resolved by renaming, nothing was recorded, the error
+                // gave no advice, and no command helped).
+                forks[timeline] = ForkedTimeline(
+                    timeline: timeline, localHead: heldAtGreeting[timeline], peerHead: peer.summary[timeline],
+                    detectedLocally: true)
+                return [discard] + recordForks() + [.fail(.forkInsideBaseline(timeline: timeline))]
+            }
             let failure: SessionError = if case .rejected = error { .baselineRefused(error) } else { .store(error) }
-            return [.discardStaged(peer: peer?.deviceID ?? "", bestEffort: true), .fail(failure)]
+            return [discard, .fail(failure)]
         default:
             preconditionFailure("the answer \(answer) does not fit what the session waits for (\(waitingFor))")
         }

@@ -129,6 +129,54 @@ import Testing
         }
     }
 
+    /// The same, but the peer's baseline folds only part of what the backup lost (a change of the peer's own came
+    /// between, so the cut-off fell inside them): the peer holds the rest as changes, the fork was taken for one that
+    /// renaming resolves, and the restored home's adoption of the baseline refused it ("timeline … has forked at
+    /// change 6") with no advice, nothing recorded, `doctor` silent on both devices, and `rejoin`, `repair` and
+    /// `rejoin --new-key` changing nothing: the two never synced again (bad-luck tester 2026-11-25-j, J1).
+    @Test func aRestoredHomeWhoseLostChangesThePeerFoldedInPartConvergesAfterRejoin() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.pairedHomes(["laptop", "server"])
+            let (laptop, server) = (devices[0].home, devices[1].home)
+            try sandbox.ok(["list", "add", "L", "--home", laptop])
+            for text in ["x1", "x2"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
+            let agent = try RunningAgent(sandbox: sandbox, home: server)
+            defer { agent.stop() }
+            let sync = ["sync", "--peer", agent.address, "--home", laptop]
+            try sandbox.ok(sync)
+            let backup = sandbox.root + "/backup"
+            try FileManager.default.copyItem(atPath: laptop, toPath: backup)
+            try sandbox.ok(["add", "L", "y1", "--home", laptop])
+            try sandbox.ok(sync)
+            try sandbox.ok(["add", "L", "s1", "--home", server])  // the server's head: one above y1
+            for text in ["y2", "y3", "y4"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
+            try sandbox.ok(sync)
+            // The cut-off is s1's Lamport time: y1 and y2 are folded, y3 and y4 stay as changes.
+            let compact = try sandbox.ok(["compact", "--home", server])
+            #expect(compact.stdout.contains("2 changes stay"), "\(compact)")
+            try FileManager.default.removeItem(atPath: laptop)
+            try FileManager.default.copyItem(atPath: backup, toPath: laptop)
+            for text in ["z1", "z2", "z3", "z4", "z5"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
+
+            let refused = try sandbox.run(sync)
+            #expect(refused.status != 0, "\(refused)")
+            #expect(refused.stderr.contains("plait rejoin"), "the refusal says what to do: \(refused)")
+            let doctor = try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop])
+            #expect(doctor.stdout.contains("FAIL") && doctor.stdout.contains("forked"), "\(doctor)")
+            let rejoin = try sandbox.ok(["rejoin", "--home", laptop])
+            #expect(rejoin.stdout.contains("set aside this device's history"), "\(rejoin)")
+            let after = try sandbox.run(sync)
+            #expect(after.status == 0, "\(after)")
+            let shown = try texts(sandbox, laptop)
+            for text in ["x1", "x2", "y1", "y2", "y3", "y4", "s1", "z1", "z5"] {
+                #expect(shown[text] != nil, "\(text): \(shown)")
+            }
+            #expect(try texts(sandbox, server) == shown)
+            let healthy = try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop])
+            #expect(!healthy.stdout.contains("FAIL"), "\(healthy)")
+        }
+    }
+
     /// Before that `rejoin`, the two agents' sessions end at once (the peer refuses its baseline). Each agent lifted
     /// its back-off as the other's dial came in and dialled again at once: about 125 sessions a second, each with an
     /// error line (hostile tester 2026-11-25-i). They now back off until a session lasts.

@@ -598,6 +598,26 @@ import Testing
         #expect(machine.staleClaim == claim)
     }
 
+    /// A pulled baseline refused for folding another history of a timeline than the one held here: a fork inside
+    /// the baseline, which renaming cannot resolve. It is recorded as a fork with the peer (so `doctor` reports it
+    /// and `rejoin` finds it), and the session fails saying what to do (bad-luck tester 2026-11-25-j, J1).
+    @Test func aBaselineRefusedForAForkRecordsTheFork() throws {
+        var machine = Self.machine()
+        let hello = Self.hello(summary: [Self.mine: 8], baseline: [Self.mine: 6], baselineDigest: [4, 2])
+        _ = try Self.greet(&machine, hello: hello, local: Self.status(summary: [Self.mine: 9]))
+        let chunk = BaselineChunk(totalSize: 2, offset: 0, data: [1, 2], last: true, baselineSummary: [Self.mine: 6])
+        _ = try machine.received(.baselineChunk(chunk))
+        _ = try machine.answered(.staged)
+        let actions = try machine.answered(.baselineFailed(.rejected(.fork(timeline: Self.mine, seq: 6))))
+        #expect(Self.forkRecords(actions).map { $0.map(\.timeline) } == [[Self.mine]], "\(actions)")
+        guard case let .fail(.forkInsideBaseline(timeline)) = actions.last else {
+            Issue.record("the session did not fail with the fork inside the baseline: \(actions)")
+            return
+        }
+        #expect(timeline == Self.mine && SessionError.forkInsideBaseline(timeline: timeline).description.contains("plait rejoin"))
+        #expect(machine.forkedTimelines.map(\.timeline) == [Self.mine])
+    }
+
     /// A claim the pull's baseline shows to need nothing (its adoption: authoring goes on, the next edit begins a
     /// new timeline) is never said: the agent logged "run `plait rejoin`" as an error at the greeting of a restored
     /// peer, and the session then dropped the claim (hostile tester 2026-11-25-i, I5).
