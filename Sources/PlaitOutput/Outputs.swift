@@ -247,16 +247,25 @@ public struct CompactOutput: Codable, Sendable, Equatable {
 public struct BackupOutput: Codable, Sendable, Equatable {
     /// How many changes the backed-up store holds.
     public var changes: Int
-    public var device: String
+    /// The Device ID; null when the home's certificate cannot be read (then `identity_problem` says why).
+    @Nullable public var device: String?
     /// The names written in `path`, the store first.
     public var files: [String]
+    @Nullable public var identityProblem: String?
     public var path: String
     public var summary: String
 
-    public init(changes: Int, device: String, files: [String], path: String, summary: String) {
+    enum CodingKeys: String, CodingKey {
+        case changes, device, files, identityProblem = "identity_problem", path, summary
+    }
+
+    public init(
+        changes: Int, device: String?, files: [String], identityProblem: String?, path: String, summary: String
+    ) {
         self.changes = changes
         self.device = device
         self.files = files
+        self.identityProblem = identityProblem
         self.path = path
         self.summary = summary
     }

@@ -118,6 +118,7 @@ public final class Session: @unchecked Sendable {
         do {
             try drive()
         } catch {
+            if let claim = machine.takeUnsaidClaim() { options.onFinding?(claim) }
             if error.tellsPeer { flushBestEffort(closing: error.closeReason) }
             // Batches taken before the failure are committed; save their state now rather than leave it to the
             // next load to replay (a failure here changes nothing: the next write saves it).
@@ -125,6 +126,7 @@ public final class Session: @unchecked Sendable {
             try? replica.saveDerivedState()
             throw error
         }
+        if let claim = machine.takeUnsaidClaim() { options.onFinding?(claim) }
         try drainIntake()
         do {
             try replica.saveDerivedState()

@@ -1028,9 +1028,15 @@ struct SessionMachine {
 
     /// The stale claim as a finding, once, if it still stands (`claimUnsaid`).
     private mutating func claimToSay() -> [SessionAction] {
-        guard claimUnsaid, let staleClaim else { return [] }
+        takeUnsaidClaim().map { [.finding($0)] } ?? []
+    }
+
+    /// The stale claim, if it still stands and was not said: a session that ends before the pull it started was
+    /// answered (a failure, a stop) says it then.
+    mutating func takeUnsaidClaim() -> String? {
+        guard claimUnsaid, let staleClaim else { return nil }
         claimUnsaid = false
-        return [.finding(staleClaim.description)]
+        return staleClaim.description
     }
 
     private func recordFindings() -> [SessionAction] {

@@ -219,18 +219,23 @@ public final class Store: @unchecked Sendable {
     /// as one whose own timeline may have gone on past its head: its peers may hold later changes of it, made before
     /// the home was restored. A signed own timeline is left for a new one at the next edit, as when a baseline or a
     /// fork shows the same (DESIGN §11): the later changes are taken from peers as they come, and nothing more is
-    /// written at numbers they may hold. Returns false, and writes nothing, for an unsigned own timeline (a store
-    /// from before signed timelines): for that one a peer's later changes stop authoring until `plait rejoin`.
+    /// written at numbers they may hold. Returns false, and marks nothing, for an unsigned own timeline (a store
+    /// from before signed timelines): for that one a peer's later changes stop authoring until `plait rejoin`. The
+    /// copy is switched to WAL mode either way.
     public static func markRestored(at path: String) throws -> Bool {
         do {
             let queue = try DatabaseQueue(path: path)
             defer { try? queue.close() }
-            return try queue.write { db in
+            let marked = try queue.write { db in
                 let own = try ownTimeline(db)
                 guard try certificate(db, of: own) != nil else { return false }
                 try Meta.set(db, .ownTimelineForkedAway, "1")
                 return true
             }
+            // A copy made by `VACUUM INTO` is in rollback-journal mode; a store is in WAL mode, where readers and a
+            // writer do not wait for each other (closing the last connection removes the -wal and -shm again).
+            try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+            return marked
         } catch {
             throw StoreDiagnosis.diagnose(error, path: path)
         }

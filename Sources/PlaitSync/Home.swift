@@ -268,7 +268,15 @@ public final class Home: @unchecked Sendable {
         // A directory that is there but unreadable is not a missing home: the store says what it is.
         var status = stat()
         if stat(path, &status) != 0, errno == ENOENT || errno == ENOTDIR { throw PlaitError.noHome(path: path) }
-        if stat(storePath, &status) != 0, errno == ENOENT { throw PlaitError.noHome(path: path) }
+        if stat(storePath, &status) != 0, errno == ENOENT {
+            if let cut = cutRestore(at: path) {
+                throw PlaitError.file(
+                    path: path,
+                    problem: "a `plait restore` was cut off here before it put the backup's store in place (the files "
+                        + "it was replacing are in \(cut)): run the same `plait restore` again to finish it")
+            }
+            throw PlaitError.noHome(path: path)
+        }
         let store: Store
         do {
             store = try Store.open(

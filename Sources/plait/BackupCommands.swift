@@ -39,11 +39,17 @@ extension Plait {
             if json {
                 try printJSON(
                     BackupOutput(
-                        changes: report.changes, device: report.deviceID, files: report.files, path: report.path,
+                        changes: report.changes, device: report.deviceID, files: report.files,
+                        identityProblem: report.identityProblem, path: report.path,
                         summary: report.summary.description))
                 return
             }
-            print("backed up device \(report.deviceID) to \(report.path.terminalSafe)")
+            if let problem = report.identityProblem {
+                FileHandle.standardError.write(Data(("warning: this home's identity cannot be read (\(problem.terminalSafe)); "
+                    + "the store and the files that are there were backed up all the same, but `plait restore` needs "
+                    + "a key.pem and cert.pem that belong together\n").utf8))
+            }
+            print("backed up \(report.deviceID.map { "device \($0)" } ?? "this device") to \(report.path.terminalSafe)")
             print("  \(report.changes) changes (summary \(report.summary)); files: "
                 + report.files.joined(separator: ", "))
             print("It holds this device's private key: keep it as private as the home. `plait restore "
@@ -57,15 +63,19 @@ extension Plait {
             abstract: "Put a backup made by `plait backup` back in place as this device's home.",
             discussion: """
                 Stop the agent first: restore refuses while one runs on the home (copying files over the store \
-                of a running agent is not seen by it, which writes on from what it had read). The backup must \
+                of a running agent is not seen by it, which writes on from what it had read). Let no other plait \
+                command run on the home meanwhile either: one that opened the store before the restore writes \
+                into the replaced store. The backup must \
                 be of this device (the same Device ID) and its store must pass SQLite's integrity check; nothing \
                 is changed otherwise. The files it replaces are moved to replaced-by-restore-TIME/ in the home, \
-                never deleted. A home that does not exist yet is made.
+                never deleted (move that directory out of the home to restore from it). A home that does not \
+                exist yet is made. A restore cut off (killed, power lost) is finished by running it again.
 
                 Then start the agent or run `plait sync`: what this device had synced to its peers since the \
                 backup comes back from them. What it wrote after the backup and never synced is not in the \
                 backup (the replaced store, kept aside, still holds it). The next edit begins a new timeline, \
-                as the old one may have gone on after the backup. Changes of the backup that a peer has since \
+                as the old one may have gone on after the backup (for a store from before signed timelines, \
+                run `plait rejoin` instead if the sync says a peer holds more of it). Changes of the backup that a peer has since \
                 folded into its baseline and that this device cannot show it folds are kept aside, and items \
                 they alone made are made again (see "When things go wrong" in the README).
                 """)

@@ -598,6 +598,20 @@ import Testing
         #expect(machine.staleClaim == claim)
     }
 
+    /// A claim still standing when the session fails before the pull it started is answered is said then (code
+    /// review of the twenty-third stop: deferred to the pull's Done, it was never said when that Done never came).
+    @Test func aStandingClaimIsSaidWhenTheSessionFailsFirst() throws {
+        var machine = Self.machine(SessionOptions(mode: .agent))
+        _ = try Self.greet(
+            &machine, hello: Self.hello(summary: [Self.mine: 9]), local: Self.status(summary: [Self.mine: 4]))
+        _ = try machine.received(.done([Self.mine: 9]))
+        _ = try machine.answered(.streamEnded([]))
+        #expect(throws: SessionError.self) { _ = try machine.answered(.summary([Self.mine: 4])) }
+        let claim = try #require(machine.staleClaim)
+        #expect(machine.takeUnsaidClaim() == claim.description)
+        #expect(machine.takeUnsaidClaim() == nil, "said once")
+    }
+
     /// A pulled baseline refused for folding another history of a timeline than the one held here: a fork inside
     /// the baseline, which renaming cannot resolve. It is recorded as a fork with the peer (so `doctor` reports it
     /// and `rejoin` finds it), and the session fails saying what to do (bad-luck tester 2026-11-25-j, J1).
