@@ -562,6 +562,7 @@ public final class Replica: @unchecked Sendable {
     ) {
         try edit(now: now, leavingSuspectTimeline: true) { edit in
             let old = edit.ownTimeline
+            let oldSigned = try Store.certificate(edit.db, of: old) != nil
             let ownKey = try retiredSigner.map { retired in
                 try Store.certificate(edit.db, of: old).map { $0 == retired.certificate } ?? true
             } ?? edit.signerIsTimelines
@@ -573,7 +574,11 @@ public final class Replica: @unchecked Sendable {
             let forked = try Store.forkedOwnHistories(edit.db, key: try Store.certificate(edit.db, of: old))
             // A timeline that may continue on another device is left as it is: an end appended here could be a
             // second change under a number that device already used.
-            let ending = edit.suspect == nil && ownKey && !forked.contains(old)
+            // Nor one marked as going on elsewhere (a restore, a fork it lost, a baseline's word): its next number
+            // may be held by another history (bad-luck tester 2026-11-25-j, J3: a restored home's `rejoin` ended its
+            // timeline under a number its peers held, and every later change of that history was refused).
+            let forkedAway = try Meta.get(edit.db, .ownTimelineForkedAway) as String? != nil
+            let ending = edit.suspect == nil && ownKey && !forked.contains(old) && !forkedAway
             // What is re-sent: the state as this device shows it now, the histories set aside included.
             let shown = edit.state
             if !forked.isEmpty {
@@ -606,6 +611,12 @@ public final class Replica: @unchecked Sendable {
             try Meta.set(edit.db, .ownTimelineSuspect, nil)
             try Meta.set(edit.db, .ownTimelineSuspectCause, nil)
             let state = shown
+            // Completions are re-sent only where the history that made them does not reach the peers as it is: set
+            // aside here, or an unsigned timeline (a fork of it is never exchanged). A signed one's changes reach
+            // every peer, under its name or a branch's, and a completion sent again with a later time undid a
+            // reopen made meanwhile on another device (bad-luck tester 2026-11-25-j, J4). Creates of an existing
+            // ID change nothing, so they are sent all the same.
+            let resendCompletions = !forked.isEmpty || !oldSigned
             var emitted = 0
             for listID in state.liveListIDs {
                 let list = state.lists[listID]!
@@ -621,7 +632,7 @@ public final class Replica: @unchecked Sendable {
                     emitted += 1
                 }
                 // Completing bottom-up leaves the completed section in its current order.
-                for itemID in completed.reversed() {
+                for itemID in completed.reversed() where resendCompletions {
                     try edit.append(.itemComplete(id: itemID))
                     emitted += 1
                 }

@@ -220,6 +220,62 @@ import Testing
         }
     }
 
+    /// A restored home whose user runs `plait rejoin` before its first sync: `rejoin` ended the restored timeline at
+    /// the restored head, a number its peers held another change under, and every later change of that history was
+    /// refused as following the end; what the home had synced before the restore never came back (bad-luck tester
+    /// 2026-11-25-j, J3). A timeline marked as going on elsewhere (as `plait restore` marks it) is not ended.
+    @Test func aRejoinRightAfterARestoreLosesNothingItHadSynced() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.pairedHomes(["laptop", "server"])
+            let (laptop, server) = (devices[0].home, devices[1].home)
+            let agent = try RunningAgent(sandbox: sandbox, home: server)
+            defer { agent.stop() }
+            let sync = ["sync", "--peer", agent.address, "--home", laptop]
+            try sandbox.ok(["list", "add", "L", "--home", laptop])
+            try sandbox.ok(["add", "L", "x1", "--home", laptop])
+            try sandbox.ok(sync)
+            try sandbox.ok(["backup", sandbox.root + "/backup", "--home", laptop])
+            for text in ["y1", "y2"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
+            try sandbox.ok(sync)
+            try sandbox.ok(["restore", sandbox.root + "/backup", "--home", laptop])
+            let rejoin = try sandbox.ok(["rejoin", "--home", laptop])
+            #expect(!rejoin.stdout.contains("ended timeline"), "\(rejoin)")
+            let first = try sandbox.run(sync)
+            #expect(first.status == 0, "\(first)")
+            #expect(try texts(sandbox, laptop) == ["x1", "y1", "y2"])
+            #expect(try texts(sandbox, server) == ["x1", "y1", "y2"])
+        }
+    }
+
+    /// `plait rejoin` re-sent every completion with a later time, so a reopen made meanwhile on another device was
+    /// undone without a word (bad-luck tester 2026-11-25-j, J4). A signed timeline's own changes reach every peer,
+    /// so its completions are not sent again.
+    @Test func aRejoinDoesNotUndoAReopenMadeElsewhere() throws {
+        try withSandbox { sandbox in
+            let devices = try sandbox.pairedHomes(["a", "d"])
+            let (a, d) = (devices[0].home, devices[1].home)
+            try sandbox.ok(["list", "add", "L", "--home", a])
+            for text in ["x1", "x2"] { try sandbox.ok(["add", "L", text, "--home", a]) }
+            try sandbox.ok(["done", "x1", "--home", a])
+            for index in 1...5 { try sandbox.ok(["add", "L", "p\(index)", "--home", a]) }
+            let agent = try RunningAgent(sandbox: sandbox, home: a)
+            defer { agent.stop() }
+            try sandbox.ok(["sync", "--peer", agent.address, "--home", d])
+            agent.stop()
+            try sandbox.ok(["reopen", "x1", "--home", d])
+            try sandbox.ok(["rejoin", "--home", a])
+            let again = try RunningAgent(sandbox: sandbox, home: a)
+            defer { again.stop() }
+            try sandbox.ok(["sync", "--peer", again.address, "--home", d])
+            for home in [a, d] {
+                let shown = try sandbox.ok(["show", "--json", "--home", home]).json()
+                let list = (shown["lists"] as? [[String: Any]])?.first ?? [:]
+                let pending = (list["pending"] as? [[String: Any]] ?? []).compactMap { $0["text"] as? String }
+                #expect(pending.contains("x1"), "\(home): the reopen stands: \(shown)")
+            }
+        }
+    }
+
     /// What a file copy of a home holds is restored whole and private (code review of the twenty-third stop): the
     /// copy's `-wal` (its agent was killed) went unread, so the restore said it restored changes that were not
     /// there; a key.pem the copy left world-readable stayed so; a home whose parent directories did not exist could

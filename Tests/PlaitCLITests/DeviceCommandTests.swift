@@ -151,15 +151,16 @@ import Testing
             #expect(run.stdout.contains(old) && run.stdout.contains(new), "\(run)")
             #expect(after["digest"] as? String == before["digest"] as? String)
             // The old timeline (begin and four edits) got its end; the new one its begin (superseding the old),
-            // then the re-sent list, two items and one completion.
+            // then the re-sent list and two items. Not the completion: the old signed timeline's own changes reach
+            // every peer, and a completion sent again would undo a reopen made meanwhile elsewhere (J4).
             let summary = try #require(after["summary"] as? String)
-            #expect(Set(summary.split(separator: ",").map(String.init)) == ["\(old):6", "\(new):5"])
+            #expect(Set(summary.split(separator: ",").map(String.init)) == ["\(old):6", "\(new):4"])
             let log = try #require(try sandbox.ok(["log", "--json"]).json()["changes"] as? [[String: Any]])
             #expect(log.contains { $0["change"] as? String == "\(old):6" && $0["kind"] as? String == "timeline.end" })
             #expect(log.contains { $0["change"] as? String == "\(new):1" && $0["kind"] as? String == "timeline.begin" })
             // Editing goes on, on the new timeline.
             try sandbox.ok(["add", "Groceries", "bread"])
-            #expect((try sandbox.status()["summary"] as? String)?.contains("\(new):6") == true)
+            #expect((try sandbox.status()["summary"] as? String)?.contains("\(new):5") == true)
         }
     }
 
