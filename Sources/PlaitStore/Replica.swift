@@ -610,6 +610,8 @@ public final class Replica: @unchecked Sendable {
             let new = edit.ownTimeline
             try Meta.set(edit.db, .ownTimelineSuspect, nil)
             try Meta.set(edit.db, .ownTimelineSuspectCause, nil)
+            // The new timeline is the one to go on on: the next edit begins no other.
+            try Meta.set(edit.db, .ownTimelineForkedAway, nil)
             let state = shown
             // Completions are re-sent only where the history that made them does not reach the peers as it is: set
             // aside here, or an unsigned timeline (a fork of it is never exchanged). A signed one's changes reach

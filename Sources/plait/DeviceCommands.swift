@@ -175,9 +175,9 @@ extension Plait {
                 } else if result.ended {
                     print("ended timeline \(result.old); now on \(result.new); re-sent \(result.emitted) changes")
                 } else {
-                    print("left timeline \(result.old) without an end (another copy of this home may be writing on "
-                        + "it, or its key is no longer in this home); now on \(result.new); re-sent "
-                        + "\(result.emitted) changes")
+                    print("left timeline \(result.old) without an end (it may go on elsewhere: another copy of this "
+                        + "home, or the history after a restored backup; or its key is no longer in this home); now on "
+                        + "\(result.new); re-sent \(result.emitted) changes")
                 }
                 Self.bringBackKeptAside(home)
                 return

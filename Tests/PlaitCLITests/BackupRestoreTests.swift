@@ -240,10 +240,14 @@ import Testing
             try sandbox.ok(["restore", sandbox.root + "/backup", "--home", laptop])
             let rejoin = try sandbox.ok(["rejoin", "--home", laptop])
             #expect(!rejoin.stdout.contains("ended timeline"), "\(rejoin)")
+            // The next edit goes on on the timeline `rejoin` began, not on yet another.
+            let rejoined = try sandbox.ok(["status", "--json", "--home", laptop]).json()["timeline"] as? String
+            try sandbox.ok(["add", "L", "z1", "--home", laptop])
+            #expect(try sandbox.ok(["status", "--json", "--home", laptop]).json()["timeline"] as? String == rejoined)
             let first = try sandbox.run(sync)
             #expect(first.status == 0, "\(first)")
-            #expect(try texts(sandbox, laptop) == ["x1", "y1", "y2"])
-            #expect(try texts(sandbox, server) == ["x1", "y1", "y2"])
+            #expect(Set(try texts(sandbox, laptop)) == ["x1", "y1", "y2", "z1"])
+            #expect(try texts(sandbox, server) == (try texts(sandbox, laptop)))
         }
     }
 
