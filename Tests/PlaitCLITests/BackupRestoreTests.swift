@@ -29,6 +29,26 @@ import Testing
         return out
     }
 
+    /// A laptop and a server paired, the server's agent running (stopped by the caller), and list L with item x1 made
+    /// on the laptop and synced: the paths, the agent, and the laptop's sync command.
+    private func laptopSyncedToAServer(_ sandbox: Sandbox) throws -> (
+        laptop: String, server: String, agent: RunningAgent, sync: [String]
+    ) {
+        let devices = try sandbox.pairedHomes(["laptop", "server"])
+        let (laptop, server) = (devices[0].home, devices[1].home)
+        let agent = try RunningAgent(sandbox: sandbox, home: server)
+        let sync = ["sync", "--peer", agent.address, "--home", laptop]
+        do {
+            try sandbox.ok(["list", "add", "L", "--home", laptop])
+            try sandbox.ok(["add", "L", "x1", "--home", laptop])
+            try sandbox.ok(sync)
+        } catch {
+            agent.stop()
+            throw error
+        }
+        return (laptop, server, agent, sync)
+    }
+
     /// Names in a directory, sorted.
     private func names(_ path: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
@@ -185,14 +205,8 @@ import Testing
     /// own to read.
     @Test func aRestoredHomeGetsBackWhatItSyncedAndGoesOn() throws {
         try withSandbox { sandbox in
-            let devices = try sandbox.pairedHomes(["laptop", "server"])
-            let (laptop, server) = (devices[0].home, devices[1].home)
-            let agent = try RunningAgent(sandbox: sandbox, home: server)
+            let (laptop, server, agent, sync) = try laptopSyncedToAServer(sandbox)
             defer { agent.stop() }
-            let sync = ["sync", "--peer", agent.address, "--home", laptop]
-            try sandbox.ok(["list", "add", "L", "--home", laptop])
-            try sandbox.ok(["add", "L", "x1", "--home", laptop])
-            try sandbox.ok(sync)
             let backup = sandbox.root + "/backup"
             try sandbox.ok(["backup", backup, "--home", laptop])
             try sandbox.ok(["add", "L", "y1", "--home", laptop])
@@ -226,14 +240,8 @@ import Testing
     /// 2026-11-25-j, J3). A timeline marked as going on elsewhere (as `plait restore` marks it) is not ended.
     @Test func aRejoinRightAfterARestoreLosesNothingItHadSynced() throws {
         try withSandbox { sandbox in
-            let devices = try sandbox.pairedHomes(["laptop", "server"])
-            let (laptop, server) = (devices[0].home, devices[1].home)
-            let agent = try RunningAgent(sandbox: sandbox, home: server)
+            let (laptop, server, agent, sync) = try laptopSyncedToAServer(sandbox)
             defer { agent.stop() }
-            let sync = ["sync", "--peer", agent.address, "--home", laptop]
-            try sandbox.ok(["list", "add", "L", "--home", laptop])
-            try sandbox.ok(["add", "L", "x1", "--home", laptop])
-            try sandbox.ok(sync)
             try sandbox.ok(["backup", sandbox.root + "/backup", "--home", laptop])
             for text in ["y1", "y2"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
             try sandbox.ok(sync)
