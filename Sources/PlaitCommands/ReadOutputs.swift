@@ -131,6 +131,8 @@ extension ReadOutputs {
             if peer.diverged != nil { return "diverged" }
             if peer.refused != nil { return "refused changes" }
             if peer.claim != nil { return "claims this device's timeline" }
+            // The summaries below are those of the last session that ended well: not what holds now.
+            if peer.failed != nil { return "the last session failed (`plait doctor` says why)" }
             guard let theirs = peer.lastSummary else { return "never seen" }
             if theirs == summary { return "in sync" }
             if summary.covers(theirs) { return "behind" }

@@ -138,6 +138,18 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     }
 
     /// Whether the peer should be told with Close (not when it is gone or closed first).
+    /// Whether the session failed because the two devices' histories disagree in a way the next session is likely to
+    /// meet again (a baseline refused, a fork inside one, changes the peer announced and did not send): what `peers`
+    /// and `doctor` report until a session ends well. Not a dropped connection, a stop or this device's store, nor
+    /// what a hostile peer's bad input alone causes (a refused statement, a protocol break: refused and logged, and
+    /// nothing of it stored).
+    public var isSyncFailure: Bool {
+        switch self {
+        case .baselineRefused, .forkInsideBaseline, .incompleteStream: return true
+        default: return false
+        }
+    }
+
     var tellsPeer: Bool {
         switch self {
         // A connection not kept is simply closed (PROTOCOL.md §13.5): its dialer sees it fail and backs off.

@@ -26,6 +26,10 @@ public struct PeerRecord: Hashable, Sendable {
     /// When (milliseconds since 1970) the peer last refused this device after the TLS handshake, if no session
     /// with it got as far as its Hello since: it does not hold this device as paired (any more).
     public var refusedThisDeviceAt: Int64?
+    /// Why the last session with it failed to sync what the two hold, and when (milliseconds since 1970), if no
+    /// session has ended well since.
+    public var failed: String? = nil
+    public var failedAt: Int64? = nil
 }
 
 /// A device that tried to connect without being paired. Its name is what it claimed: unverified.
@@ -113,18 +117,23 @@ extension Store {
     }
 
     static func peers(_ db: Database) throws -> [PeerRecord] {
-            try Row.fetchAll(
+            // A store read before its first write under this build is not migrated yet: columns added since are
+            // read as absent (NULL), not as an error.
+            let columns = Set(try db.columns(in: "peers").map(\.name))
+            let added = ["refused_me_at", "failed", "failed_at"].map { columns.contains($0) ? $0 : "NULL" }
+            return try Row.fetchAll(
                 db,
                 sql: """
                     SELECT device_id, name, address, paired_at, last_seen, last_summary, diverged, refused, claim,
-                    succeeded_by, last_heads, refused_me_at FROM peers ORDER BY name, device_id
+                    succeeded_by, last_heads, \(added.joined(separator: ", ")) FROM peers ORDER BY name, device_id
                     """
             ).map { row in
                 PeerRecord(
                     deviceID: row[0], name: row[1], address: row[2], pairedAt: row[3], lastSeen: row[4],
                     lastSummary: try (row[5] as String?).map { try Summary(parsing: $0) },
                     lastHeads: Acknowledgements.decode(row[10] as Data?), diverged: row[6],
-                    refused: row[7], claim: row[8], succeededBy: row[9], refusedThisDeviceAt: row[11])
+                    refused: row[7], claim: row[8], succeededBy: row[9], refusedThisDeviceAt: row[11], failed: row[12],
+                    failedAt: row[13])
             }
     }
 
@@ -141,11 +150,21 @@ extension Store {
             let heads = try summary.map { try Acknowledgements.encode(Acknowledgements.hashes(db, of: $0)) }
             try db.execute(
                 sql: """
-                    UPDATE peers SET last_seen = ?, address = coalesce(?, address), refused_me_at = NULL,
+                    UPDATE peers SET last_seen = ?, address = coalesce(?, address), refused_me_at = NULL, failed = NULL,
+                    failed_at = NULL,
                     last_summary = coalesce(?, last_summary),
                     last_heads = CASE WHEN ? IS NULL THEN last_heads ELSE ? END WHERE device_id = ?
                     """,
                 arguments: [now, address, summary?.description, summary?.description, heads, deviceID])
+        }
+    }
+
+    /// Records why a session with the paired peer `deviceID` failed to sync what the two hold (`SessionError`'s
+    /// `isSyncFailure`); the next session that ends well clears it (`peerSeen`).
+    public func peerSessionFailed(deviceID: String, reason: String, now: Int64) throws {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE peers SET failed = ?, failed_at = ? WHERE device_id = ?", arguments: [reason, now, deviceID])
         }
     }
 

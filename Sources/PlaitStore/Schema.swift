@@ -340,6 +340,13 @@ enum Schema {
         // Baselines half-sent by devices unpaired since were kept (up to 256 MiB each) for a resume that cannot
         // come; `untrust` drops them from now on, and this drops those left by earlier builds.
         migrator.registerMigration("v16-unpaired-stagings") { db in try Store.dropUnpairedStagings(db) }
+        // Why the last session with a paired peer failed to sync what the two hold (a refusal, a fork inside a
+        // baseline, changes it announced and did not send), and when; cleared by a session that ends well. Before,
+        // `doctor` and `peers` knew nothing of devices whose every session failed (bad-luck tester 2026-11-25-j, J5).
+        migrator.registerMigration("v17-peer-session-failures") { db in
+            try db.execute(sql: "ALTER TABLE peers ADD COLUMN failed TEXT")
+            try db.execute(sql: "ALTER TABLE peers ADD COLUMN failed_at INTEGER")
+        }
         return migrator
     }
 }

@@ -148,6 +148,16 @@ extension Doctor {
             if let claim = peer.claim {
                 checks.append(DoctorCheck(name: "peer \(peer.name)", status: .failed, detail: claim))
             }
+            // Every session failing (bad-luck tester 2026-11-25-j, J5: `doctor` was clean on devices whose every
+            // session with a peer failed, and `peers` went on showing how they stood at the last one that ended well).
+            if let failed = peer.failed {
+                checks.append(
+                    DoctorCheck(
+                        name: "peer \(peer.name)", status: .failed,
+                        detail: "the last session with it failed, and none has ended well since: \(failed)",
+                        advice: "do what that error says, on the device it names; `plait sync` shows it again, and a "
+                            + "session that ends well clears this."))
+            }
         }
         return checks
     }

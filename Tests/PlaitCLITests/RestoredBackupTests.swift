@@ -163,6 +163,11 @@ import Testing
             #expect(refused.stderr.contains("plait rejoin"), "the refusal says what to do: \(refused)")
             let doctor = try sandbox.run(["doctor", "--listen", "127.0.0.1:0", "--home", laptop])
             #expect(doctor.stdout.contains("FAIL") && doctor.stdout.contains("forked"), "\(doctor)")
+            // J5: the failed session is recorded, and `peers` does not go on showing the last one that ended well.
+            #expect(doctor.stdout.contains("the last session with it failed"), "\(doctor)")
+            let peers = try sandbox.ok(["peers", "--json", "--home", laptop]).json()
+            let row = (peers["peers"] as? [[String: Any]])?.first ?? [:]
+            #expect((row["state"] as? String)?.contains("forked") == true && row["in_sync"] as? Bool == false, "\(peers)")
             let rejoin = try sandbox.ok(["rejoin", "--home", laptop])
             #expect(rejoin.stdout.contains("set aside this device's history"), "\(rejoin)")
             let after = try sandbox.run(sync)

@@ -387,6 +387,8 @@ struct SignedTimelineMigrationTests {
         try runSQLite(
             path,
             """
+            ALTER TABLE peers DROP COLUMN failed; ALTER TABLE peers DROP COLUMN failed_at;
+            DELETE FROM grdb_migrations WHERE identifier = 'v17-peer-session-failures';
             DELETE FROM grdb_migrations WHERE identifier = 'v16-unpaired-stagings';
             ALTER TABLE peers DROP COLUMN refused_me_at;
             DELETE FROM grdb_migrations WHERE identifier = 'v15-refused-by-peer';
