@@ -119,6 +119,11 @@ public final class Session: @unchecked Sendable {
             try drive()
         } catch {
             if let claim = machine.takeUnsaidClaim() { options.onFinding?(claim) }
+            // What `peers` and `doctor` say of this peer until a session with it ends well (the agent's and
+            // `plait sync`'s `peerSeen` clears it).
+            if error.isSyncFailure, let peer = machine.peer?.deviceID {
+                try? replica.store.peerSessionFailed(deviceID: peer, reason: "\(error)", now: Replica.now())
+            }
             if error.tellsPeer { flushBestEffort(closing: error.closeReason) }
             // Batches taken before the failure are committed; save their state now rather than leave it to the
             // next load to replay (a failure here changes nothing: the next write saves it).

@@ -143,7 +143,7 @@ public enum SessionError: Error, CustomStringConvertible, Sendable {
     /// and `doctor` report until a session ends well. Not a dropped connection, a stop or this device's store, nor
     /// what a hostile peer's bad input alone causes (a refused statement, a protocol break: refused and logged, and
     /// nothing of it stored).
-    public var isSyncFailure: Bool {
+    var isSyncFailure: Bool {
         switch self {
         case .baselineRefused, .forkInsideBaseline, .incompleteStream: return true
         default: return false

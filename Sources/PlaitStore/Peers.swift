@@ -159,8 +159,8 @@ extension Store {
         }
     }
 
-    /// Records why a session with the paired peer `deviceID` failed to sync what the two hold (`SessionError`'s
-    /// `isSyncFailure`); the next session that ends well clears it (`peerSeen`).
+    /// Records why a session with the paired peer `deviceID` failed because the two histories disagree (the
+    /// session's `SessionError.isSyncFailure`); the next session that ends well clears it (`peerSeen`).
     public func peerSessionFailed(deviceID: String, reason: String, now: Int64) throws {
         try write { db in
             try db.execute(

@@ -793,10 +793,6 @@ public final class Agent: @unchecked Sendable {
                         logger.info("session with \(logLabel(peer)) ended: \("\(error)".terminalSafe)")
                     }
                 }
-                // What `peers` and `doctor` then say of this peer, until a session with it ends well.
-                if error.isSyncFailure {
-                    try? home.store.peerSessionFailed(deviceID: peer, reason: "\(error)", now: Replica.now())
-                }
             }
             // A session that failed at once (the peer kept another one from this device, or refused this one):
             // re-dialing at once would only repeat it.

@@ -308,14 +308,15 @@ extension Home {
         return path
     }
 
-    /// Makes `path` and its missing parents, each mode 0700.
+    /// Makes `path` and its missing parents, each mode 0700; the error says why not from the file system.
     static func makeDirectories(_ path: String) throws {
-        let parent = (path as NSString).deletingLastPathComponent
-        var isDirectory: ObjCBool = false
-        if !parent.isEmpty, parent != path, !FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory) {
-            try makeDirectories(parent)
+        do {
+            try FileManager.default.createDirectory(
+                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            let reason = whyNoDirectory(path) ?? error.localizedDescription
+            throw PlaitError.file(path: path, problem: "cannot create the directory (\(reason))")
         }
-        try makeDirectory(path, mayExist: false)
     }
 
     /// Runs `body`, turning a store's or identity's error into `PlaitError`.

@@ -165,12 +165,7 @@ public final class Home: @unchecked Sendable {
         }
         var createdDirectory = false
         if !manager.fileExists(atPath: path) {
-            do {
-                try manager.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                let reason = Self.whyNoDirectory(path) ?? error.localizedDescription
-                throw PlaitError.file(path: path, problem: "cannot create the directory (\(reason))")
-            }
+            try Self.makeDirectories(path)
             createdDirectory = true
         }
         var created: [String] = []

@@ -288,10 +288,6 @@ extension Home {
                 // `plait sync` puts the address before it.
                 outcome.failure = "\(error)"
             }
-            // What `peers` and `doctor` then say of this peer, until a session with it ends well.
-            if let failure = error as? SessionError, failure.isSyncFailure, let peer = outcome.deviceID {
-                try? store.peerSessionFailed(deviceID: peer, reason: "\(failure)", now: Replica.now())
-            }
         }
         return outcome
     }
