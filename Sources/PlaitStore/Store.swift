@@ -20,6 +20,8 @@ public final class Store: @unchecked Sendable {
     /// Opened on the first write; runs the migrations still pending then.
     private var writer: DatabasePool?
     private var migrationsPending: Bool
+    /// Whether the first write looks for the file being a copy (`noticeCopy`).
+    private let noticesCopies: Bool
     private let writerLock = NSLock()
     /// Transactions run through this store (reads, writes, commit probes): a test checks an idle agent runs none.
     let transactionCounter = Atomic<Int>(0)
@@ -31,8 +33,9 @@ public final class Store: @unchecked Sendable {
     public static let defaultBusyTimeout = 10.0
 
     private init(path: String, readers: DatabasePool, writer: DatabasePool?, migrationsPending: Bool,
-        synchronousFull: Bool, busyTimeout: Double)
+        synchronousFull: Bool, busyTimeout: Double, noticesCopies: Bool = false)
     {
+        self.noticesCopies = noticesCopies
         // Every hash this process computes from here on (chains, digests) goes through OpenSSL's SHA-256.
         FastSHA256.install()
         self.path = path
@@ -85,6 +88,7 @@ public final class Store: @unchecked Sendable {
             try pool.write { db in
                 try Meta.set(db, .ownTimeline, Int64(bitPattern: timeline.rawValue))
                 try Meta.set(db, .generation, 1)
+                try recordFile(db, path: path)
                 try Meta.set(db, .formatNote, "plait store; see plait.proto and Sources/PlaitStore/Schema.swift")
             }
             let readers = try DatabasePool(
@@ -122,8 +126,11 @@ public final class Store: @unchecked Sendable {
 
     /// Opens an existing store; refuses a missing file, a damaged one, and one written by a newer plait.
     /// Opening writes nothing: the store is opened for writing (and migrated) on the first write.
+    /// `noticingCopies: false` (tests making forks out of copied stores, as a filesystem snapshot's restore would,
+    /// which keeps inodes) skips looking for the file being a copy at the first write.
     public static func open(
-        at path: String, synchronousFull: Bool = true, busyTimeout: Double = defaultBusyTimeout
+        at path: String, synchronousFull: Bool = true, busyTimeout: Double = defaultBusyTimeout,
+        noticingCopies: Bool = true
     ) throws -> Store {
         let pending = try precheck(path, busyTimeout: busyTimeout)
         do {
@@ -133,7 +140,7 @@ public final class Store: @unchecked Sendable {
                     synchronousFull: synchronousFull, busyTimeout: busyTimeout, readonly: true))
             return Store(
                 path: path, readers: readers, writer: nil, migrationsPending: pending, synchronousFull: synchronousFull,
-                busyTimeout: busyTimeout)
+                busyTimeout: busyTimeout, noticesCopies: noticingCopies)
         } catch {
             throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
         }
@@ -151,9 +158,104 @@ public final class Store: @unchecked Sendable {
                 try Schema.migrator.migrate(pool)
                 migrationsPending = false
             }
+            var copied = false
+            if noticesCopies, let identity = Self.fileIdentity(of: path) {
+                copied = try Self.noticeCopy(pool, identity: identity)
+            }
             writer = pool
+            if copied {
+                copyNoticed = true
+                copyHandler?(Self.copyNotice)
+            }
             return pool
         }
+    }
+
+    /// Opens the store for writing now (migrating it, and noticing whether its file is a copy) rather than at the first
+    /// write. A session reads the own timeline's state at its start: a copy must be noticed before (`noticeCopy`), or
+    /// a peer holding the timeline beyond the head is taken for a restore that needs `plait rejoin`.
+    public func openForWriting() throws {
+        _ = try writingPool()
+    }
+
+    /// Whether this store's first write found its file to be a copy (`noticeCopy`): its own timeline was then marked
+    /// to be left for a new one at the next edit.
+    public private(set) var copyNoticed = false
+    private var copyHandler: (@Sendable (String) -> Void)?
+
+    /// What is said when a copy is noticed.
+    public static let copyNotice =
+        "this store's file is not the one it was last written in: the home was copied, or restored from a backup "
+        + "by hand. Its timeline may have gone on where it was copied from, so this device goes on on a new timeline "
+        + "from its next edit; what the other copy made after it comes from the peers as it is, and nothing is lost. "
+        + "If the home it was copied from is still in use, run `plait rejoin --new-key` on one of the two"
+
+    /// Calls `handler` with `copyNotice` when the first write finds the file to be a copy (at once, if it has).
+    public func onCopyNoticed(_ handler: @escaping @Sendable (String) -> Void) {
+        let noticed = writerLock.withLock {
+            copyHandler = handler
+            return copyNoticed
+        }
+        if noticed { handler(Self.copyNotice) }
+    }
+
+    /// Filesystems whose inode numbers stay a file's own for its life, across mounts (`statfs`'s `f_type`): ext2–4,
+    /// XFS, Btrfs, ZFS, F2FS, bcachefs, tmpfs, overlayfs. Elsewhere (FAT's numbers are made up at each lookup, FUSE's
+    /// are the file system's to choose, NFS's may be reused) a copy is not looked for: a number that changed under an
+    /// unchanged file would start a new timeline at every write.
+    static let stableInodeFilesystems: Set<Int64> = [
+        0xEF53, 0x5846_5342, 0x9123_683E, 0x2FC1_2FC1, 0xF2F5_2010, 0xCA45_1A4E, 0x0102_1994, 0x794C_7630,
+    ]
+
+    /// The identity of the file at `path`, when its filesystem keeps inode numbers (`stableInodeFilesystems`): its
+    /// inode, and the time that inode was made where the filesystem keeps it ("INODE@SECONDS.NANOSECONDS"). The time
+    /// tells a new file apart from the old one when it is given the number the old one freed: on ext4 here,
+    /// `rm -rf home; cp -a backup home` gave the new `plait.db` the old one's inode number, and the tester's J2 script
+    /// still diverged in 2 runs of 4 with the inode alone.
+    static func fileIdentity(of path: String) -> String? {
+        guard stableInodeFilesystems.contains(plait_filesystem_type(path)) else { return nil }
+        var inode: UInt64 = 0
+        var seconds: Int64 = 0
+        var nanoseconds: UInt32 = 0
+        switch plait_file_identity(path, &inode, &seconds, &nanoseconds) {
+        case 1: return "\(inode)@\(seconds).\(nanoseconds)"
+        case 0: return "\(inode)"
+        default: return nil
+        }
+    }
+
+    /// A store remembers the identity of the file it is written in (`fileIdentity`). Another file is a copy: a
+    /// backup put back by hand (`cp -a`), a home copied to another machine, one moved across filesystems. Its peers
+    /// may hold later changes of its own timeline than it does (the original went on after the copy was made), and
+    /// an edit made on it under the next number would fork that timeline; a fork whose point lies inside a device's
+    /// baseline cannot be named alike by every device (bad-luck tester 2026-11-25-j, J2). So a copy's signed own
+    /// timeline is left for a new one at its next edit, as `plait restore` does (`markRestored`): the original's later
+    /// changes come from the peers as they are, and nothing is written at numbers they may hold. A store that never
+    /// recorded its file (written before this build) records it now and is not taken for a copy. A copy that keeps
+    /// the inode and its time (a filesystem snapshot's rollback or clone, a file copied over the store in place) is
+    /// not noticed: a peer holding the timeline beyond its head shows it later, and a fork is resolved by renaming.
+    /// Returns whether the file was found to be a copy whose timeline was marked.
+    static func noticeCopy(_ pool: DatabasePool, identity: String) throws -> Bool {
+        guard try pool.read({ db in try Meta.get(db, .storeFile) as String? }) != identity else { return false }
+        return try pool.write { db in
+            // Read again under the write lock: another process opening the same copy at once may have noticed it, and
+            // begun the new timeline, since.
+            let recorded = try Meta.get(db, .storeFile) as String?
+            guard recorded != identity else { return false }
+            var marked = false
+            if recorded != nil, let own = try? ownTimeline(db), try certificate(db, of: own) != nil {
+                try Meta.set(db, .ownTimelineForkedAway, "1")
+                marked = true
+            }
+            try Meta.set(db, .storeFile, identity)
+            return marked
+        }
+    }
+
+    /// Records the identity of the store file at `path` as its own (a store just made, or a backup being put back by
+    /// `plait restore`, which marks its timeline itself).
+    static func recordFile(_ db: Database, path: String) throws {
+        if let identity = fileIdentity(of: path) { try Meta.set(db, .storeFile, identity) }
     }
 
     /// What `plait doctor` reports about a store, read through a read-only connection that writes nothing.
@@ -228,6 +330,8 @@ public final class Store: @unchecked Sendable {
             defer { try? queue.close() }
             let marked = try queue.write { db in
                 let own = try ownTimeline(db)
+                // The file put in place is this one (renamed, not copied): it is the store's file from here on.
+                try recordFile(db, path: path)
                 guard try certificate(db, of: own) != nil else { return false }
                 try Meta.set(db, .ownTimelineForkedAway, "1")
                 return true
@@ -586,6 +690,10 @@ enum Meta {
         /// The baseline row the digest was recorded for (`summary|max_lamport`): a baseline written by a plait built
         /// before the digest was kept (an older agent still running) is not checked against another's digest.
         case baselineDigestOf = "baseline_sha256_of"
+        /// The identity of the file the store was last written in (`Store.fileIdentity`, `Store.noticeCopy`). Absent:
+        /// not recorded yet (a store written before it was kept, or on a filesystem whose inode numbers are not
+        /// stable).
+        case storeFile = "store_file"
     }
 
     static func get<T: DatabaseValueConvertible>(_ db: Database, _ key: Key) throws -> T? {

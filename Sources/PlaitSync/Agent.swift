@@ -210,6 +210,10 @@ public final class Agent: @unchecked Sendable {
             logger.warning("\(error); checking the store for other processes' changes every 250 ms instead")
             watch = .polling
         }
+        // A copied store is noticed before any session reads the own timeline's state (`Store.openForWriting`); a
+        // store that cannot be written fails the first write with its own error.
+        home.store.onCopyNoticed { [logger] notice in logger.notice("\(notice)") }
+        try? home.store.openForWriting()
         let probe = try home.store.makeCommitProbe()
         _ = try probe.changed()
         storeFile = Self.fileIdentity(home.path + "/" + Home.storeFileName)

@@ -186,6 +186,9 @@ extension Home {
         onPulled: (@Sendable (Int) -> Void)?
     ) -> PeerSyncOutcome {
         var outcome = PeerSyncOutcome(address: address)
+        // A copied store is noticed before the session reads the own timeline's state (`Store.openForWriting`). A
+        // store that cannot be opened for writing fails the session below with its own error.
+        try? store.openForWriting()
         // A head record that does not describe its intact last change would go out in the Hello (a peer then sees
         // a fork, or is asked for a change that is not here): rewritten from the change first (H5). A store that
         // cannot be written fails the session below with its own error.

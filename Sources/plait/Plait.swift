@@ -134,6 +134,7 @@ struct GlobalOptions: ParsableArguments {
         home.replica.onDerivedStateRepair { repair in
             FileHandle.standardError.write(Data("warning: \(repair).\n".utf8))
         }
+        home.store.onCopyNoticed { notice in FileHandle.standardError.write(Data("note: \(notice).\n".utf8)) }
         return home
     }
 }

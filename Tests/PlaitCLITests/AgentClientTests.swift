@@ -46,6 +46,9 @@ import Glibc
             let served = sandbox.root + "/served"
             try FileManager.default.copyItem(atPath: sandbox.home, toPath: alone)
             try FileManager.default.copyItem(atPath: sandbox.home, toPath: served)
+            // Identical homes, neither taken for a copy at its first write (`HandRestoreTests` has that), so both go on
+            // on the one timeline and print the same.
+            for home in [alone, served] { try forgetStoreFile(home: home) }
             let agent = try RunningAgent(sandbox: sandbox, home: served)
             defer { #expect(agent.stop() == 0, "the agent exits cleanly: \(agent.log)") }
             try awaitSocket(agent)

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import PlaitCore
 import PlaitNetnsSupport
 import Testing
@@ -337,4 +338,46 @@ func mount(_ arguments: [String]) throws {
     guard mounted.succeeded else {
         throw CLITestFailure("mount \(arguments.joined(separator: " ")) ended \(mounted.termination): \(mounted.errors)")
     }
+}
+
+/// Puts a backup of a home back by hand, as `cp -a backup/. home/` does over the home's existing files (no process
+/// has the home open): each file is rewritten in place, so `plait.db` keeps its inode and plait cannot tell it was
+/// put back (a filesystem snapshot's rollback, which also keeps inodes, looks the same) until a peer shows the
+/// timeline went on. Files the backup does not hold (a `-wal` written since) are removed.
+func restoreInPlace(_ backup: String, over home: String) throws {
+    let manager = FileManager.default
+    let kept = Set(try manager.subpathsOfDirectory(atPath: backup))
+    for path in try manager.subpathsOfDirectory(atPath: home) where !kept.contains(path) {
+        let target = home + "/" + path
+        var isDirectory: ObjCBool = false
+        if manager.fileExists(atPath: target, isDirectory: &isDirectory), !isDirectory.boolValue {
+            try manager.removeItem(atPath: target)
+        }
+    }
+    for path in kept.sorted() {
+        let (source, target) = (backup + "/" + path, home + "/" + path)
+        var isDirectory: ObjCBool = false
+        _ = manager.fileExists(atPath: source, isDirectory: &isDirectory)
+        if isDirectory.boolValue {
+            if !manager.fileExists(atPath: target) {
+                try manager.createDirectory(atPath: target, withIntermediateDirectories: true)
+            }
+        } else if let handle = FileHandle(forWritingAtPath: target) {
+            defer { try? handle.close() }
+            try handle.truncate(atOffset: 0)
+            try handle.write(contentsOf: try Data(contentsOf: URL(fileURLWithPath: source)))
+        } else {
+            try manager.copyItem(atPath: source, toPath: target)
+        }
+    }
+}
+
+/// Removes the identity (inode and birth time) the store of `home` recorded for its file, so that a copy of the home
+/// is not noticed as one at its first write: what a clone that keeps inodes gives (a virtual machine's or a
+/// filesystem snapshot's), or a home last written by a plait from before the identity was recorded. Its edits then
+/// fork the timeline with the original's. Nothing may have the store open.
+func forgetStoreFile(home: String) throws {
+    let queue = try DatabaseQueue(path: home + "/plait.db")
+    try queue.write { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'store_file'") }
+    try queue.close()
 }

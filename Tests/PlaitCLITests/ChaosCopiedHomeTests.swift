@@ -73,6 +73,8 @@ struct ForkBranchChainTests {
         let copy = sandbox.root + "/x-copy"
         let copied = try ChildProcess.run("/bin/cp", ["-a", homes[0], copy])
         guard copied.succeeded else { throw CLITestFailure("cp -a: \(copied.errors)") }
+        // A copy not noticed as one (a clone that keeps inodes, `forgetStoreFile`): its edits fork the timeline.
+        try forgetStoreFile(home: copy)
         try sandbox.ok(["add", "Groceries", "from-original", "--home", homes[0]])
         try sandbox.ok(["add", "Groceries", "from-copy", "--home", copy])
         return (homes, copy)
@@ -396,6 +398,9 @@ final class CopiedHomeChaos: @unchecked Sendable {
         agent?.deliver(SIGCONT)
         let finished = try copied.get()
         guard finished.succeeded else { throw CLITestFailure("cp -a ended \(finished.termination): \(finished.errors)") }
+        // As a snapshot's clone, which keeps inodes: the copy is not noticed as one at its first write
+        // (`forgetStoreFile`), so both copies author under the timeline's next numbers and fork it.
+        try forgetStoreFile(home: home)
         sharedTimeline = try timeline(of: Self.x)
         let address = source.address.replacingOccurrences(of: ".1:\(port)", with: ".3:\(port)")
         lock.withLock {

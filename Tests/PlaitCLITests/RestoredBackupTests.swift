@@ -8,6 +8,9 @@ import Testing
 /// The backup's own changes are (their items are in the baseline); the edits made after the restore are not, and
 /// the item they created showed on no device: `doctor` said "the baseline holds them already", then "add those items
 /// again". Now what only kept-aside changes created is made again, with the same IDs, and reaches the peer.
+///
+/// The backups here are put back in place (`restoreInPlace`: the store file keeps its inode), the one way of
+/// restoring by hand that the store cannot notice at its first write (`HandRestoreTests` has the others).
 @Suite struct RestoredBackupTests {
     /// The laptop, restored from a backup taken before its last changes, and a server that compacted those changes
     /// into its baseline, its agent running (stopped by the caller).
@@ -29,8 +32,7 @@ import Testing
         try sandbox.ok(["add", "L", "b0", "--home", server])
         try sandbox.ok(["compact", "--home", server])
         agent = try RunningAgent(sandbox: sandbox, home: server)
-        try FileManager.default.removeItem(atPath: laptop)
-        try FileManager.default.copyItem(atPath: backup, toPath: laptop)
+        try restoreInPlace(backup, over: laptop)
         return (laptop, server, agent)
     }
 
@@ -154,8 +156,7 @@ import Testing
             // The cut-off is s1's Lamport time: y1 and y2 are folded, y3 and y4 stay as changes.
             let compact = try sandbox.ok(["compact", "--home", server])
             #expect(compact.stdout.contains("2 changes stay"), "\(compact)")
-            try FileManager.default.removeItem(atPath: laptop)
-            try FileManager.default.copyItem(atPath: backup, toPath: laptop)
+            try restoreInPlace(backup, over: laptop)
             for text in ["z1", "z2", "z3", "z4", "z5"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
 
             let refused = try sandbox.run(sync)
@@ -240,8 +241,7 @@ import Testing
                 for text in ["y1", "y2", "y3"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
                 try sandbox.ok(["sync", "--peer", agent.address, "--home", laptop])
                 try sandbox.ok(["add", "L", "b1", "--home", server])
-                try FileManager.default.removeItem(atPath: laptop)
-                try FileManager.default.copyItem(atPath: backup, toPath: laptop)
+                try restoreInPlace(backup, over: laptop)
                 try sandbox.ok(["add", "L", "z1", "--home", laptop])
 
                 let sync = try sandbox.run(["sync", "--peer", agent.address, "--home", laptop])

@@ -54,6 +54,9 @@ import Testing
             try sandbox.ok(["sync", "--no-discovery", "--home", a.home])
             let a2 = sandbox.root + "/a2"
             try copyHome(a.home, to: a2)
+            // A copy not noticed at its first write (a clone that keeps inodes; a noticed one goes on on a new
+            // timeline and is never suspect: `HandRestoreTests`).
+            try forgetStoreFile(home: a2)
             try sandbox.ok(["add", "Groceries", "eggs", "--home", a.home])
             try sandbox.ok(["sync", "--no-discovery", "--home", a.home])
             // A2 pulls a change of "its own" timeline beyond its head: it now knows another copy writes on it.

@@ -236,9 +236,10 @@ final class BackgroundRun {
 
             try sandbox.ok(["add", "Notes", "after-backup", "--home", d[0].home])
             try sandbox.ok(["sync", "--peer", agent.address, "--home", d[0].home])
-            // The disk is restored from the backup: "after-backup" and its number are gone from the laptop.
-            try FileManager.default.removeItem(atPath: d[0].home)
-            try FileManager.default.copyItem(atPath: backup, toPath: d[0].home)
+            // The disk is restored from the backup: "after-backup" and its number are gone from the laptop. Put back
+            // in place, so the store file keeps its inode and the restore is not noticed before a peer shows it (one
+            // put back as a new file is: `HandRestoreTests`).
+            try restoreInPlace(backup, over: d[0].home)
 
             let run = try sandbox.run(["sync", "--peer", agent.address, "--home", d[0].home])
             #expect(run.status == 1 && run.stderr.contains("restored from a backup"), "\(run)")
@@ -273,6 +274,8 @@ final class BackgroundRun {
             try sandbox.ok(["list", "add", "Shared", "--home", d[0].home])
             let copy = sandbox.root + "/copy"
             try FileManager.default.copyItem(atPath: d[0].home, toPath: copy)
+            // Not noticed as a copy at its first write (a clone that keeps inodes), so the two fork.
+            try forgetStoreFile(home: copy)
             try sandbox.ok(["add", "Shared", "from the original", "--home", d[0].home])
             try sandbox.ok(["add", "Shared", "from the copy", "--home", copy])
 
