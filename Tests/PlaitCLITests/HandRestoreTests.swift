@@ -31,6 +31,30 @@ import Testing
         try copy(backup, to: home)
     }
 
+    /// A laptop and a server with its agent running (stopped by the caller): the laptop adds x1 to a list L and
+    /// syncs, is backed up with `cp -a` to `backup`, then adds `later` and syncs again.
+    private func laptopBackedUp(_ sandbox: Sandbox, thenAdding later: [String]) throws -> (
+        laptop: String, server: String, agent: RunningAgent, backup: String
+    ) {
+        let devices = try sandbox.pairedHomes(["laptop", "server"])
+        let (laptop, server) = (devices[0].home, devices[1].home)
+        let agent = try RunningAgent(sandbox: sandbox, home: server)
+        let sync = ["sync", "--peer", agent.address, "--home", laptop]
+        let backup = sandbox.root + "/backup"
+        do {
+            try sandbox.ok(["list", "add", "L", "--home", laptop])
+            try sandbox.ok(["add", "L", "x1", "--home", laptop])
+            try sandbox.ok(sync)
+            try copy(laptop, to: backup)
+            for text in later { try sandbox.ok(["add", "L", text, "--home", laptop]) }
+            try sandbox.ok(sync)
+        } catch {
+            agent.stop()
+            throw error
+        }
+        return (laptop, server, agent, backup)
+    }
+
     private func summary(_ sandbox: Sandbox, _ home: String) throws -> String? {
         try sandbox.ok(["status", "--json", "--home", home]).json()["summary"] as? String
     }
@@ -117,18 +141,9 @@ import Testing
     /// (bad-luck tester 2026-11-25-j, J3; fixed at the last stop for `plait restore` only).
     @Test func aRejoinRightAfterAHandRestoreLosesNothingItHadSynced() throws {
         try withSandbox { sandbox in
-            let devices = try sandbox.pairedHomes(["laptop", "server"])
-            let (laptop, server) = (devices[0].home, devices[1].home)
-            let agent = try RunningAgent(sandbox: sandbox, home: server)
+            let (laptop, server, agent, backup) = try laptopBackedUp(sandbox, thenAdding: ["y1", "y2"])
             defer { agent.stop() }
             let sync = ["sync", "--peer", agent.address, "--home", laptop]
-            try sandbox.ok(["list", "add", "L", "--home", laptop])
-            try sandbox.ok(["add", "L", "x1", "--home", laptop])
-            try sandbox.ok(sync)
-            let backup = sandbox.root + "/backup"
-            try copy(laptop, to: backup)
-            for text in ["y1", "y2"] { try sandbox.ok(["add", "L", text, "--home", laptop]) }
-            try sandbox.ok(sync)
             try putBack(backup, over: laptop)
             let rejoin = try sandbox.ok(["rejoin", "--home", laptop])
             #expect(!rejoin.stdout.contains("ended timeline"), "\(rejoin)")
@@ -146,18 +161,9 @@ import Testing
     /// succeeds, and the next edit goes on on a new timeline.
     @Test func aHomePutBackByHandThatSyncsFirstNeedsNoRejoin() throws {
         try withSandbox { sandbox in
-            let devices = try sandbox.pairedHomes(["laptop", "server"])
-            let (laptop, server) = (devices[0].home, devices[1].home)
-            let agent = try RunningAgent(sandbox: sandbox, home: server)
+            let (laptop, server, agent, backup) = try laptopBackedUp(sandbox, thenAdding: ["y1"])
             defer { agent.stop() }
             let sync = ["sync", "--peer", agent.address, "--home", laptop]
-            try sandbox.ok(["list", "add", "L", "--home", laptop])
-            try sandbox.ok(["add", "L", "x1", "--home", laptop])
-            try sandbox.ok(sync)
-            let backup = sandbox.root + "/backup"
-            try copy(laptop, to: backup)
-            try sandbox.ok(["add", "L", "y1", "--home", laptop])
-            try sandbox.ok(sync)
             let before = try timeline(sandbox, laptop)
             try putBack(backup, over: laptop)
             let first = try sandbox.run(sync)
