@@ -271,8 +271,10 @@ struct PageSession {
             }
             let both = try show(session.headers)
             #expect(both.status == 200 && both.text.contains("Groceries"), "\(both.status) \(both.text.prefix(200))")
+            let wrongKey = (session.key.first == "A" ? "B" : "A") + session.key.dropFirst()
             let refused: [(String, [(String, String)])] = [
-                ("a wrong key", [("Cookie", session.cookie), ("Plait-Page-Key", "A" + session.key.dropFirst())]),
+                // Its first character changed (to "A" it was the same key whenever the key began with "A").
+                ("a wrong key", [("Cookie", session.cookie), ("Plait-Page-Key", wrongKey)]),
                 ("the key of another session", [("Cookie", session.cookie), ("Plait-Page-Key", other.key)]),
                 ("an empty key", [("Cookie", session.cookie), ("Plait-Page-Key", "")]),
                 ("the key without the cookie", [("Plait-Page-Key", session.key)]),

@@ -47,9 +47,7 @@ struct ForkDeleteTests {
             for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
                 try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
             }
-            copies.append(
-                try Replica(
-                    store: try Store.open(at: path, synchronousFull: false, noticingCopies: false), signer: signer))
+            copies.append(try Replica(store: try Store.open(at: path, synchronousFull: false), signer: signer))
         }
         let timeline = try copies[0].store.ownTimeline()
         let forkPoint = try copies[0].store.summary()[timeline] + 1

@@ -13,9 +13,7 @@ enum ForkFixtures {
         return try P256Signer(keyPEM: keys.keyPEM, certificatePEM: keys.certificatePEM)
     }
 
-    /// Copies a store's files as `cp -a` would while nothing writes. The copies are opened with `noticingCopies:
-    /// false`: they stand for copies plait cannot tell from the original (a filesystem snapshot's rollback, which
-    /// keeps the inode; a store from before its file was recorded), whose edits fork the timeline.
+    /// Copies a store's files as `cp -a` would while nothing writes.
     static func copy(_ original: String, to path: String) throws {
         for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
             try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
@@ -60,8 +58,7 @@ enum ForkFixtures {
             for role in ["loser", "winner"] {
                 let path = directory.file("\(role)\(attempt).db")
                 try copy(original, to: path)
-                let replica = try Replica(
-                    store: try Store.open(at: path, synchronousFull: false, noticingCopies: false), signer: signer)
+                let replica = try Replica(store: try Store.open(at: path, synchronousFull: false), signer: signer)
                 try role == "loser" ? writeLoser(replica) : writeWinner(replica)
                 copies.append(replica)
             }

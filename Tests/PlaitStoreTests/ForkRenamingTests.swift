@@ -37,11 +37,7 @@ struct ForkRenamingTests {
             for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
                 try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
             }
-            // Opened as a copy plait cannot tell from the original (a snapshot's rollback keeps the inode), so the
-            // copies fork.
-            replicas.append(
-                try Replica(
-                    store: try Store.open(at: path, synchronousFull: false, noticingCopies: false), signer: signer))
+            replicas.append(try Replica(store: try Store.open(at: path, synchronousFull: false), signer: signer))
         }
         let timeline = try replicas[0].store.ownTimeline()
         var authored: [Set<[UInt8]>] = []
@@ -129,7 +125,7 @@ struct ForkRenamingTests {
                         try FileManager.default.copyItem(atPath: path + suffix, toPath: target + suffix)
                     }
                     replicas.append(
-                        try Replica(store: try Store.open(at: target, synchronousFull: false, noticingCopies: false),
+                        try Replica(store: try Store.open(at: target, synchronousFull: false),
                                     signer: copies.signer))
                 }
                 // First contacts in this order, then everyone with everyone until nothing moves.

@@ -51,8 +51,7 @@ import Testing
                 for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
                     try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
                 }
-                let copy = try Replica(
-                    store: try Store.open(at: path, synchronousFull: false, noticingCopies: false), signer: signer)
+                let copy = try Replica(store: try Store.open(at: path, synchronousFull: false), signer: signer)
                 try add(texts, to: copy)
                 copies.append(copy)
             }
