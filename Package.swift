@@ -37,7 +37,7 @@ let package = Package(
         .target(
             name: "PlaitStore",
             dependencies: [
-                "PlaitCore", "COpenSSL", "PlaitTLS", "CSQLiteConfig", "CMalloc",
+                "PlaitCore", "COpenSSL", "PlaitTLS", "CSQLiteConfig", "CMalloc", "CFileIdentity",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]),
@@ -47,6 +47,9 @@ let package = Package(
         // glibc's malloc_trim, which Swift's Glibc module does not import: a pull's freed batches go back to the
         // system (`ProcessMemory`).
         .target(name: "CMalloc"),
+        // `statfs` and `statx`, which Swift's Glibc module does not import: the store tells its own file from a copy
+        // by inode and the inode's birth time (`Store.fileIdentity`).
+        .target(name: "CFileIdentity"),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "openssl",
@@ -131,7 +134,11 @@ let package = Package(
         // COpenSSL: test key pairs (P-256 and the key types a verifier must refuse) without a PlaitTLS identity.
         // PlaitNetnsSupport: the sqlite3 shell that damages a store as a user would.
         .target(
-            name: "PlaitTestSupport", dependencies: ["PlaitCore", "PlaitStore", "PlaitTLS", "COpenSSL", "PlaitNetnsSupport"]),
+            name: "PlaitTestSupport",
+            dependencies: [
+                "PlaitCore", "PlaitStore", "PlaitTLS", "COpenSSL", "PlaitNetnsSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
         // Test LANs of network namespaces, each host with its own dbus-daemon and avahi-daemon, and `Spawn`, how tests
         // start processes. Foundation only, so any test target (and `plait demo`) can use it.
         .target(name: "PlaitNetnsSupport"),

@@ -2,7 +2,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
-#include "CSQLiteConfig.h"
+#include "CFileIdentity.h"
 
 long long plait_filesystem_type(const char *path) {
     struct statfs status;

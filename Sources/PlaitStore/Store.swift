@@ -1,3 +1,4 @@
+import CFileIdentity
 import CSQLiteConfig
 import Foundation
 import GRDB
@@ -20,8 +21,6 @@ public final class Store: @unchecked Sendable {
     /// Opened on the first write; runs the migrations still pending then.
     private var writer: DatabasePool?
     private var migrationsPending: Bool
-    /// Whether the first write looks for the file being a copy (`noticeCopy`).
-    private let noticesCopies: Bool
     private let writerLock = NSLock()
     /// Transactions run through this store (reads, writes, commit probes): a test checks an idle agent runs none.
     let transactionCounter = Atomic<Int>(0)
@@ -33,9 +32,8 @@ public final class Store: @unchecked Sendable {
     public static let defaultBusyTimeout = 10.0
 
     private init(path: String, readers: DatabasePool, writer: DatabasePool?, migrationsPending: Bool,
-        synchronousFull: Bool, busyTimeout: Double, noticesCopies: Bool = false)
+        synchronousFull: Bool, busyTimeout: Double)
     {
-        self.noticesCopies = noticesCopies
         // Every hash this process computes from here on (chains, digests) goes through OpenSSL's SHA-256.
         FastSHA256.install()
         self.path = path
@@ -126,11 +124,8 @@ public final class Store: @unchecked Sendable {
 
     /// Opens an existing store; refuses a missing file, a damaged one, and one written by a newer plait.
     /// Opening writes nothing: the store is opened for writing (and migrated) on the first write.
-    /// `noticingCopies: false` (tests making forks out of copied stores, as a filesystem snapshot's restore would,
-    /// which keeps inodes) skips looking for the file being a copy at the first write.
     public static func open(
-        at path: String, synchronousFull: Bool = true, busyTimeout: Double = defaultBusyTimeout,
-        noticingCopies: Bool = true
+        at path: String, synchronousFull: Bool = true, busyTimeout: Double = defaultBusyTimeout
     ) throws -> Store {
         let pending = try precheck(path, busyTimeout: busyTimeout)
         do {
@@ -140,7 +135,7 @@ public final class Store: @unchecked Sendable {
                     synchronousFull: synchronousFull, busyTimeout: busyTimeout, readonly: true))
             return Store(
                 path: path, readers: readers, writer: nil, migrationsPending: pending, synchronousFull: synchronousFull,
-                busyTimeout: busyTimeout, noticesCopies: noticingCopies)
+                busyTimeout: busyTimeout)
         } catch {
             throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
         }
@@ -148,7 +143,8 @@ public final class Store: @unchecked Sendable {
 
     /// The writing pool, opened (and the store migrated) on first use.
     func writingPool() throws -> DatabasePool {
-        try writerLock.withLock {
+        var copied = false
+        let pool = try writerLock.withLock { () throws -> DatabasePool in
             if let writer { return writer }
             // SQLite creates a missing file when it opens one for writing: a store deleted under a running agent
             // came back empty, and the home was then refused as "not a plait store" (H8). It is never created here.
@@ -158,45 +154,48 @@ public final class Store: @unchecked Sendable {
                 try Schema.migrator.migrate(pool)
                 migrationsPending = false
             }
-            var copied = false
-            if noticesCopies, let identity = Self.fileIdentity(of: path) {
-                copied = try Self.noticeCopy(pool, identity: identity)
-            }
+            if let identity = Self.fileIdentity(of: path) { copied = try Self.noticeCopy(pool, identity: identity) }
             writer = pool
-            if copied {
-                copyNoticed = true
-                copyHandler?(Self.copyNotice)
-            }
+            if copied { noticed = true }
             return pool
         }
+        // Called outside the lock: a handler may use the store.
+        if copied, let handler = writerLock.withLock({ copyHandler }) { handler(Self.copyNotice) }
+        return pool
     }
 
     /// Opens the store for writing now (migrating it, and noticing whether its file is a copy) rather than at the first
     /// write. A session reads the own timeline's state at its start: a copy must be noticed before (`noticeCopy`), or
     /// a peer holding the timeline beyond the head is taken for a restore that needs `plait rejoin`.
     public func openForWriting() throws {
-        _ = try writingPool()
+        do {
+            _ = try writingPool()
+        } catch {
+            throw StoreDiagnosis.diagnose(error, path: path, busyTimeout: busyTimeout)
+        }
     }
 
     /// Whether this store's first write found its file to be a copy (`noticeCopy`): its own timeline was then marked
     /// to be left for a new one at the next edit.
-    public private(set) var copyNoticed = false
+    public var copyNoticed: Bool { writerLock.withLock { noticed } }
+    private var noticed = false
     private var copyHandler: (@Sendable (String) -> Void)?
 
     /// What is said when a copy is noticed.
     public static let copyNotice =
         "this store's file is not the one it was last written in: the home was copied, or restored from a backup "
         + "by hand. Its timeline may have gone on where it was copied from, so this device goes on on a new timeline "
-        + "from its next edit; what the other copy made after it comes from the peers as it is, and nothing is lost. "
-        + "If the home it was copied from is still in use, run `plait rejoin --new-key` on one of the two"
+        + "from its next edit; what the other copy synced after the copy was made comes back from the peers, and what "
+        + "it never synced is not here. If the home it was copied from is still in use, run `plait rejoin --new-key` "
+        + "on one of the two"
 
     /// Calls `handler` with `copyNotice` when the first write finds the file to be a copy (at once, if it has).
     public func onCopyNoticed(_ handler: @escaping @Sendable (String) -> Void) {
-        let noticed = writerLock.withLock {
+        let already = writerLock.withLock {
             copyHandler = handler
-            return copyNoticed
+            return noticed
         }
-        if noticed { handler(Self.copyNotice) }
+        if already { handler(Self.copyNotice) }
     }
 
     /// Filesystems whose inode numbers stay a file's own for its life, across mounts (`statfs`'s `f_type`): ext2–4,
@@ -212,7 +211,7 @@ public final class Store: @unchecked Sendable {
     /// tells a new file apart from the old one when it is given the number the old one freed: on ext4 here,
     /// `rm -rf home; cp -a backup home` gave the new `plait.db` the old one's inode number, and the tester's J2 script
     /// still diverged in 2 runs of 4 with the inode alone.
-    static func fileIdentity(of path: String) -> String? {
+    public static func fileIdentity(of path: String) -> String? {
         guard stableInodeFilesystems.contains(plait_filesystem_type(path)) else { return nil }
         var inode: UInt64 = 0
         var seconds: Int64 = 0
@@ -237,19 +236,37 @@ public final class Store: @unchecked Sendable {
     /// Returns whether the file was found to be a copy whose timeline was marked.
     static func noticeCopy(_ pool: DatabasePool, identity: String) throws -> Bool {
         guard try pool.read({ db in try Meta.get(db, .storeFile) as String? }) != identity else { return false }
-        return try pool.write { db in
-            // Read again under the write lock: another process opening the same copy at once may have noticed it, and
-            // begun the new timeline, since.
-            let recorded = try Meta.get(db, .storeFile) as String?
-            guard recorded != identity else { return false }
+        // The record read again inside an IMMEDIATE transaction: another process opening the same copy at once may have
+        // noticed it, and begun the new timeline, since (with the pre-check alone, 8 `plait add` started at once on a
+        // copy began up to 5 new timelines: hostile tester 2026-11-25-k, K1).
+        return try pool.writeWithoutTransaction { db in
             var marked = false
-            if recorded != nil, let own = try? ownTimeline(db), try certificate(db, of: own) != nil {
-                try Meta.set(db, .ownTimelineForkedAway, "1")
-                marked = true
+            try db.inTransaction(.immediate) {
+                let recorded = try Meta.get(db, .storeFile) as String?
+                guard recorded != identity else { return .commit }
+                let same = recorded.map { Self.sameFile($0, identity) } ?? true
+                // The same file read with a birth time where it was read without (or the reverse: a process whose
+                // statx gives none) keeps the record that has one.
+                if same, let recorded, recorded.contains("@"), !identity.contains("@") { return .commit }
+                try Meta.set(db, .storeFile, identity)
+                if !same, let own = try? ownTimeline(db), try certificate(db, of: own) != nil {
+                    try Meta.set(db, .ownTimelineForkedAway, "1")
+                    marked = true
+                }
+                return .commit
             }
-            try Meta.set(db, .storeFile, identity)
             return marked
         }
+    }
+
+    /// Whether two identities (`fileIdentity`) name one file: the birth times match where both have one, the inodes
+    /// otherwise. A birth time to the nanosecond is the file's own (a copy is born when it is made), while the inode
+    /// number may change under the same file: overlayfs with its upper layer on another filesystem reports the lower
+    /// file's number until a remount, then the upper one's (hostile tester 2026-11-25-k, K2: a second new timeline).
+    static func sameFile(_ one: String, _ other: String) -> Bool {
+        let (a, b) = (one.split(separator: "@"), other.split(separator: "@"))
+        if a.count == 2, b.count == 2 { return a[1] == b[1] }
+        return a.first == b.first
     }
 
     /// Records the identity of the store file at `path` as its own (a store just made, or a backup being put back by

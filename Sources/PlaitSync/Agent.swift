@@ -167,7 +167,7 @@ public final class Agent: @unchecked Sendable {
     /// Set before `start`.
     public var onStoreGone: (@Sendable (String) -> Void)?
     /// The store file as opened (device and inode), to tell when the path names another file or none.
-    private var storeFile: (device: UInt64, inode: UInt64)?
+    private var openedStoreFile: (device: UInt64, inode: UInt64)?
     private var storeGoneSaid = false
 
     public init(home: Home, settings: Settings, logger: Logger) {
@@ -216,7 +216,7 @@ public final class Agent: @unchecked Sendable {
         try? home.store.openForWriting()
         let probe = try home.store.makeCommitProbe()
         _ = try probe.changed()
-        storeFile = Self.fileIdentity(home.path + "/" + Home.storeFileName)
+        openedStoreFile = Self.deviceAndInode(home.path + "/" + Home.storeFileName)
         let generation = try home.store.generation()
         let peers = try home.store.peers()
         // Change events start from here: what is stored already is not news.
@@ -1116,7 +1116,7 @@ public final class Agent: @unchecked Sendable {
     }
 
     /// The device and inode of the file at `path`, nil when there is none.
-    static func fileIdentity(_ path: String) -> (device: UInt64, inode: UInt64)? {
+    static func deviceAndInode(_ path: String) -> (device: UInt64, inode: UInt64)? {
         var status = stat()
         guard stat(path, &status) == 0 else { return nil }
         return (UInt64(status.st_dev), UInt64(status.st_ino))
@@ -1127,9 +1127,9 @@ public final class Agent: @unchecked Sendable {
     /// more: every change it took or made from then on was lost when it stopped. It says so once, and `plait
     /// agent` stops (`onStoreGone`).
     private func checkStoreFile() {
-        guard let opened = storeFile, !storeGoneSaid else { return }
+        guard let opened = openedStoreFile, !storeGoneSaid else { return }
         let path = home.path + "/" + Home.storeFileName
-        let now = Self.fileIdentity(path)
+        let now = Self.deviceAndInode(path)
         if let now, now == opened { return }
         storeGoneSaid = true
         let what = now == nil

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import PlaitCore
 import PlaitStore
 
@@ -142,4 +143,15 @@ public func randomEdits(_ replica: Replica, count: Int, rng: inout SplitMix64, p
     } else {
         try replica.edit(now: fixedNow) { edit in for _ in 0..<count { try one(edit) } }
     }
+}
+
+/// Removes the identity the store at `storePath` recorded for its file (meta `store_file`, `Store.noticeCopy`), so
+/// that a copy of it is not noticed as one at its first write: a copy as a clone that keeps inodes gives (a virtual
+/// machine's or a filesystem snapshot's), or a store last written by a plait from before the identity was recorded.
+/// Such a copy's edits fork the timeline with the original's, which is what the fork tests need. Nothing may have
+/// the store open.
+public func forgetStoreFile(storePath: String) throws {
+    let queue = try DatabaseQueue(path: storePath)
+    try queue.write { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'store_file'") }
+    try queue.close()
 }

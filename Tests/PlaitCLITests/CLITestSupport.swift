@@ -1,7 +1,7 @@
 import Foundation
-import GRDB
 import PlaitCore
 import PlaitNetnsSupport
+import PlaitTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -372,12 +372,8 @@ func restoreInPlace(_ backup: String, over home: String) throws {
     }
 }
 
-/// Removes the identity (inode and birth time) the store of `home` recorded for its file, so that a copy of the home
-/// is not noticed as one at its first write: what a clone that keeps inodes gives (a virtual machine's or a
-/// filesystem snapshot's), or a home last written by a plait from before the identity was recorded. Its edits then
-/// fork the timeline with the original's. Nothing may have the store open.
+/// `forgetStoreFile(storePath:)` on the store of `home`: a copy of the home is then not noticed as one at its first
+/// write (a clone that keeps inodes; a home last written by a plait from before the identity was recorded).
 func forgetStoreFile(home: String) throws {
-    let queue = try DatabaseQueue(path: home + "/plait.db")
-    try queue.write { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'store_file'") }
-    try queue.close()
+    try forgetStoreFile(storePath: home + "/plait.db")
 }

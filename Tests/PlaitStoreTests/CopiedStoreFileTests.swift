@@ -9,7 +9,11 @@ import Testing
 /// A store remembers the file it is written in (inode and the inode's birth time); at its first write from another
 /// file — a copy, a backup put back by hand — its signed own timeline is left for a new one at the next edit
 /// (`Store.noticeCopy`), so the copy never authors under numbers the original may have used.
-@Suite struct CopiedStoreFileTests {
+///
+/// Where the temporary directory's filesystem is not one whose inode numbers are trusted, nothing is looked for, and
+/// these tests are skipped.
+@Suite(.enabled(if: Store.fileIdentity(of: NSTemporaryDirectory()) != nil, "inode numbers not trusted here"))
+struct CopiedStoreFileTests {
     /// `cp` of a store file with nothing writing it.
     private func copy(_ original: String, to path: String) throws {
         for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
@@ -67,9 +71,7 @@ import Testing
             let signer = try ForkFixtures.signer("laptop")
             let list = ObjectID.random()
             let (original, timeline, _) = try ForkFixtures.home(in: directory, signer: signer, list: list)
-            let queue = try DatabaseQueue(path: original)
-            try queue.write { db in try db.execute(sql: "DELETE FROM meta WHERE key = 'store_file'") }
-            try queue.close()
+            try forgetStoreFile(storePath: original)
             let copyPath = directory.file("copy.db")
             try copy(original, to: copyPath)
             let copied = try Replica(store: try Store.open(at: copyPath, synchronousFull: false), signer: signer)
@@ -109,6 +111,40 @@ import Testing
             let recorded = try copied.store.readers.read { db in try Meta.get(db, .storeFile) as String? }
             #expect(recorded == Store.fileIdentity(of: copyPath))
         }
+    }
+
+    /// Two processes opening the same copy at once: one notices it (the record is read again under the write
+    /// lock), so the next edit begins one new timeline, not two.
+    @Test func twoStoresOpeningOneCopyNoticeItOnce() throws {
+        try withTemporaryDirectory { directory in
+            let signer = try ForkFixtures.signer("laptop")
+            let list = ObjectID.random()
+            let (original, timeline, _) = try ForkFixtures.home(in: directory, signer: signer, list: list)
+            let copyPath = directory.file("copy.db")
+            try copy(original, to: copyPath)
+            let stores = try (0..<2).map { _ in try Store.open(at: copyPath, synchronousFull: false) }
+            try stores.forEach { try $0.openForWriting() }
+            #expect(stores.filter(\.copyNoticed).count == 1)
+            let replicas = try stores.map { try Replica(store: $0, signer: signer) }
+            try addItem(replicas[0], list: list, text: "one")
+            try addItem(replicas[1], list: list, text: "two")
+            let summary = try stores[1].summary()
+            #expect(summary.timelines.count == 2, "the old timeline and one new one: \(summary)")
+            #expect(try stores[0].ownTimeline() == (try stores[1].ownTimeline()))
+            #expect(try stores[0].ownTimeline() != timeline)
+        }
+    }
+
+    /// One file, read with and without a birth time (a filesystem that gained it; a process whose `statx` gives
+    /// none), is the same file; so is one whose inode number changed but not its birth time (overlayfs after a
+    /// remount). Another birth time is another file, even under the same number (`rm -rf; cp -a` on ext4).
+    @Test func identitiesNameOneFileByBirthTimeElseInode() {
+        #expect(Store.sameFile("12@100.5", "12@100.5"))
+        #expect(Store.sameFile("12@100.5", "12"))
+        #expect(Store.sameFile("12", "12@100.5"))
+        #expect(Store.sameFile("12@100.5", "13@100.5"), "overlayfs: the upper layer's number after a remount")
+        #expect(!Store.sameFile("12@100.5", "12@100.6"), "the number reused for a new file")
+        #expect(!Store.sameFile("12", "13"))
     }
 
     /// The identity is the inode and, where the filesystem keeps it, the inode's birth time; nothing on a

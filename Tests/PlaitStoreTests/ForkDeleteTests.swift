@@ -47,6 +47,8 @@ struct ForkDeleteTests {
             for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
                 try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
             }
+            // A copy the store cannot tell from the original (a snapshot's clone), so the copies fork.
+            try forgetStoreFile(storePath: path)
             copies.append(try Replica(store: try Store.open(at: path, synchronousFull: false), signer: signer))
         }
         let timeline = try copies[0].store.ownTimeline()

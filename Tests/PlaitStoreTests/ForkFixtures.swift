@@ -13,11 +13,13 @@ enum ForkFixtures {
         return try P256Signer(keyPEM: keys.keyPEM, certificatePEM: keys.certificatePEM)
     }
 
-    /// Copies a store's files as `cp -a` would while nothing writes.
+    /// Copies a store's files as `cp -a` would while nothing writes, as a copy the store cannot tell from the
+    /// original (a snapshot's clone, `forgetStoreFile`), so that the copies' edits fork the timeline.
     static func copy(_ original: String, to path: String) throws {
         for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
             try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
         }
+        try forgetStoreFile(storePath: path)
     }
 
     /// A new signed home, `directory/home.db`, holding one list `list`: its path (what is copied), its timeline,

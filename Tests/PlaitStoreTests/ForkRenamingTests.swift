@@ -37,6 +37,8 @@ struct ForkRenamingTests {
             for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
                 try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
             }
+            // A copy the store cannot tell from the original (a snapshot's clone), so the copies fork.
+            try forgetStoreFile(storePath: path)
             replicas.append(try Replica(store: try Store.open(at: path, synchronousFull: false), signer: signer))
         }
         let timeline = try replicas[0].store.ownTimeline()
@@ -124,6 +126,7 @@ struct ForkRenamingTests {
                     for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: path + suffix) {
                         try FileManager.default.copyItem(atPath: path + suffix, toPath: target + suffix)
                     }
+                    try forgetStoreFile(storePath: target)
                     replicas.append(
                         try Replica(store: try Store.open(at: target, synchronousFull: false),
                                     signer: copies.signer))

@@ -51,6 +51,8 @@ import Testing
                 for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: original + suffix) {
                     try FileManager.default.copyItem(atPath: original + suffix, toPath: path + suffix)
                 }
+                // A copy the store cannot tell from the original (a snapshot's clone), so the copies fork.
+                try forgetStoreFile(storePath: path)
                 let copy = try Replica(store: try Store.open(at: path, synchronousFull: false), signer: signer)
                 try add(texts, to: copy)
                 copies.append(copy)
