@@ -117,6 +117,26 @@ import Glibc
         }
     }
 
+    /// A device paired in another process just before it dials: the agent takes it though its store watch has not
+    /// told it yet (here it never does: the watch is off), by looking a device it does not know up in the store.
+    /// It was refused as "not paired" until the watch caught up.
+    @Test func aDevicePairedByAnotherProcessIsTakenBeforeTheWatchSaysSo() throws {
+        try withTemporaryDirectory { directory in
+            let a = try Home.create(at: directory.file("a"), name: "a", config: Config())
+            let b = try Home.create(at: directory.file("b"), name: "b", config: Config())
+            let recorder = LogRecorder()
+            let agentA = try startAgent(a, recorder: recorder, watchesStore: false)
+            defer { agentA.stop() }
+            // Another process's connection pairs b on a's store; b pairs a.
+            let other = try Home.open(at: a.path, config: Config())
+            _ = try other.trust(b.identity.deviceID.description, address: nil, name: "b")
+            _ = try b.trust(a.identity.deviceID.description, address: nil, name: "a")
+            let address = try PeerAddress(parsing: "127.0.0.1:\(try #require(agentA.boundPort))")
+            let outcome = b.syncOnce(with: address, timeout: .seconds(10))
+            #expect(outcome.succeeded, "\(outcome)\n\(recorder.all.joined(separator: "\n"))")
+        }
+    }
+
     /// `plait unpair` run in another process closes the agent's connection with that device: the agent reads
     /// the paired devices again when inotify shows a commit, not on a timer.
     @Test func unpairByAnotherProcessClosesTheConnection() throws {
