@@ -134,8 +134,13 @@ struct GlobalOptions: ParsableArguments {
         home.replica.onDerivedStateRepair { repair in
             FileHandle.standardError.write(Data("warning: \(repair).\n".utf8))
         }
-        home.store.onCopyNoticed { notice in FileHandle.standardError.write(Data("note: \(notice).\n".utf8)) }
+        Self.sayCopyNoticed(home)
         return home
+    }
+
+    /// A store found to be a copy at its first write is said on standard error, once (`Store.copyNotice`).
+    static func sayCopyNoticed(_ home: Home) {
+        home.store.onCopyNoticed { notice in FileHandle.standardError.write(Data("note: \(notice).\n".utf8)) }
     }
 }
 

@@ -41,7 +41,7 @@ extension Plait {
             let home = try Home.open(at: global.homePath, config: try global.loadConfig())
             let found = RepairsFound()
             home.replica.onDerivedStateRepair { found.append($0) }
-            home.store.onCopyNoticed { notice in FileHandle.standardError.write(Data("note: \(notice).\n".utf8)) }
+            GlobalOptions.sayCopyNoticed(home)
             let report = try PlaitSync.Repair.run(home: home, foundOnOpen: found.all)
             let derived = report.derived
             let previous: String

@@ -27,13 +27,21 @@ struct CopiedStoreFileTests {
         }
     }
 
+    /// A signed home holding one list, and a copy of its store file, not opened yet.
+    private func homeAndCopy(_ directory: TemporaryDirectory) throws -> (
+        signer: P256Signer, list: ObjectID, original: String, timeline: TimelineID, copy: String
+    ) {
+        let signer = try ForkFixtures.signer("laptop")
+        let list = ObjectID.random()
+        let (original, timeline, _) = try ForkFixtures.home(in: directory, signer: signer, list: list)
+        let copyPath = directory.file("copy.db")
+        try copy(original, to: copyPath)
+        return (signer, list, original, timeline, copyPath)
+    }
+
     @Test func aCopyBeginsANewTimelineAndTheOriginalGoesOn() throws {
         try withTemporaryDirectory { directory in
-            let signer = try ForkFixtures.signer("laptop")
-            let list = ObjectID.random()
-            let (original, timeline, _) = try ForkFixtures.home(in: directory, signer: signer, list: list)
-            let copyPath = directory.file("copy.db")
-            try copy(original, to: copyPath)
+            let (signer, list, original, timeline, copyPath) = try homeAndCopy(directory)
 
             let copied = try Replica(store: try Store.open(at: copyPath, synchronousFull: false), signer: signer)
             let noticed = Notices()
@@ -117,11 +125,7 @@ struct CopiedStoreFileTests {
     /// lock), so the next edit begins one new timeline, not two.
     @Test func twoStoresOpeningOneCopyNoticeItOnce() throws {
         try withTemporaryDirectory { directory in
-            let signer = try ForkFixtures.signer("laptop")
-            let list = ObjectID.random()
-            let (original, timeline, _) = try ForkFixtures.home(in: directory, signer: signer, list: list)
-            let copyPath = directory.file("copy.db")
-            try copy(original, to: copyPath)
+            let (signer, list, original, timeline, copyPath) = try homeAndCopy(directory)
             let stores = try (0..<2).map { _ in try Store.open(at: copyPath, synchronousFull: false) }
             try stores.forEach { try $0.openForWriting() }
             #expect(stores.filter(\.copyNoticed).count == 1)
